@@ -1,0 +1,272 @@
+"""Settings: the TOML config decoded with msgspec into Structs, plus the HYPNOS_* environment overrides."""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+from hypnos.types import MemoryTier, Modality, ModelPriority, MoeOffload
+
+MiB = 1024 * 1024
+GiB = 1024 * MiB
+
+
+class ConfigError(Exception):
+    """A config that cannot be used; the message names the file, the key and what was expected."""
+
+
+class TlsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """[server.tls]: serve https with this certificate and key."""
+
+    cert_path: str
+    key_path: str
+
+
+class ApiKeyConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """[[server.keys]]: one API key with its label, admin right and limits."""
+
+    key: str
+    label: str | None = None
+    admin: bool = False
+    requests_per_minute: int | None = None
+    max_concurrent: int | None = None
+    tokens_per_day: int | None = None
+
+
+class ProfileObjective(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A workload profile's objective: first_token, first_audio (with target_ms) or throughput."""
+
+    metric: Literal["first_token", "first_audio", "throughput"]
+    target_ms: int | None = None
+
+
+class ServerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """[server]: where to listen, who may call, and server-wide behaviour."""
+
+    host: str = "127.0.0.1"
+    port: int = 9999
+    tls: TlsConfig | None = None
+    api_keys: list[str] = []
+    keys: list[ApiKeyConfig] = []
+    allowed_origins: list[str] = []
+    profile: str | None = None
+    metrics_require_auth: bool = False
+    request_log_capacity: int = 200
+    request_log_level: Literal["off", "error", "warn", "info", "debug", "trace"] = "info"
+    request_log_redact: list[str] = []
+    document_pictures_ttl_secs: int = 3600
+    kv_idle_timeout_secs: int | None = None
+    workflow_idle_secs: float = 30.0
+
+
+class LimitsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """[limits]: the body, time and queue limits of spec section 1 with their defaults."""
+
+    max_body_bytes: int = 256 * MiB
+    max_audio_bytes: int = 64 * MiB
+    max_image_bytes: int = 32 * MiB
+    max_document_bytes: int = 100 * MiB
+    max_prompt_chars: int = 1_000_000
+    max_tokens_cap: int = 8192
+    max_images_per_request: int = 4
+    request_timeout_secs: float = 900.0
+    max_queue_per_model: int = 8
+    allow_remote_image_urls: bool = True
+    allow_private_urls: bool = False
+    overload: Literal["queue", "shed"] = "queue"
+
+
+class KvParkConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """[hardware.kv_park]: keep llama.cpp conversations in host RAM when their model leaves tier 1."""
+
+    enabled: bool = False
+    max_bytes: int = 4 * GiB
+
+
+class HardwareConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """[hardware]: tier budgets, simulation without a GPU, process cap."""
+
+    simulate: bool = False
+    simulate_vram_bytes: int | None = None
+    vram_reserve_bytes: int = 512 * MiB
+    vram_budget_bytes: int | None = None
+    warm_ram_fraction: float = 0.5
+    pinned_ram_budget_bytes: int | None = None
+    max_process_memory_bytes: int | None = None
+    min_gpu_layer_ratio: float = 0.5
+    tier2_to_tier1_bandwidth_gbps: float | None = None
+    tier3_to_tier2_bandwidth_gbps: float | None = None
+    kv_park: KvParkConfig = msgspec.field(default_factory=KvParkConfig)
+
+
+class ModelConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """[[models]]: one model in the pool; paths are relative to models_dir."""
+
+    id: str
+    modality: Modality
+    engine: str
+    modalities: list[Modality] = []
+    weights_path: str | None = None
+    aux_path: str | None = None
+    text_encoder_path: str | None = None
+    tokenizer_path: str | None = None
+    voices_path: str | None = None
+    priority: ModelPriority = ModelPriority.NORMAL
+    initial_tier: MemoryTier = MemoryTier.TIER3
+    slots: int = 1
+    context_len: int | None = None
+    moe_offload: MoeOffload = MoeOffload.OFF
+    enabled: bool = True
+    arch: dict[str, Any] = {}
+    # Engine-specific tables ([models.image], [models.llama], ...), checked against the engine kind's config_keys.
+    engine_options: dict[str, dict[str, Any]] = {}
+
+    @property
+    def all_modalities(self) -> list[Modality]:
+        """The primary modality followed by the additional ones, without repeats."""
+        seen = [self.modality]
+        seen.extend(m for m in self.modalities if m not in seen)
+        return seen
+
+    def resolve(self, models_dir: Path, relative: str | None) -> Path | None:
+        """An absolute path for one of this model's path keys."""
+        if relative is None:
+            return None
+        path = Path(relative).expanduser()
+        return path if path.is_absolute() else models_dir / path
+
+
+class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """The whole decoded config, passed down explicitly; never read at import time."""
+
+    config_version: int = 1
+    models_dir: str = "models"
+    server: ServerConfig = msgspec.field(default_factory=ServerConfig)
+    limits: LimitsConfig = msgspec.field(default_factory=LimitsConfig)
+    hardware: HardwareConfig = msgspec.field(default_factory=HardwareConfig)
+    models: list[ModelConfig] = []
+    source: str | None = None
+
+    @property
+    def models_path(self) -> Path:
+        """models_dir as an absolute path (relative to the config file's folder)."""
+        path = Path(self.models_dir).expanduser()
+        if path.is_absolute() or self.source is None:
+            return path.resolve()
+        return (Path(self.source).parent / path).resolve()
+
+
+_MODEL_FIELDS = set(ModelConfig.__struct_fields__) - {"engine_options"}
+
+
+def _split_engine_tables(raw_models: Any, source: str) -> Any:
+    """Move a model's engine-specific tables ([models.image] ...) into engine_options."""
+    if not isinstance(raw_models, list):
+        return raw_models
+    out = []
+    for index, entry in enumerate(raw_models):
+        if not isinstance(entry, dict):
+            out.append(entry)
+            continue
+        known: dict[str, Any] = {}
+        tables: dict[str, dict[str, Any]] = {}
+        for key, value in entry.items():
+            if key in _MODEL_FIELDS:
+                known[key] = value
+            elif isinstance(value, dict):
+                tables[key] = value
+            else:
+                raise ConfigError(f"{source}: unknown key `models[{index}].{key}`")
+        known["engine_options"] = tables
+        out.append(known)
+    return out
+
+
+def _explain(error: msgspec.ValidationError, source: str) -> ConfigError:
+    """Rewrite msgspec's `... - at `$.server.port`` into `file: key: what was expected`."""
+    text = str(error)
+    key = ""
+    if " - at `$" in text:
+        text, _, where = text.partition(" - at `$")
+        key = where.rstrip("`").lstrip(".")
+    message = text.replace("Object contains unknown field", "unknown key")
+    unknown = re.match(r"unknown key `([^`]*)`", message)
+    if unknown:
+        key = f"{key}.{unknown.group(1)}" if key else unknown.group(1)
+        message = "unknown key"
+    if key:
+        return ConfigError(f"{source}: `{key}`: {message}")
+    return ConfigError(f"{source}: {message}")
+
+
+def settings_from_mapping(raw: dict[str, Any], source: str = "<config>") -> Settings:
+    """Decode an already-parsed TOML mapping into Settings, with errors naming the key."""
+    raw = dict(raw)
+    if "models" in raw:
+        raw["models"] = _split_engine_tables(raw["models"], source)
+    try:
+        settings = msgspec.convert(raw, Settings, strict=True)
+    except msgspec.ValidationError as error:
+        raise _explain(error, source) from None
+    settings.source = None if source.startswith("<") else source
+    _check_models(settings, source)
+    return settings
+
+
+def _check_models(settings: Settings, source: str) -> None:
+    """Cross-field checks: unique ids, sane slots and context."""
+    seen: set[str] = set()
+    for index, model in enumerate(settings.models):
+        if not model.id.strip():
+            raise ConfigError(f"{source}: `models[{index}].id`: expected a non-empty string")
+        if model.id in seen:
+            raise ConfigError(f"{source}: `models[{index}].id`: the id `{model.id}` is used twice")
+        seen.add(model.id)
+        if model.slots < 1:
+            raise ConfigError(f"{source}: `models[{index}].slots`: expected an integer >= 1, got {model.slots}")
+        if model.context_len is not None and model.context_len < 1:
+            raise ConfigError(f"{source}: `models[{index}].context_len`: expected an integer >= 1")
+    if not 0.0 <= settings.hardware.min_gpu_layer_ratio <= 1.0:
+        raise ConfigError(f"{source}: `hardware.min_gpu_layer_ratio`: expected a number between 0 and 1")
+    if not 0.0 < settings.hardware.warm_ram_fraction <= 1.0:
+        raise ConfigError(f"{source}: `hardware.warm_ram_fraction`: expected a number in (0, 1]")
+
+
+def apply_environment(settings: Settings, environ: dict[str, str] | os._Environ[str]) -> Settings:
+    """Apply HYPNOS_PORT and HYPNOS_API_KEYS on top of the file's values."""
+    port = environ.get("HYPNOS_PORT")
+    if port:
+        try:
+            settings.server.port = int(port)
+        except ValueError:
+            raise ConfigError(f"HYPNOS_PORT: expected an integer port, got {port!r}") from None
+    keys = environ.get("HYPNOS_API_KEYS")
+    if keys:
+        extra = [k.strip() for k in keys.split(",") if k.strip()]
+        settings.server.api_keys = [*settings.server.api_keys, *extra]
+    return settings
+
+
+def load_settings(path: str | Path | None = None, environ: dict[str, str] | None = None) -> Settings:
+    """Read the config named by `path` or HYPNOS_CONFIG (none: defaults), then apply the environment."""
+    env = os.environ if environ is None else environ
+    chosen = path or env.get("HYPNOS_CONFIG")
+    if chosen:
+        file = Path(chosen).expanduser()
+        try:
+            text = file.read_text(encoding="utf-8")
+        except OSError as error:
+            raise ConfigError(f"{file}: cannot read the config file ({error.strerror})") from None
+        try:
+            raw = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as error:
+            raise ConfigError(f"{file}: not valid TOML ({error})") from None
+        settings = settings_from_mapping(raw, str(file.resolve()))
+    else:
+        settings = Settings()
+    return apply_environment(settings, env)

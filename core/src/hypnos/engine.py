@@ -1,0 +1,316 @@
+"""The engine contract: what a plugin implements to serve one configured model, for all eight modalities."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from hypnos.errors import HypnosError
+from hypnos.openai import ChatCompletionRequest, ToolCall
+from hypnos.types import EngineTiming, LayerPlacementPlan, MemoryTier, Modality, TierSwitchPhases
+
+if TYPE_CHECKING:
+    from hypnos.config import LimitsConfig, ModelConfig
+
+
+class CancelToken:
+    """Set when the client goes away or the server shuts down; engines check it per token, chunk, step or page."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def cancel(self) -> None:
+        """Ask the work to stop at its next check."""
+        self._event.set()
+
+    @property
+    def cancelled(self) -> bool:
+        """True once cancel() was called (safe from any thread)."""
+        return self._event.is_set()
+
+
+class DeviceOutOfMemory(HypnosError):
+    """An engine ran out of device memory mid-request; the scheduler evicts idle models and may retry once."""
+
+    def __init__(self, message: str = "the engine ran out of device memory") -> None:
+        super().__init__(507, "device_out_of_memory", message)
+
+
+class EngineUnavailable(HypnosError):
+    """The engine's library is missing or the model cannot be served as configured (503)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(503, "model_not_available", message)
+
+
+def missing_library(package: str, extra: str | None = None) -> EngineUnavailable:
+    """The error for a lazily imported engine library that is not installed, naming what to install."""
+    hint = f"pip install '{extra}'" if extra else f"pip install {package}"
+    return EngineUnavailable(f"the engine library `{package}` is not installed ({hint})")
+
+
+class MemoryEstimate(msgspec.Struct, kw_only=True):
+    """What a model needs, read from its files: per-layer weights, KV per token, workspace, experts."""
+
+    weight_bytes: int
+    layer_bytes: list[int] = []
+    non_layer_bytes: int = 0
+    kv_bytes_per_token: int = 0
+    workspace_bytes: int = 0
+    expert_bytes_per_layer: list[int] = []
+    projector_bytes: int = 0
+    max_context_len: int | None = None
+    default_context_len: int = 0
+    supports_partial_offload: bool = False
+
+    @property
+    def num_layers(self) -> int:
+        """How many repeating layers the model has (0 when not layered)."""
+        return len(self.layer_bytes)
+
+    @property
+    def expert_bytes(self) -> int:
+        """All expert tensor bytes (0 for a dense model)."""
+        return sum(self.expert_bytes_per_layer)
+
+
+@dataclass
+class EngineContext:
+    """What an engine gets besides its model config: where models live, the limits, the device."""
+
+    models_dir: Path
+    limits: LimitsConfig
+    accelerator: str = "cpu"
+    cache_dir: Path | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# ---- per-modality inputs and results ---------------------------------------------------------------------------
+
+
+class ChatOptions(msgspec.Struct, kw_only=True):
+    """Server-side decisions about a chat request: the clamped max_tokens and the thinking budget."""
+
+    max_tokens: int
+    thinking_budget: int | None = None
+    thinking: bool = False
+    context_len: int | None = None
+
+
+class ContentDelta(msgspec.Struct, tag="content"):
+    """A piece of the answer's text."""
+
+    text: str
+
+
+class ReasoningDelta(msgspec.Struct, tag="reasoning"):
+    """A piece of the model's thoughts (reasoning_content)."""
+
+    text: str
+
+
+class ToolCallEvent(msgspec.Struct, tag="tool_call"):
+    """One whole tool call the model asked for."""
+
+    call: ToolCall
+
+
+class ChatFinished(msgspec.Struct, tag="finished", kw_only=True):
+    """The last event of a chat stream: why it stopped, token usage and timings."""
+
+    finish_reason: str
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int = 0
+    timing: EngineTiming = msgspec.field(default_factory=EngineTiming)
+
+
+ChatEvent = ContentDelta | ReasoningDelta | ToolCallEvent | ChatFinished
+
+
+class EmbeddingResult(msgspec.Struct, kw_only=True):
+    """Vectors in input order, with the tokens the inputs took."""
+
+    vectors: list[list[float]]
+    prompt_tokens: int
+    timing: EngineTiming = msgspec.field(default_factory=EngineTiming)
+
+
+class TranscriptionInput(msgspec.Struct, kw_only=True):
+    """Audio to transcribe, with the optional language hint and prompt."""
+
+    audio: bytes
+    filename: str | None = None
+    language: str | None = None
+    prompt: str | None = None
+
+
+class TranscriptionResult(msgspec.Struct, kw_only=True):
+    """The transcript and how long the audio was."""
+
+    text: str
+    duration_secs: float | None = None
+    timing: EngineTiming = msgspec.field(default_factory=EngineTiming)
+
+
+class SpeechInput(msgspec.Struct, kw_only=True):
+    """Text to speak, the voice (already mapped), speed and language."""
+
+    text: str
+    voice: str
+    speed: float = 1.0
+    language: str = "en"
+
+
+class AudioChunk(msgspec.Struct, kw_only=True):
+    """A piece of synthesized speech: 16-bit little-endian mono PCM at sample_rate."""
+
+    pcm16: bytes
+    sample_rate: int = 24000
+
+
+class ImageInput(msgspec.Struct, kw_only=True):
+    """An image generation or edit job, sizes already clamped."""
+
+    prompt: str
+    n: int = 1
+    width: int = 1024
+    height: int = 1024
+    negative_prompt: str | None = None
+    steps: int | None = None
+    seed: int = 0
+    cfg_scale: float | None = None
+    references: list[bytes] = []
+
+
+class GeneratedImage(msgspec.Struct, kw_only=True):
+    """One PNG and the seed it was made with."""
+
+    png: bytes
+    seed: int
+
+
+class ImageResult(msgspec.Struct, kw_only=True):
+    """The images of one job."""
+
+    images: list[GeneratedImage]
+    timing: EngineTiming = msgspec.field(default_factory=EngineTiming)
+
+
+class EntityInput(msgspec.Struct, kw_only=True):
+    """Texts and free-text labels for zero-shot entity extraction."""
+
+    texts: list[str]
+    labels: list[str]
+    threshold: float = 0.5
+    flat: bool = True
+
+
+class Entity(msgspec.Struct, kw_only=True):
+    """One span: character offsets [start, end) in Unicode scalar values."""
+
+    text: str
+    label: str
+    start: int
+    end: int
+    score: float
+
+
+class EntityResult(msgspec.Struct, kw_only=True):
+    """Entities per input text, in input order."""
+
+    entities: list[list[Entity]]
+    timing: EngineTiming = msgspec.field(default_factory=EngineTiming)
+
+
+class DocumentInput(msgspec.Struct, kw_only=True):
+    """A document to convert, with the page range and options of section 12."""
+
+    data: bytes
+    filename: str | None = None
+    pages: tuple[int, int] | None = None
+    ocr: bool = True
+    output_format: str = "markdown"
+
+
+# ---- the engine ------------------------------------------------------------------------------------------------
+
+
+class Engine:
+    """Base class of an engine serving one configured model; the scheduler alone drives its lifecycle.
+
+    Subclasses implement estimate/load/demote/unload and the methods of the modalities they serve; the others
+    raise a 400 naming the modality. Blocking library calls never run on the event loop.
+    """
+
+    def __init__(self, model: ModelConfig, context: EngineContext) -> None:
+        self.model = model
+        self.context = context
+
+    # lifecycle
+    def estimate(self) -> MemoryEstimate:
+        """Memory needs read from the model's files (cheap: headers only)."""
+        raise NotImplementedError
+
+    async def load(self, plan: LayerPlacementPlan) -> TierSwitchPhases:
+        """Bring the model to plan.primary_tier (tier 1: ready to serve; tier 2: weights warm in RAM)."""
+        raise NotImplementedError
+
+    async def demote(self, tier: MemoryTier) -> None:
+        """Move down to tier 2 (warm in RAM) or tier 3 (nothing held)."""
+        raise NotImplementedError
+
+    async def unload(self) -> None:
+        """Free everything (tier 3); also called at shutdown."""
+        await self.demote(MemoryTier.TIER3)
+
+    # modalities
+    def chat(self, request: ChatCompletionRequest, options: ChatOptions, cancel: CancelToken) -> AsyncIterator[ChatEvent]:
+        """Stream the answer to a chat request as events, ending with ChatFinished."""
+        raise self._unsupported(Modality.TEXT_GENERATION)
+
+    async def embed(self, texts: list[str], cancel: CancelToken) -> EmbeddingResult:
+        """Embed texts, vectors in input order."""
+        raise self._unsupported(Modality.EMBEDDINGS)
+
+    async def transcribe(self, audio: TranscriptionInput, cancel: CancelToken) -> TranscriptionResult:
+        """Transcribe one audio file."""
+        raise self._unsupported(Modality.SPEECH_TO_TEXT)
+
+    def speak(self, speech: SpeechInput, cancel: CancelToken) -> AsyncIterator[AudioChunk]:
+        """Stream synthesized speech phrase by phrase."""
+        raise self._unsupported(Modality.TEXT_TO_SPEECH)
+
+    async def generate_images(self, job: ImageInput, cancel: CancelToken) -> ImageResult:
+        """Generate (or, with references, edit) images."""
+        raise self._unsupported(Modality.IMAGE_GENERATION)
+
+    def convert_document(self, document: DocumentInput, cancel: CancelToken) -> AsyncIterator[Any]:
+        """Convert a document page by page (events defined by the document plugin)."""
+        raise self._unsupported(Modality.DOCUMENT_CONVERSION)
+
+    async def extract_entities(self, job: EntityInput, cancel: CancelToken) -> EntityResult:
+        """Zero-shot entity extraction."""
+        raise self._unsupported(Modality.ENTITY_EXTRACTION)
+
+    def _unsupported(self, modality: Modality) -> HypnosError:
+        return HypnosError(400, "invalid_request_error", f"the model `{self.model.id}` does not serve {modality.value}")
+
+
+EngineFactory = Callable[["ModelConfig", EngineContext], Engine]
+
+
+@dataclass(frozen=True)
+class EngineKind:
+    """An engine kind a plugin provides: its name, the modalities it can serve, a factory, the config tables it reads."""
+
+    name: str
+    modalities: frozenset[Modality]
+    factory: EngineFactory
+    config_keys: frozenset[str] = frozenset()
+    description: str = ""

@@ -1,0 +1,34 @@
+"""Every hook a Hypnos plugin can implement. Hooks run at startup and return data; none runs per request."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pluggy
+
+from hypnos.engine import EngineKind
+
+PROJECT = "hypnos"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def hypnos_engine_kinds() -> list[EngineKind]:
+    """Called once at startup: the engine kinds this plugin provides (name, modalities, factory, config tables)."""
+    raise NotImplementedError
+
+
+@hookspec
+def hypnos_routes() -> list[Any]:
+    """Called once when the app is built: Litestar routers or handlers for routes that belong to this plugin alone.
+
+    Handlers reach the scheduler through the app state (`request.app.state.hypnos`).
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def hypnos_catalog_entries() -> list[dict[str, Any]]:
+    """Called when the catalog is read: catalog entries (as in models.catalog.toml) this plugin knows how to run."""
+    raise NotImplementedError

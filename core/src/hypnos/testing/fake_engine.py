@@ -1,0 +1,228 @@
+"""A deterministic fake engine serving every modality, tunable from the model's `[models.fake]` table."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import io
+import math
+import struct
+import time
+import zlib
+from collections.abc import AsyncIterator
+
+import msgspec
+
+from hypnos.engine import (
+    AudioChunk,
+    CancelToken,
+    ChatEvent,
+    ChatFinished,
+    ChatOptions,
+    ContentDelta,
+    DeviceOutOfMemory,
+    DocumentInput,
+    EmbeddingResult,
+    Engine,
+    EngineContext,
+    EngineKind,
+    Entity,
+    EntityInput,
+    EntityResult,
+    GeneratedImage,
+    ImageInput,
+    ImageResult,
+    MemoryEstimate,
+    SpeechInput,
+    TranscriptionInput,
+    TranscriptionResult,
+)
+from hypnos.errors import server_error
+from hypnos.openai import ChatCompletionRequest
+from hypnos.types import EngineTiming, LayerPlacementPlan, MemoryTier, Modality, TierSwitchPhases
+
+
+class FakeOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """The `[models.fake]` table: sizes, delays and failures to simulate."""
+
+    layers: int = 8
+    layer_bytes: int = 64 * 1024 * 1024
+    non_layer_bytes: int = 32 * 1024 * 1024
+    kv_bytes_per_token: int = 16 * 1024
+    workspace_bytes: int = 16 * 1024 * 1024
+    expert_bytes_per_layer: int = 0
+    max_context_len: int = 32768
+    load_ms: float = 0.0
+    token_ms: float = 0.0
+    tokens: int = 8
+    fail_load: bool = False
+    oom_once: bool = False
+    embedding_dim: int = 16
+
+
+def _words(seed_text: str, count: int) -> list[str]:
+    """A deterministic word sequence derived from the prompt text."""
+    vocabulary = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet"]
+    digest = hashlib.sha256(seed_text.encode()).digest()
+    return [vocabulary[digest[i % len(digest)] % len(vocabulary)] for i in range(count)]
+
+
+def _png(width: int, height: int, seed: int) -> bytes:
+    """A valid single-colour RGB PNG."""
+    colour = bytes([seed % 256, (seed // 7) % 256, (seed // 13) % 256])
+    raw = b"".join(b"\x00" + colour * width for _ in range(height))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+
+
+class FakeEngine(Engine):
+    """Answers every modality deterministically from its input; load time, size and failures come from config."""
+
+    def __init__(self, model, context: EngineContext) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(model, context)
+        self.options = msgspec.convert(model.engine_options.get("fake", {}), FakeOptions)
+        self.tier = MemoryTier.TIER3
+        self.loads = 0
+        self._oom_pending = self.options.oom_once
+
+    def estimate(self) -> MemoryEstimate:
+        """Sizes as configured."""
+        o = self.options
+        return MemoryEstimate(
+            weight_bytes=o.layers * o.layer_bytes + o.non_layer_bytes + o.layers * o.expert_bytes_per_layer,
+            layer_bytes=[o.layer_bytes + o.expert_bytes_per_layer] * o.layers,
+            non_layer_bytes=o.non_layer_bytes,
+            kv_bytes_per_token=o.kv_bytes_per_token,
+            workspace_bytes=o.workspace_bytes,
+            expert_bytes_per_layer=[o.expert_bytes_per_layer] * o.layers if o.expert_bytes_per_layer else [],
+            max_context_len=o.max_context_len,
+            default_context_len=min(4096, o.max_context_len),
+            supports_partial_offload=True,
+        )
+
+    async def load(self, plan: LayerPlacementPlan) -> TierSwitchPhases:
+        """Sleep load_ms (scaled down from tier 2), or fail when fail_load is set."""
+        started = time.perf_counter()
+        delay = self.options.load_ms / 1000.0
+        if self.tier == MemoryTier.TIER2:
+            delay /= 4
+        if delay:
+            await asyncio.sleep(delay)
+        if self.options.fail_load:
+            raise server_error(f"fake load failure for {self.model.id}")
+        self.loads += 1
+        self.tier = plan.primary_tier
+        total = (time.perf_counter() - started) * 1000
+        return TierSwitchPhases(load_mode="read", weights_ms=total, context_ms=0.0, total_ms=total)
+
+    async def demote(self, tier: MemoryTier) -> None:
+        """Forget the placement."""
+        self.tier = tier
+
+    async def _tick(self, cancel: CancelToken) -> None:
+        if self.options.token_ms:
+            await asyncio.sleep(self.options.token_ms / 1000.0)
+        else:
+            await asyncio.sleep(0)
+
+    def _maybe_oom(self) -> None:
+        if self._oom_pending:
+            self._oom_pending = False
+            raise DeviceOutOfMemory("fake device out of memory")
+
+    async def chat(  # type: ignore[override]
+        self, request: ChatCompletionRequest, options: ChatOptions, cancel: CancelToken
+    ) -> AsyncIterator[ChatEvent]:
+        """Words derived from the conversation, one per token, up to max_tokens."""
+        self._maybe_oom()
+        prompt = "\n".join(message.text() for message in request.messages)
+        prompt_tokens = max(1, len(prompt.split()))
+        count = min(self.options.tokens, options.max_tokens)
+        started = time.perf_counter()
+        produced = 0
+        for index, word in enumerate(_words(prompt + str(request.seed or 0), count)):
+            if cancel.cancelled:
+                break
+            await self._tick(cancel)
+            produced += 1
+            yield ContentDelta(word if index == 0 else " " + word)
+        decode_ms = (time.perf_counter() - started) * 1000
+        finish = "length" if count == options.max_tokens and count < self.options.tokens else "stop"
+        yield ChatFinished(
+            finish_reason=finish,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=produced,
+            timing=EngineTiming(prefill_ms=0.0, decode_ms=decode_ms, concurrent_slots=1),
+        )
+
+    async def embed(self, texts: list[str], cancel: CancelToken) -> EmbeddingResult:
+        """Unit vectors from a hash of each text."""
+        self._maybe_oom()
+        vectors = []
+        for text in texts:
+            digest = hashlib.sha256(text.encode()).digest()
+            raw = [(digest[i % len(digest)] - 127.5) for i in range(self.options.embedding_dim)]
+            norm = math.sqrt(sum(v * v for v in raw)) or 1.0
+            vectors.append([v / norm for v in raw])
+        await self._tick(cancel)
+        return EmbeddingResult(vectors=vectors, prompt_tokens=sum(max(1, len(t.split())) for t in texts))
+
+    async def transcribe(self, audio: TranscriptionInput, cancel: CancelToken) -> TranscriptionResult:
+        """A transcript naming the byte count."""
+        await self._tick(cancel)
+        return TranscriptionResult(text=f"fake transcript of {len(audio.audio)} bytes", duration_secs=None)
+
+    async def speak(self, speech: SpeechInput, cancel: CancelToken) -> AsyncIterator[AudioChunk]:  # type: ignore[override]
+        """A 440 Hz tone per phrase, 0.1 s per word."""
+        for phrase in [p for p in speech.text.replace("!", ".").split(".") if p.strip()] or [speech.text]:
+            if cancel.cancelled:
+                return
+            await self._tick(cancel)
+            samples = int(24000 * 0.1 * max(1, len(phrase.split())) / max(speech.speed, 0.1))
+            buffer = io.BytesIO()
+            for i in range(samples):
+                buffer.write(struct.pack("<h", int(8000 * math.sin(2 * math.pi * 440 * i / 24000))))
+            yield AudioChunk(pcm16=buffer.getvalue(), sample_rate=24000)
+
+    async def generate_images(self, job: ImageInput, cancel: CancelToken) -> ImageResult:
+        """One flat-colour PNG per image, coloured by its seed."""
+        self._maybe_oom()
+        await self._tick(cancel)
+        images = [GeneratedImage(png=_png(job.width, job.height, job.seed + i), seed=job.seed + i) for i in range(job.n)]
+        return ImageResult(images=images)
+
+    async def convert_document(self, document: DocumentInput, cancel: CancelToken) -> AsyncIterator[dict]:  # type: ignore[override]
+        """One page whose markdown is the decoded text."""
+        await self._tick(cancel)
+        yield {"page": 1, "markdown": document.data.decode("utf-8", "replace")}
+
+    async def extract_entities(self, job: EntityInput, cancel: CancelToken) -> EntityResult:
+        """Every capitalised word, labelled with the first label."""
+        await self._tick(cancel)
+        results = []
+        for text in job.texts:
+            found = []
+            position = 0
+            for word in text.split():
+                start = text.index(word, position)
+                position = start + len(word)
+                if word[:1].isupper() and job.labels:
+                    clean = word.strip(".,;:!?")
+                    found.append(Entity(text=clean, label=job.labels[0], start=start, end=start + len(clean), score=0.9))
+            results.append(found)
+        return EntityResult(entities=results)
+
+
+def fake_engine_kind(name: str = "fake") -> EngineKind:
+    """The fake engine kind, serving all eight modalities."""
+    return EngineKind(
+        name=name,
+        modalities=frozenset(Modality),
+        factory=FakeEngine,
+        config_keys=frozenset({"fake"}),
+        description="deterministic fake engine for tests",
+    )

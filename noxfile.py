@@ -1,0 +1,73 @@
+"""One session per package, plus e2e, lint, bench and an umbrella `tests` session."""
+
+from __future__ import annotations
+
+import os
+
+import nox
+
+nox.options.default_venv_backend = "venv"
+nox.options.reuse_existing_virtualenvs = True
+nox.options.sessions = ["tests"]
+
+PYTHON = os.environ.get("HYPNOS_PYTHON", "python3")
+OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+# package folder -> what its tests install (editable) besides itself; heavy engine libraries stay in their own venv.
+PACKAGES: dict[str, list[str]] = {
+    "core": ["core[test]"],
+    "server": ["core[test]", "server[test]", "tests/fake-plugin"],
+}
+for plugin in sorted(os.listdir("plugins")) if os.path.isdir("plugins") else []:
+    PACKAGES[f"plugins/{plugin}"] = ["core[test]", "server[test]", f"plugins/{plugin}[test]"]
+
+
+def _install(session: nox.Session, targets: list[str]) -> None:
+    args: list[str] = []
+    for target in targets:
+        args += ["-e", target]
+    session.install("--upgrade-strategy", "only-if-needed", *args)
+
+
+def _pytest(session: nox.Session, *paths: str) -> None:
+    """Run pytest; exit code 5 (nothing collected) is not a failure."""
+    session.run("python", "-m", "pytest", "-q", *paths, *session.posargs, env=OFFLINE, success_codes=[0, 5])
+
+
+@nox.session(python=PYTHON)
+@nox.parametrize("package", list(PACKAGES))
+def package(session: nox.Session, package: str) -> None:
+    """The tests of one package, in a venv holding only what that package needs."""
+    _install(session, PACKAGES[package])
+    _pytest(session, f"{package}/tests")
+
+
+@nox.session(python=PYTHON)
+def e2e(session: nox.Session) -> None:
+    """Cross-package tests: a real server process (granian) and the OpenAI SDK."""
+    _install(session, ["core[test]", "server[test]", "tests/fake-plugin"])
+    session.install("openai>=1.40")
+    _pytest(session, "tests")
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    """ruff check and format check."""
+    session.install("ruff")
+    session.run("ruff", "check", ".")
+
+
+@nox.session(python=PYTHON)
+def bench(session: nox.Session) -> None:
+    """Benchmarks (never part of the default run); each prints ratios against a same-run baseline."""
+    _install(session, ["core[test]", "server[test]", "tests/fake-plugin"])
+    session.run("python", "-m", "bench", *session.posargs)
+
+
+@nox.session(python=False)
+def tests(session: nox.Session) -> None:
+    """The umbrella: lint, every package, then e2e."""
+    session.notify("lint")
+    for name in PACKAGES:
+        session.notify(f"package(package='{name}')")
+    session.notify("e2e")
