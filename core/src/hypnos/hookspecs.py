@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pluggy
@@ -31,4 +32,12 @@ def hypnos_routes() -> list[Any]:
 @hookspec
 def hypnos_catalog_entries() -> list[dict[str, Any]]:
     """Called when the catalog is read: catalog entries (as in models.catalog.toml) this plugin knows how to run."""
+    raise NotImplementedError
+
+
+@hookspec
+def hypnos_starter_models(models_dir: Path) -> list[dict[str, Any]]:
+    """Called by `hypnos starter`: put this plugin's registry-shipped starter models into models_dir (joining and
+    verifying files from installed packages, idempotently) and return their `[[models]]` tables, paths relative to
+    models_dir. Return [] when the packages holding the weights are not installed."""
     raise NotImplementedError
