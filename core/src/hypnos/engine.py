@@ -270,7 +270,9 @@ class Engine:
         await self.demote(MemoryTier.TIER3)
 
     # modalities
-    def chat(self, request: ChatCompletionRequest, options: ChatOptions, cancel: CancelToken) -> AsyncIterator[ChatEvent]:
+    def chat(
+        self, request: ChatCompletionRequest, options: ChatOptions, cancel: CancelToken
+    ) -> AsyncIterator[ChatEvent]:
         """Stream the answer to a chat request as events, ending with ChatFinished."""
         raise self._unsupported(Modality.TEXT_GENERATION)
 
@@ -307,7 +309,7 @@ EngineFactory = Callable[["ModelConfig", EngineContext], Engine]
 
 @dataclass(frozen=True)
 class EngineKind:
-    """An engine kind a plugin provides: its name, the modalities it can serve, a factory, the config tables it reads."""
+    """An engine kind a plugin provides: name, modalities it can serve, a factory, the config tables it reads."""
 
     name: str
     modalities: frozenset[Modality]

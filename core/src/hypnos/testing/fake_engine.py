@@ -192,7 +192,9 @@ class FakeEngine(Engine):
         """One flat-colour PNG per image, coloured by its seed."""
         self._maybe_oom()
         await self._tick(cancel)
-        images = [GeneratedImage(png=_png(job.width, job.height, job.seed + i), seed=job.seed + i) for i in range(job.n)]
+        images = [
+            GeneratedImage(png=_png(job.width, job.height, job.seed + i), seed=job.seed + i) for i in range(job.n)
+        ]
         return ImageResult(images=images)
 
     async def convert_document(self, document: DocumentInput, cancel: CancelToken) -> AsyncIterator[dict]:  # type: ignore[override]
@@ -212,7 +214,9 @@ class FakeEngine(Engine):
                 position = start + len(word)
                 if word[:1].isupper() and job.labels:
                     clean = word.strip(".,;:!?")
-                    found.append(Entity(text=clean, label=job.labels[0], start=start, end=start + len(clean), score=0.9))
+                    found.append(
+                        Entity(text=clean, label=job.labels[0], start=start, end=start + len(clean), score=0.9)
+                    )
             results.append(found)
         return EntityResult(entities=results)
 

