@@ -1,0 +1,183 @@
+"""Splits a model's streamed text into reasoning, answer text and whole tool calls, holding back partial markers."""
+
+from __future__ import annotations
+
+import secrets
+
+from hypnos.engine import ContentDelta, ReasoningDelta, ToolCallEvent
+from hypnos.openai import ToolCall, ToolCallFunction
+from hypnos_llama.formats.thinking import ThinkingFormat
+from hypnos_llama.formats.tool_formats import ParsedCall, Region, ToolCallFormat
+
+SplitEvent = ContentDelta | ReasoningDelta | ToolCallEvent
+
+
+def _held_suffix(text: str, markers: list[str]) -> int:
+    """Length of the longest end of `text` that could be the start of one of `markers`."""
+    longest = 0
+    for marker in markers:
+        for size in range(min(len(marker) - 1, len(text)), longest, -1):
+            if marker.startswith(text[-size:]):
+                longest = size
+                break
+    return longest
+
+
+class OutputSplitter:
+    """Feed decoded text pieces; get ContentDelta / ReasoningDelta / ToolCallEvent events in order.
+
+    `in_reasoning` starts True when the prompt already opened a thinking block. Call regions that do not
+    parse come back as text. Leading whitespace of the answer and whitespace between calls is dropped.
+    """
+
+    def __init__(
+        self,
+        tool_format: ToolCallFormat | None = None,
+        thinking: ThinkingFormat | None = None,
+        *,
+        in_reasoning: bool = False,
+        call_id_prefix: str | None = None,
+    ) -> None:
+        self.tool_format = tool_format
+        self.thinking = thinking
+        self.in_reasoning = in_reasoning and thinking is not None
+        self.calls: list[ParsedCall] = []
+        self._call_prefix = call_id_prefix or f"call_{secrets.token_hex(6)}"
+        self._buffer = ""
+        self._region: Region | None = None
+        self._answer_started = False
+        self._pending_space = ""
+        self._reasoning_started = False
+
+    # ---- public -------------------------------------------------------------------------------------------------
+
+    @property
+    def reasoning_seen(self) -> bool:
+        """True once any thinking text was produced."""
+        return self._reasoning_started
+
+    def feed(self, text: str) -> list[SplitEvent]:
+        """Consume a piece of output; return the events it completes."""
+        self._buffer += text
+        events: list[SplitEvent] = []
+        while self._step(events):
+            pass
+        return events
+
+    def finish(self) -> list[SplitEvent]:
+        """End of output: flush what was held back (an unclosed region is parsed if it can be)."""
+        events: list[SplitEvent] = []
+        while self._step(events):
+            pass
+        if self._region is not None:
+            self._close_region(self._buffer, events, closed=False)
+        elif self.in_reasoning:
+            self._reasoning(self._buffer, events)
+        else:
+            self._content(self._buffer, events)
+        self._buffer = ""
+        self._region = None
+        return events
+
+    # ---- state machine ------------------------------------------------------------------------------------------
+
+    def _step(self, events: list[SplitEvent]) -> bool:
+        """Advance once; True when the buffer changed state and another step may progress."""
+        if self._region is not None:
+            close = self._region.close
+            if close is None or close not in self._buffer:
+                return False
+            inner, _, rest = self._buffer.partition(close)
+            self._buffer = rest
+            self._close_region(inner, events, closed=True)
+            return True
+        if self.in_reasoning:
+            assert self.thinking is not None
+            close = self.thinking.close
+            if close in self._buffer:
+                thought, _, rest = self._buffer.partition(close)
+                self._reasoning(thought, events)
+                self.in_reasoning = False
+                self._buffer = rest
+                return True
+            keep = _held_suffix(self._buffer, [close])
+            self._reasoning(self._buffer[: len(self._buffer) - keep], events)
+            self._buffer = self._buffer[len(self._buffer) - keep :]
+            return False
+        openers = self._openers()
+        found = [(self._buffer.find(marker), marker) for marker in openers]
+        found = [(index, marker) for index, marker in found if index >= 0 and self._may_open(index, marker)]
+        if found:
+            index, marker = min(found)
+            self._content(self._buffer[:index], events)
+            self._buffer = self._buffer[index + len(marker) :]
+            if self.thinking is not None and marker == self.thinking.open:
+                self.in_reasoning = True
+            else:
+                self._region = self._region_for(marker)
+            return True
+        keep = _held_suffix(self._buffer, openers)
+        self._content(self._buffer[: len(self._buffer) - keep], events)
+        self._buffer = self._buffer[len(self._buffer) - keep :]
+        return False
+
+    def _openers(self) -> list[str]:
+        markers = [region.open for region in self.tool_format.regions] if self.tool_format else []
+        if self.thinking is not None and not self._answer_started and not self.calls:
+            markers.append(self.thinking.open)
+        return markers
+
+    def _may_open(self, index: int, marker: str) -> bool:
+        """A thinking block opens only before any answer text; call regions open anywhere."""
+        if self.thinking is not None and marker == self.thinking.open:
+            return not self._buffer[:index].strip()
+        return True
+
+    def _region_for(self, marker: str) -> Region:
+        assert self.tool_format is not None
+        return next(region for region in self.tool_format.regions if region.open == marker)
+
+    def _close_region(self, inner: str, events: list[SplitEvent], *, closed: bool) -> None:
+        region = self._region
+        assert region is not None and self.tool_format is not None
+        self._region = None
+        calls = self.tool_format.parse_region(region, inner)
+        if not calls:
+            raw = region.open + inner + (region.close or "" if closed else "")
+            self._content(raw, events)
+            return
+        for call in calls:
+            self.calls.append(call)
+            call_id = f"{self._call_prefix}_{len(self.calls)}"
+            function = ToolCallFunction(name=call.name, arguments=call.arguments)
+            events.append(ToolCallEvent(ToolCall(id=call_id, function=function)))
+        self._pending_space = ""
+
+    def _reasoning(self, text: str, events: list[SplitEvent]) -> None:
+        if not self._reasoning_started:
+            text = text.lstrip()
+        if text:
+            self._reasoning_started = True
+            events.append(ReasoningDelta(text))
+
+    def _content(self, text: str, events: list[SplitEvent]) -> None:
+        if not text:
+            return
+        if not text.strip():
+            if self._answer_started:
+                self._pending_space += text
+            return
+        if not self._answer_started:
+            text = text.lstrip()
+            self._answer_started = True
+        body = text.rstrip()
+        events.append(ContentDelta(self._pending_space + body))
+        self._pending_space = text[len(body) :]
+
+
+def split_text(tool_format: ToolCallFormat, text: str) -> tuple[str, list[ParsedCall]]:
+    """A whole output's answer text and calls."""
+    splitter = OutputSplitter(tool_format)
+    events = splitter.feed(text) + splitter.finish()
+    content = "".join(event.text for event in events if isinstance(event, ContentDelta))
+    return content, list(splitter.calls)

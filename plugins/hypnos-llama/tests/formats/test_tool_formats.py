@@ -1,0 +1,165 @@
+"""Tool-call parsing per family, from outputs as the models write them (well-formed and malformed)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypnos.engine import ContentDelta, ToolCallEvent
+from hypnos_llama.formats import OutputSplitter, detect_tool_format
+from hypnos_llama.formats.tool_formats import FAMILIES
+
+BY_NAME = {family.name: family for family in FAMILIES}
+
+# (family, model output, expected text, expected [(name, arguments)])
+CASES = [
+    (
+        "hermes",
+        '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>',
+        "",
+        [("get_weather", {"city": "Paris"})],
+    ),
+    (
+        "hermes",
+        'Let me check.\n<tool_call>\n{"name": "a", "arguments": {}}\n</tool_call>\n'
+        '<tool_call>\n{"name": "b", "arguments": "{\\"x\\": 1}"}\n</tool_call>',
+        "Let me check.",
+        [("a", {}), ("b", {"x": 1})],
+    ),
+    # The small Qwen 2.5 writes calls in a json code block.
+    (
+        "hermes",
+        '```json\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}\n```',
+        "",
+        [("get_weather", {"city": "Paris", "unit": "celsius"})],
+    ),
+    # A json code block that is not a call stays text.
+    ("hermes", 'Here:\n```json\n{"a": 1}\n```', 'Here:\n```json\n{"a": 1}\n```', []),
+    # Malformed JSON in a call region becomes text, never an error.
+    (
+        "hermes",
+        '<tool_call>{"name": "x", "arguments": {</tool_call>',
+        '<tool_call>{"name": "x", "arguments": {</tool_call>',
+        [],
+    ),
+    # Unclosed but complete call at the end of output still parses.
+    ("hermes", '<tool_call>\n{"name": "x", "arguments": {"q": "y"}}', "", [("x", {"q": "y"})]),
+    (
+        "qwen3_coder",
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n</parameter>\n"
+        "</function>\n</tool_call>",
+        "",
+        [("get_weather", {"city": "Paris", "days": 3})],
+    ),
+    (
+        "glm",
+        "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>",
+        "",
+        [("get_weather", {"city": "Paris"})],
+    ),
+    ("glm", "<tool_call>\n</tool_call>", "<tool_call>\n</tool_call>", []),
+    (
+        "lfm",
+        '<|tool_call_start|>[get_weather(city="Paris", days=2), get_time(zone="CET")]<|tool_call_end|>Checking.',
+        "Checking.",
+        [("get_weather", {"city": "Paris", "days": 2}), ("get_time", {"zone": "CET"})],
+    ),
+    (
+        "lfm",
+        "<|tool_call_start|>[get_weather(city=]<|tool_call_end|>",
+        "<|tool_call_start|>[get_weather(city=]<|tool_call_end|>",
+        [],
+    ),
+    (
+        "nemotron",
+        '<TOOLCALL>[{"name": "get_weather", "arguments": {"city": "Paris"}}]</TOOLCALL>',
+        "",
+        [("get_weather", {"city": "Paris"})],
+    ),
+    (
+        "mistral",
+        '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}}]',
+        "",
+        [("get_weather", {"city": "Paris"})],
+    ),
+    ("mistral", '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}', "", [("get_weather", {"city": "Paris"})]),
+    ("mistral", "[TOOL_CALLS]oops", "[TOOL_CALLS]oops", []),
+    (
+        "gemma",
+        "<start_function_call>call:get_weather{city:<escape>Paris, FR<escape>,days:3}<end_function_call>",
+        "",
+        [("get_weather", {"city": "Paris, FR", "days": 3})],
+    ),
+    (
+        "llama3",
+        '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Paris"}}',
+        "",
+        [("get_weather", {"city": "Paris"})],
+    ),
+    ("hermes", "Paris is the capital of France.", "Paris is the capital of France.", []),
+]
+
+
+def _expected(calls):
+    return [(name, args) for name, args in calls]
+
+
+@pytest.mark.parametrize(("family", "output", "text", "calls"), CASES)
+def test_whole_output_parses(family, output, text, calls) -> None:
+    content, parsed = BY_NAME[family].parse(output)
+    assert content == text
+    assert [(c.name, json.loads(c.arguments)) for c in parsed] == _expected(calls)
+
+
+@pytest.mark.parametrize(("family", "output", "text", "calls"), CASES)
+def test_streamed_one_character_at_a_time_gives_the_same_result(family, output, text, calls) -> None:
+    splitter = OutputSplitter(BY_NAME[family], call_id_prefix="call_abc")
+    events = []
+    for character in output:
+        events += splitter.feed(character)
+    events += splitter.finish()
+    assert "".join(e.text for e in events if isinstance(e, ContentDelta)) == text
+    tool_events = [e for e in events if isinstance(e, ToolCallEvent)]
+    assert [(e.call.function.name, json.loads(e.call.function.arguments)) for e in tool_events] == _expected(calls)
+    assert [e.call.id for e in tool_events] == [f"call_abc_{n}" for n in range(1, len(calls) + 1)]
+
+
+@pytest.mark.parametrize(
+    ("template", "family"),
+    [
+        ("{% for tool in tools %}<tool_call>{{ tool }}</tool_call>{% endfor %}", "hermes"),
+        ("<tool_call>\n<function={{ name }}>\n<parameter=x>", "qwen3_coder"),
+        ("<tool_call>{{ name }}<arg_key>k</arg_key>", "glm"),
+        ("<|tool_call_start|>[...]<|tool_call_end|>", "lfm"),
+        ("<TOOLCALL>[...]</TOOLCALL>", "nemotron"),
+        ("[AVAILABLE_TOOLS][TOOL_CALLS]", "mistral"),
+        ("<start_function_call>call:", "gemma"),
+        ("<|python_tag|>", "llama3"),
+    ],
+)
+def test_family_detected_from_chat_template(template, family) -> None:
+    detected = detect_tool_format(template)
+    assert detected is not None and detected.name == family
+
+
+def test_template_without_tool_markers_has_no_format() -> None:
+    assert detect_tool_format("{% for m in messages %}<|im_start|>{{ m.content }}{% endfor %}") is None
+    assert detect_tool_format(None) is None
+
+
+@pytest.mark.parametrize("family", sorted(BY_NAME))
+def test_forced_prefix_followed_by_the_rest_of_a_call_parses(family) -> None:
+    """What the engine starts the answer with, plus what a model writes next, is one call."""
+    rest = {
+        "hermes": '{"city": "Paris"}}\n</tool_call>',
+        "qwen3_coder": "<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>",
+        "glm": "<arg_key>city</arg_key><arg_value>Paris</arg_value></tool_call>",
+        "lfm": 'city="Paris")]<|tool_call_end|>',
+        "nemotron": '{"city": "Paris"}}]</TOOLCALL>',
+        "mistral": '{"city": "Paris"}',
+        "gemma": "city:<escape>Paris<escape>}<end_function_call>",
+        "llama3": '{"city": "Paris"}}',
+    }[family]
+    content, calls = BY_NAME[family].parse(BY_NAME[family].forced_prefix("get_weather") + rest)
+    assert content == ""
+    assert [(c.name, json.loads(c.arguments)) for c in calls] == [("get_weather", {"city": "Paris"})]
