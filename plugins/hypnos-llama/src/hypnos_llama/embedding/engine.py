@@ -60,7 +60,7 @@ class EmbeddingBatcher:
         tokens = self.llama.tokenize(text.encode("utf-8"), add_bos=True, special=False)
         if len(tokens) > self.max_tokens:
             ends_with_sep = self.sep >= 0 and tokens[-1] == self.sep
-            tokens = tokens[: self.max_tokens - 1] + [self.sep] if ends_with_sep else tokens[: self.max_tokens]
+            tokens = [*tokens[: self.max_tokens - 1], self.sep] if ends_with_sep else tokens[: self.max_tokens]
         return tokens
 
     def embed(self, texts: list[str], cancel: CancelToken) -> tuple[list[list[float]], int, int]:
