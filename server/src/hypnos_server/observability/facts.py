@@ -1,0 +1,111 @@
+"""What observability reads about one finished request, adapted once from the server's per-request record."""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypnos.types import EngineTiming
+
+UNMATCHED_ROUTE = "unmatched"
+_TYPED_PARAM = re.compile(r"\{([^}:]+):[^}]*\}")
+
+
+@dataclass(slots=True, kw_only=True)
+class RequestFacts:
+    """One finished request: identity, outcome, usage, telemetry and (when captured) its text."""
+
+    id: str
+    route: str
+    method: str
+    status: int
+    started_unix: float
+    duration_ms: float
+    key_label: str | None = None
+    model: str | None = None
+    stream: bool = False
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cached_tokens: int | None = None
+    inference_ms: float | None = None
+    tier_switch_ms: float | None = None
+    previous_tier: str | None = None
+    evicted_models: list[str] = field(default_factory=list)
+    engine: EngineTiming | None = None
+    error_type: str | None = None
+    error_message: str | None = None
+    workflow: str | None = None
+    workflow_end: bool = False
+    input_text: str | None = None
+    output_text: str | None = None
+    request_body: bytes | str | None = None
+    response_body: bytes | str | None = None
+
+    @property
+    def ended_unix(self) -> float:
+        """When the last byte went out (Unix seconds)."""
+        return self.started_unix + self.duration_ms / 1000.0
+
+    @property
+    def failed(self) -> bool:
+        """True for an HTTP error status or an error reported after the headers (a stream's error chunk)."""
+        return self.status >= 400 or self.error_type is not None or self.error_message is not None
+
+    @property
+    def status_class(self) -> str:
+        """`2xx`, `4xx`, `5xx`... from the HTTP status."""
+        return f"{self.status // 100}xx"
+
+
+def route_label(template: str | None) -> str:
+    """A route template as a metric label: `/v1/logs/{id:str}` -> `/v1/logs/{id}`; no route -> `unmatched`."""
+    if not template:
+        return UNMATCHED_ROUTE
+    return _TYPED_PARAM.sub(r"{\1}", template)
+
+
+def _get(record: Any, *names: str) -> Any:
+    for name in names:
+        value = getattr(record, name, None)
+        if value is not None:
+            return value
+    return None
+
+
+def facts_from_record(record: Any) -> RequestFacts:
+    """Adapt the server's RequestRecord (read by attribute name, tolerant of missing ones) into RequestFacts."""
+    if isinstance(record, RequestFacts):
+        return record
+    telemetry = _get(record, "telemetry")
+    engine = _get(record, "engine_timing") or getattr(telemetry, "engine", None)
+    previous_tier = _get(record, "previous_tier") or getattr(telemetry, "previous_tier", None)
+    started = _get(record, "started_unix", "started_at")
+    return RequestFacts(
+        id=str(_get(record, "id", "request_id") or ""),
+        route=route_label(_get(record, "route")),
+        method=str(_get(record, "method") or "GET"),
+        status=int(_get(record, "status") or 0),
+        started_unix=float(started) if started is not None else time.time(),
+        duration_ms=float(_get(record, "duration_ms") or 0.0),
+        key_label=_get(record, "key_label", "key"),
+        model=_get(record, "model"),
+        stream=bool(_get(record, "stream")),
+        tokens_in=_get(record, "tokens_in"),
+        tokens_out=_get(record, "tokens_out"),
+        cached_tokens=_get(record, "cached_tokens"),
+        inference_ms=_get(record, "inference_ms") or getattr(telemetry, "inference_latency_ms", None),
+        tier_switch_ms=_get(record, "tier_switch_ms") or getattr(telemetry, "tier_switch_latency_ms", None),
+        previous_tier=str(previous_tier) if previous_tier is not None else None,
+        evicted_models=list(_get(record, "evicted_models") or getattr(telemetry, "evicted_models", None) or []),
+        engine=engine,
+        error_type=_get(record, "error_type"),
+        error_message=_get(record, "error", "error_message"),
+        workflow=_get(record, "workflow"),
+        workflow_end=bool(_get(record, "workflow_end")),
+        input_text=_get(record, "input_text"),
+        output_text=_get(record, "output_text"),
+        request_body=_get(record, "request_payload", "request_body"),
+        response_body=_get(record, "response_payload", "response_body"),
+    )

@@ -1,0 +1,78 @@
+"""GET /metrics and the request log routes (GET /v1/logs, GET /v1/logs/{id}, DELETE /v1/logs, POST /v1/logs/level)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from hypnos.errors import invalid_request, not_found
+from litestar import Request, Response, delete, get, post
+
+from hypnos_server.observability.hub import Observability
+from hypnos_server.observability.metrics import CONTENT_TYPE
+
+
+class LevelBody(msgspec.Struct):
+    """POST /v1/logs/level body."""
+
+    level: str
+
+
+def _json(obj: Any) -> Response[bytes]:
+    return Response(content=msgspec.json.encode(obj), media_type="application/json")
+
+
+def _limit(raw: str | None) -> int | None:
+    if raw is None or raw == "":
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise invalid_request(f"limit must be a positive integer, got `{raw}`") from None
+
+
+def observability_routes(obs: Observability) -> list[Any]:
+    """The route handlers bound to one app's Observability."""
+
+    @get("/metrics", sync_to_thread=False, include_in_schema=False)
+    def metrics() -> Response[bytes]:
+        """Prometheus text exposition (format 0.0.4)."""
+        return Response(content=obs.metrics.render(), media_type=CONTENT_TYPE)
+
+    @get("/v1/logs", sync_to_thread=False)
+    def list_logs(
+        model: str | None = None,
+        route: str | None = None,
+        status: str | None = None,
+        key: str | None = None,
+        limit: str | None = None,
+    ) -> Response[bytes]:
+        """Stored records matching the filters, newest first."""
+        page = obs.log.query(model=model, route=route, status=status, key=key, limit=_limit(limit))
+        return _json(page)
+
+    @get("/v1/logs/{id:str}", sync_to_thread=False)
+    def get_log(id: str) -> Response[bytes]:
+        """One record by its x-request-id, or 404 not_found."""
+        record = obs.log.get(id)
+        if record is None:
+            raise not_found(f"No request log record with id `{id}` (it may have been evicted or cleared)")
+        return _json(record)
+
+    @delete("/v1/logs", status_code=200, sync_to_thread=False)
+    def clear_logs() -> Response[bytes]:
+        """Drop every stored record."""
+        obs.log.clear()
+        return _json({"cleared": True})
+
+    @post("/v1/logs/level", status_code=200)
+    async def set_level(request: Request[Any, Any, Any]) -> Response[bytes]:
+        """Change what the next calls capture: off, error, warn, info, debug or trace."""
+        body = await request.body()
+        try:
+            level = msgspec.json.decode(body, type=LevelBody).level
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            raise invalid_request('send {"level": "off|error|warn|info|debug|trace"}') from None
+        return _json({"level": obs.log.set_level(level)})
+
+    return [metrics, list_logs, get_log, clear_logs, set_level]
