@@ -1,0 +1,100 @@
+"""The Litestar app: `create_app(settings, plugin_manager)` and the zero-argument `app_factory` granian calls."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib.metadata import PackageNotFoundError, version
+
+import pluggy
+from hypnos.config import Settings, load_settings
+from hypnos.plugins import allow_list_from_env, collect_engine_kinds, collect_routes, make_plugin_manager
+from hypnos.scheduler import Scheduler
+from litestar import Litestar
+from litestar.types import Receive, Scope, Send
+
+from hypnos_server.asgi.auth import KeyRing
+from hypnos_server.asgi.keylimits import KeyLimiter
+from hypnos_server.asgi.pipeline import RequestPipeline
+from hypnos_server.errors import exception_handler
+from hypnos_server.routes import server_routes
+from hypnos_server.state import HypnosState
+
+logger = logging.getLogger(__name__)
+
+
+def server_version() -> str:
+    """The installed hypnos-server version."""
+    try:
+        return version("hypnos-server")
+    except PackageNotFoundError:
+        return "0.0.0"
+
+
+class HypnosApp(Litestar):
+    """Litestar with the Hypnos request pipeline in front, so ids, CORS, limits and auth cover every response."""
+
+    pipeline: RequestPipeline
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:  # type: ignore[override]
+        """HTTP goes through the pipeline; lifespan and anything else straight to Litestar."""
+        if scope["type"] == "http":
+            await self.pipeline(scope, receive, send)
+        else:
+            await super().__call__(scope, receive, send)  # type: ignore[arg-type]
+
+    async def dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Litestar's own handling, the innermost step of the pipeline."""
+        await super().__call__(scope, receive, send)  # type: ignore[arg-type]
+
+
+def _lifespan(state: HypnosState):  # type: ignore[no-untyped-def]
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        """Stage the startup models in the background (the port is already open), unload everything at exit."""
+        state.staging_task = asyncio.create_task(state.scheduler.stage_startup(), name="hypnos-staging")
+        try:
+            yield
+        finally:
+            task = state.staging_task
+            if task is not None and not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+            try:
+                await state.scheduler.shutdown()
+            except Exception:
+                logger.exception("scheduler shutdown failed")
+
+    return lifespan
+
+
+def create_app(settings: Settings, plugin_manager: pluggy.PluginManager | None = None) -> HypnosApp:
+    """Build the app for these settings and plugins (all installed plugins when none is given)."""
+    manager = plugin_manager if plugin_manager is not None else make_plugin_manager(allow=allow_list_from_env())
+    state = HypnosState(
+        settings=settings,
+        scheduler=Scheduler(settings, collect_engine_kinds(manager)),
+        plugin_manager=manager,
+        keys=KeyRing(settings),
+        limiter=KeyLimiter(),
+        version=server_version(),
+    )
+    app = HypnosApp(
+        route_handlers=[*server_routes(), *collect_routes(manager)],  # type: ignore[list-item]
+        exception_handlers={Exception: exception_handler},
+        lifespan=[_lifespan(state)],
+        request_max_body_size=None,
+        openapi_config=None,
+        debug=False,
+    )
+    app.state.hypnos = state
+    app.pipeline = RequestPipeline(state, app.dispatch)
+    return app
+
+
+def app_factory() -> HypnosApp:
+    """Granian's factory: settings from HYPNOS_CONFIG and the environment, every allowed installed plugin."""
+    settings = load_settings()
+    return create_app(settings, make_plugin_manager(allow=allow_list_from_env()))

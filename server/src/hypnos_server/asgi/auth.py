@@ -1,0 +1,152 @@
+"""API keys (section 2): the key ring, bearer parsing, the auth layer with admin checks and per-key limits."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from dataclasses import dataclass
+
+from hypnos.config import Settings
+from hypnos.errors import HypnosError
+from litestar.types import ASGIApp, Receive, Scope, Send
+
+from hypnos_server.asgi.keylimits import KeyLimiter
+from hypnos_server.errors import send_error
+from hypnos_server.state import request_context
+
+logger = logging.getLogger(__name__)
+
+MISSING_KEY = "Missing API key. Send it as `Authorization: Bearer <key>` (server.api_keys)."
+MALFORMED_KEY = "Malformed Authorization header. Send it as `Authorization: Bearer <key>`."
+UNKNOWN_KEY = "Invalid API key. Send one of the server's keys as `Authorization: Bearer <key>`."
+
+_ADMIN_PATHS = (
+    ("POST", re.compile(r"^/v1/models/?$")),
+    ("PUT", re.compile(r"^/v1/models/[^/]+/?$")),
+    ("DELETE", re.compile(r"^/v1/models/[^/]+/?$")),
+)
+
+
+def key_digest(key: str) -> str:
+    """The sha256 hex digest of a key: what the ring stores and what unlabelled keys are named after."""
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """One configured key, known by its label (never by its value) with its admin right and limits."""
+
+    label: str
+    admin: bool
+    requests_per_minute: int | None = None
+    max_concurrent: int | None = None
+    tokens_per_day: int | None = None
+
+
+class KeyRing:
+    """Every configured key, looked up by digest; empty when the server has no keys (auth off)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._keys: dict[str, ApiKey] = {}
+        for value in settings.server.api_keys:
+            digest = key_digest(value.strip())
+            self._keys.setdefault(digest, ApiKey(label=f"key-{digest[:8]}", admin=True))
+        for entry in settings.server.keys:
+            digest = key_digest(entry.key.strip())
+            self._keys[digest] = ApiKey(
+                label=entry.label or f"key-{digest[:8]}",
+                admin=entry.admin,
+                requests_per_minute=entry.requests_per_minute,
+                max_concurrent=entry.max_concurrent,
+                tokens_per_day=entry.tokens_per_day,
+            )
+
+    @property
+    def enabled(self) -> bool:
+        """True when at least one key is configured."""
+        return bool(self._keys)
+
+    def lookup(self, value: str) -> ApiKey | None:
+        """The key with this value, or None."""
+        return self._keys.get(key_digest(value))
+
+    def authenticate(self, header: str | None) -> ApiKey:
+        """The key an Authorization header names, or the spec's 401."""
+        if header is None or not header.strip():
+            raise unauthorized(MISSING_KEY)
+        scheme, _, value = header.strip().partition(" ")
+        if scheme.lower() != "bearer" or not value.strip():
+            raise unauthorized(MALFORMED_KEY)
+        key = self.lookup(value.strip())
+        if key is None:
+            raise unauthorized(UNKNOWN_KEY)
+        return key
+
+
+def unauthorized(message: str) -> HypnosError:
+    """401 in the OpenAI shape, with WWW-Authenticate."""
+    return HypnosError(
+        401,
+        "invalid_request_error",
+        message,
+        code="invalid_api_key",
+        headers={"WWW-Authenticate": 'Bearer realm="hypnos"'},
+    )
+
+
+def forbidden(path: str) -> HypnosError:
+    """403 for a non-admin key on a route that changes the model pool."""
+    return HypnosError(403, "permission_denied", f"Changing the model pool ({path}) needs an admin key")
+
+
+def needs_admin(method: str, path: str) -> bool:
+    """True for the routes that change the model pool (POST /v1/models, PUT/DELETE /v1/models/{id})."""
+    return any(method == m and pattern.match(path) for m, pattern in _ADMIN_PATHS)
+
+
+class AuthLayer:
+    """Checks the bearer key on /v1/* (and /metrics when closed), the admin right, and the key's limits."""
+
+    def __init__(self, app: ASGIApp, settings: Settings, keys: KeyRing, limiter: KeyLimiter) -> None:
+        self.app = app
+        self.settings = settings
+        self.keys = keys
+        self.limiter = limiter
+
+    def _protected(self, path: str) -> bool:
+        if path == "/metrics":
+            return self.settings.server.metrics_require_auth
+        return path == "/v1" or path.startswith("/v1/")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Authenticate, admit against the key's limits, and hold the concurrency permit until the last byte."""
+        path = scope["path"]
+        if not self.keys.enabled or not self._protected(path):
+            await self.app(scope, receive, send)
+            return
+        context = request_context(scope)  # type: ignore[arg-type]
+        header = _header(scope, b"authorization")
+        try:
+            key = self.keys.authenticate(header)
+            context.key = key
+            context.record.key = key.label
+            if needs_admin(scope["method"], path) and not key.admin:
+                raise forbidden(path)
+            permit = self.limiter.admit(key)
+        except HypnosError as error:
+            if error.status == 429:
+                logger.info("key %s refused: %s", context.record.key, error.code)
+            await send_error(scope, send, error)
+            return
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            permit.release()
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return None

@@ -1,0 +1,112 @@
+"""Per-key limits of section 2: requests_per_minute (sliding 60 s), max_concurrent, tokens_per_day (UTC day)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from hypnos.errors import HypnosError
+
+if TYPE_CHECKING:
+    from hypnos_server.asgi.auth import ApiKey
+
+WINDOW_SECS = 60.0
+
+
+def rate_limited(code: str, message: str, retry_after: int) -> HypnosError:
+    """429 rate_limit_error with param null, the limit's code and Retry-After."""
+    return HypnosError(429, "rate_limit_error", message, code=code, retry_after=max(1, retry_after))
+
+
+@dataclass
+class _Usage:
+    recent: deque[float] = field(default_factory=deque)
+    in_flight: int = 0
+    day: dt.date | None = None
+    tokens: int = 0
+
+
+class Permit:
+    """A held concurrency slot of one key; release() is idempotent."""
+
+    def __init__(self, usage: _Usage | None) -> None:
+        self._usage = usage
+
+    def release(self) -> None:
+        """Give the slot back."""
+        if self._usage is not None:
+            self._usage.in_flight -= 1
+            self._usage = None
+
+
+class KeyLimiter:
+    """Admits requests against their key's limits and charges tokens after the response."""
+
+    def __init__(
+        self,
+        monotonic: Callable[[], float] = time.monotonic,
+        today: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+    ) -> None:
+        self._monotonic = monotonic
+        self._now = today
+        self._usage: dict[str, _Usage] = {}
+
+    def _for(self, key: ApiKey) -> _Usage:
+        usage = self._usage.setdefault(key.label, _Usage())
+        today = self._now().date()
+        if usage.day != today:
+            usage.day = today
+            usage.tokens = 0
+        return usage
+
+    def admit(self, key: ApiKey) -> Permit:
+        """A permit for one request, or 429 rate_limit_error naming the exhausted limit."""
+        usage = self._for(key)
+        now = self._monotonic()
+        while usage.recent and usage.recent[0] <= now - WINDOW_SECS:
+            usage.recent.popleft()
+        if key.tokens_per_day is not None and usage.tokens >= key.tokens_per_day:
+            raise rate_limited(
+                "tokens_per_day",
+                f"The key {key.label} used its {key.tokens_per_day} tokens for today (UTC)",
+                self._secs_to_midnight(),
+            )
+        if key.requests_per_minute is not None and len(usage.recent) >= key.requests_per_minute:
+            wait = math.ceil(usage.recent[0] + WINDOW_SECS - now)
+            raise rate_limited(
+                "requests_per_minute",
+                f"The key {key.label} is limited to {key.requests_per_minute} requests per minute",
+                wait,
+            )
+        if key.max_concurrent is not None and usage.in_flight >= key.max_concurrent:
+            raise rate_limited(
+                "max_concurrent",
+                f"The key {key.label} is limited to {key.max_concurrent} concurrent requests",
+                1,
+            )
+        usage.recent.append(now)
+        usage.in_flight += 1
+        return Permit(usage)
+
+    def charge(self, key: ApiKey, tokens: int) -> None:
+        """Add a finished request's tokens to its key's UTC day."""
+        if tokens > 0:
+            self._for(key).tokens += tokens
+
+    def tokens_today(self, key: ApiKey) -> int:
+        """Tokens the key used today (UTC)."""
+        return self._for(key).tokens
+
+    def in_flight(self, key: ApiKey) -> int:
+        """Requests of this key whose response is not fully sent."""
+        return self._for(key).in_flight
+
+    def _secs_to_midnight(self) -> int:
+        now = self._now()
+        tomorrow = dt.datetime.combine(now.date() + dt.timedelta(days=1), dt.time(), tzinfo=dt.UTC)
+        return math.ceil((tomorrow - now).total_seconds())

@@ -1,0 +1,78 @@
+"""The body-size layer (413) and the timeout layer (408 until the response headers are sent)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from litestar.types import ASGIApp, Message, Receive, Scope, Send
+
+from hypnos_server.errors import payload_too_large, request_timeout, send_error
+
+
+def _is_multipart(scope: Scope) -> bool:
+    for key, value in scope.get("headers", []):
+        if key.lower() == b"content-type":
+            return value.lower().startswith(b"multipart/")
+    return False
+
+
+class BodyLimitLayer:
+    """Refuses bodies above limits.max_body_bytes: by Content-Length up front, or while the body is read."""
+
+    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass the request on with a byte-counting receive, or answer 413 at once."""
+        multipart = _is_multipart(scope)
+        for key, value in scope.get("headers", []):
+            if key.lower() == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    declared = 0
+                if declared > self.max_body_bytes:
+                    await send_error(scope, send, payload_too_large(self.max_body_bytes, multipart))
+                    return
+        received = 0
+
+        async def counting_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_body_bytes:
+                    raise payload_too_large(self.max_body_bytes, multipart)
+            return message
+
+        await self.app(scope, counting_receive, send)
+
+
+class TimeoutLayer:
+    """Answers 408 (plain text) when no response headers were sent within limits.request_timeout_secs."""
+
+    def __init__(self, app: ASGIApp, timeout_secs: float) -> None:
+        self.app = app
+        self.timeout_secs = timeout_secs
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Run the request under a deadline that is lifted once the headers go out."""
+        started = False
+        deadline: asyncio.Timeout | None = None
+
+        async def send_marking(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start" and not started:
+                started = True
+                if deadline is not None:
+                    deadline.reschedule(None)
+            await send(message)
+
+        try:
+            async with asyncio.timeout(self.timeout_secs) as deadline:
+                await self.app(scope, receive, send_marking)
+        except TimeoutError:
+            if started or deadline is None or not deadline.expired():
+                raise
+            await send_error(scope, send, request_timeout(self.timeout_secs))

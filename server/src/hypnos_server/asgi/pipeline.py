@@ -1,0 +1,87 @@
+"""The HTTP pipeline around Litestar: request id, CORS, body limit, timeout, auth; the record finalized in one place."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from litestar.types import ASGIApp, Message, Receive, Scope, Send
+
+from hypnos_server.asgi.auth import AuthLayer
+from hypnos_server.asgi.cors import CorsLayer, OriginPolicy
+from hypnos_server.asgi.limits import BodyLimitLayer, TimeoutLayer
+from hypnos_server.errors import as_hypnos_error, send_error
+from hypnos_server.state import CONTEXT_KEY, RequestContext, RequestRecord, new_request_id
+
+if TYPE_CHECKING:
+    from hypnos_server.state import HypnosState
+
+logger = logging.getLogger(__name__)
+
+
+class RequestPipeline:
+    """Outermost layer: gives every response its x-request-id and finalizes the request's record after the last byte."""
+
+    def __init__(self, state: HypnosState, inner: ASGIApp) -> None:
+        self.state = state
+        settings = state.settings
+        app: ASGIApp = AuthLayer(inner, settings, state.keys, state.limiter)
+        app = TimeoutLayer(app, settings.limits.request_timeout_secs)
+        app = BodyLimitLayer(app, settings.limits.max_body_bytes)
+        self.app: ASGIApp = CorsLayer(app, OriginPolicy(settings.server.allowed_origins))
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Run one HTTP request through the layers and Litestar, then finalize its record."""
+        headers = {key.lower(): value for key, value in scope.get("headers", [])}
+        record = RequestRecord(
+            id=new_request_id(),
+            method=scope["method"],
+            path=scope["path"],
+            started_at=time.time(),
+            workflow=_text(headers.get(b"x-hypnos-workflow")),
+            workflow_end=_text(headers.get(b"x-hypnos-workflow-end")) == "true",
+        )
+        context = RequestContext(record=record)
+        scope.setdefault("state", {})[CONTEXT_KEY] = context  # type: ignore[typeddict-unknown-key]
+        request_id = record.id.encode()
+        started = False
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+                record.status = message["status"]
+                raw = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"x-request-id"]
+                message["headers"] = [*raw, (b"x-request-id", request_id)]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        except BaseException as exc:
+            if isinstance(exc, Exception) and not started:
+                await send_error(scope, send_with_id, as_hypnos_error(exc, scope["method"], scope["path"]))
+            else:
+                record.error = record.error or ("cancelled" if not isinstance(exc, Exception) else str(exc))
+                record.error_type = record.error_type or ("cancelled" if not isinstance(exc, Exception) else None)
+                if not isinstance(exc, Exception):
+                    raise
+        finally:
+            await context.run_closers()
+            self._finalize(scope, context)
+
+    def _finalize(self, scope: Scope, context: RequestContext) -> None:
+        record = context.record
+        record.duration_ms = round((time.perf_counter() - context.started) * 1000, 3)
+        if record.route is None:
+            handler = scope.get("route_handler")
+            paths = getattr(handler, "paths", None)
+            if paths:
+                record.route = sorted(paths)[0]
+        if context.key is not None:
+            self.state.limiter.charge(context.key, record.tokens)
+        self.state.notify(record)
+
+
+def _text(value: bytes | None) -> str | None:
+    return value.decode("latin-1").strip() if value is not None else None

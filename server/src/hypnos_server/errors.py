@@ -1,0 +1,126 @@
+"""The one error mapping: every exception becomes the spec's error body (or a plain-text 408/413), never a traceback."""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+import msgspec
+from hypnos.errors import HypnosError, invalid_request, not_found, server_error
+from litestar import Request, Response
+from litestar.exceptions import (
+    HTTPException,
+    MethodNotAllowedException,
+    NotFoundException,
+    ValidationException,
+)
+from litestar.types import Send
+
+logger = logging.getLogger(__name__)
+
+
+class PlainTextError(HypnosError):
+    """An error answered as plain text (408 from the timeout layer, 413 from the body-limit layer)."""
+
+    def __init__(self, status: int, type: str, message: str) -> None:
+        super().__init__(status, type, message)
+
+
+def request_timeout(seconds: float) -> PlainTextError:
+    """408: request_timeout_secs elapsed before the response headers were sent."""
+    return PlainTextError(
+        408, "request_timeout", f"Request timeout: no response within {seconds:g} s (limits.request_timeout_secs)"
+    )
+
+
+def payload_too_large(limit: int, multipart: bool) -> HypnosError:
+    """413: plain text for JSON bodies, the JSON error naming the limit for multipart uploads."""
+    message = f"The request body is larger than limits.max_body_bytes ({limit} bytes)"
+    if multipart:
+        return HypnosError(413, "payload_too_large", message)
+    return PlainTextError(413, "payload_too_large", f"Payload too large: {message}")
+
+
+def field_error(error: msgspec.ValidationError | msgspec.DecodeError) -> HypnosError:
+    """400 naming the offending field of a body msgspec could not decode."""
+    text = str(error)
+    if isinstance(error, msgspec.DecodeError) and not isinstance(error, msgspec.ValidationError):
+        return invalid_request(f"The request body is not valid JSON: {text}")
+    missing = re.match(r"Object missing required field `([^`]*)`(?: - at `\$\.?(.*)`)?", text)
+    if missing:
+        where = ".".join(p for p in (missing.group(2), missing.group(1)) if p)
+        return invalid_request(f"Missing required field `{where}`")
+    if " - at `$" in text:
+        what, _, where = text.partition(" - at `$")
+        name = where.rstrip("`").lstrip(".") or "body"
+        return invalid_request(f"Invalid value for `{name}`: {what}")
+    return invalid_request(f"Invalid request body: {text}")
+
+
+def _from_validation(exc: ValidationException) -> HypnosError:
+    extra = exc.extra if isinstance(exc.extra, list) else []
+    for item in extra:
+        if isinstance(item, dict) and item.get("key"):
+            return invalid_request(f"Invalid value for `{item['key']}`: {item.get('message', 'invalid')}")
+    return invalid_request(exc.detail or "Invalid request")
+
+
+def as_hypnos_error(exc: BaseException, method: str = "", path: str = "") -> HypnosError:
+    """Map any exception to a HypnosError: our own pass through, Litestar's get the spec's types, others are 500."""
+    if isinstance(exc, HypnosError):
+        return exc
+    if isinstance(exc, (msgspec.ValidationError, msgspec.DecodeError)):
+        return field_error(exc)
+    if isinstance(exc, NotFoundException):
+        return not_found(f"No route for {method} {path}".strip())
+    if isinstance(exc, MethodNotAllowedException):
+        return HypnosError(405, "invalid_request_error", f"The method {method} is not allowed on {path}")
+    if isinstance(exc, ValidationException):
+        return _from_validation(exc)
+    if isinstance(exc, HTTPException):
+        if exc.status_code == 413:
+            return PlainTextError(413, "payload_too_large", "Payload too large")
+        kind = "invalid_request_error" if exc.status_code < 500 else "server_error"
+        error = HypnosError(exc.status_code, kind, exc.detail or "HTTP error")
+        error.headers.update(exc.headers or {})
+        return error
+    logger.error("unhandled %s on %s %s", type(exc).__name__, method, path, exc_info=exc)
+    return server_error("Internal server error; report it with the x-request-id of this response")
+
+
+def render(error: HypnosError) -> tuple[int, dict[str, str], bytes, str]:
+    """Status, headers, body and media type of an error response."""
+    headers = error.response_headers()
+    if error.status == 401:
+        headers.setdefault("WWW-Authenticate", 'Bearer realm="hypnos"')
+    if isinstance(error, PlainTextError):
+        return error.status, headers, error.message.encode(), "text/plain; charset=utf-8"
+    return error.status, headers, msgspec.json.encode(error.body()), "application/json"
+
+
+def exception_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
+    """Litestar's exception handler for every exception: the spec's body, never a traceback."""
+    error = as_hypnos_error(exc, request.method, request.url.path)
+    _note_error(request.scope, error)
+    status, headers, body, media_type = render(error)
+    return Response(content=body, status_code=status, headers=headers, media_type=media_type)
+
+
+def _note_error(scope: Any, error: HypnosError) -> None:
+    from hypnos_server.state import CONTEXT_KEY
+
+    context = scope.get("state", {}).get(CONTEXT_KEY)
+    if context is not None:
+        context.record.error = error.message
+        context.record.error_type = error.type
+
+
+async def send_error(scope: Any, send: Send, error: HypnosError) -> None:
+    """Answer an error straight from an ASGI layer (outside Litestar), through the same rendering."""
+    _note_error(scope, error)
+    status, headers, body, media_type = render(error)
+    raw_headers = [(b"content-type", media_type.encode()), (b"content-length", str(len(body)).encode())]
+    raw_headers.extend((name.lower().encode(), value.encode()) for name, value in headers.items())
+    await send({"type": "http.response.start", "status": status, "headers": raw_headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})

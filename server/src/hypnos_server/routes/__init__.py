@@ -1,0 +1,20 @@
+"""The server's own routes: health, models, memory, and the OpenAI-compatible inference routes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypnos_server.routes import audio, chat, embeddings, health, images, memory, models
+
+
+def server_routes() -> list[Any]:
+    """Every route handler the server itself provides."""
+    return [
+        *health.ROUTES,
+        *models.ROUTES,
+        *memory.ROUTES,
+        *chat.ROUTES,
+        *embeddings.ROUTES,
+        *audio.ROUTES,
+        *images.ROUTES,
+    ]

@@ -1,0 +1,201 @@
+"""POST /v1/audio/transcriptions (section 9) and POST /v1/audio/speech (section 10)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import msgspec
+from hypnos.engine import AudioChunk, SpeechInput, TranscriptionInput
+from hypnos.errors import invalid_request
+from hypnos.openai import SpeechRequest, TranscriptionJsonRequest
+from hypnos.scheduler import Lease
+from hypnos.types import Modality
+from litestar import Request, Response, post
+from litestar.datastructures import UploadFile
+from litestar.response import Stream
+
+from hypnos_server.errors import field_error
+from hypnos_server.routes.inference import (
+    LeasedStream,
+    call_engine,
+    decode_json,
+    json_response,
+    lease_for,
+    note_lease,
+    ready_guard,
+    wait_headers,
+)
+from hypnos_server.state import RequestContext, hypnos_state, request_context
+from hypnos_server.wav import wav_duration, wav_header
+
+logger = logging.getLogger(__name__)
+
+VOICES = {
+    "alloy": "af_alloy",
+    "echo": "am_echo",
+    "fable": "bm_fable",
+    "onyx": "am_onyx",
+    "nova": "af_nova",
+    "shimmer": "af_bella",
+    "coral": "af_bella",
+    "ash": "am_adam",
+    "sage": "af_sarah",
+    "ballad": "bm_george",
+    "verse": "am_michael",
+}
+FALLBACK_VOICE = "af_heart"
+WAV_FALLBACK_FORMATS = {"wav", "mp3", "opus", "aac", "flac"}
+
+
+def map_voice(voice: str) -> str:
+    """OpenAI voice names to Kokoro ids; raw ids (xx_name) pass as-is, anything else is af_heart."""
+    if voice in VOICES:
+        return VOICES[voice]
+    if len(voice) > 3 and voice[2] == "_" and voice[:2].isalpha():
+        return voice
+    return FALLBACK_VOICE
+
+
+async def _transcription_input(request: Request[Any, Any, Any]) -> tuple[str, TranscriptionInput]:
+    content_type = request.headers.get("content-type", "")
+    if content_type.startswith("multipart/"):
+        form = await request.form()
+        model = form.get("model")
+        upload = form.get("file")
+        if not isinstance(model, str) or not model:
+            raise invalid_request("Missing required field `model`")
+        if not isinstance(upload, UploadFile):
+            raise invalid_request("Missing required field `file` (the audio file part)")
+        audio = await upload.read()
+        language, prompt = form.get("language"), form.get("prompt")
+        return model, TranscriptionInput(
+            audio=audio,
+            filename=upload.filename,
+            language=language if isinstance(language, str) and language else None,
+            prompt=prompt if isinstance(prompt, str) and prompt else None,
+        )
+    body = await decode_json(request, TranscriptionJsonRequest)
+    try:
+        audio = bytes(body.audio_bytes)
+    except ValueError:
+        raise field_error(msgspec.ValidationError("Expected byte values 0..255 - at `$.audio_bytes`")) from None
+    return body.model, TranscriptionInput(
+        audio=audio, filename=body.filename, language=body.language, prompt=body.prompt
+    )
+
+
+@post("/v1/audio/transcriptions", guards=[ready_guard], status_code=200)
+async def transcriptions(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """Transcribe an uploaded audio file (multipart, or JSON with audio_bytes)."""
+    state = hypnos_state(request)
+    context = request_context(request)
+    model, job = await _transcription_input(request)
+    context.record.model = model
+    if not job.audio:
+        raise invalid_request("The audio file is empty")
+    if len(job.audio) > state.settings.limits.max_audio_bytes:
+        raise invalid_request(f"The audio is {len(job.audio)} bytes, above limits.max_audio_bytes")
+    state.scheduler.serving(model, Modality.SPEECH_TO_TEXT)
+    async with lease_for(request, model, Modality.SPEECH_TO_TEXT) as lease:
+        note_lease(context, lease)
+        started = time.perf_counter()
+        result = await call_engine(state, lease, lambda: lease.engine.transcribe(job, lease.cancel))
+        inference_ms = (time.perf_counter() - started) * 1000
+        duration = result.duration_secs if result.duration_secs is not None else wav_duration(job.audio)
+        timing = result.timing
+        if duration and timing.audio_secs is None:
+            timing.audio_secs = duration
+        if duration and timing.rtf is None:
+            timing.rtf = round(inference_ms / 1000 / duration, 4)
+        telemetry = lease.telemetry(timing, inference_ms)
+        headers = wait_headers(lease)
+    context.record.inference_ms = round(inference_ms, 3)
+    answer: dict[str, Any] = {"text": result.text}
+    if job.language:
+        answer["language"] = job.language
+    if duration is not None:
+        answer["duration_secs"] = duration
+    answer["hypnos_telemetry"] = telemetry
+    return json_response(answer, headers=headers)
+
+
+def _speech_format(requested: str) -> tuple[str, str]:
+    fmt = requested.lower()
+    if fmt == "pcm":
+        return "pcm", "audio/pcm"
+    if fmt in WAV_FALLBACK_FORMATS:
+        return "wav", "audio/wav"
+    raise invalid_request(f"Invalid value for `response_format`: `{requested}` (wav or pcm)")
+
+
+def _tier_headers(lease: Lease) -> dict[str, str]:
+    return {
+        "x-hypnos-previous-tier": str(lease.previous_tier),
+        "x-hypnos-gpu-layers": str(lease.placement.gpu_layers),
+        "x-hypnos-switch-ms": f"{lease.tier_switch_latency_ms:.1f}",
+        **wait_headers(lease),
+    }
+
+
+@post("/v1/audio/speech", guards=[ready_guard], status_code=200)
+async def speech(request: Request[Any, Any, Any]) -> Response[Any]:
+    """Synthesize speech: WAV (16-bit mono 24 kHz) or raw PCM, whole or streamed as it is made."""
+    state = hypnos_state(request)
+    context = request_context(request)
+    body = await decode_json(request, SpeechRequest)
+    context.record.model = body.model
+    context.record.stream = body.stream
+    if not body.input.strip():
+        raise invalid_request("`input` must not be empty")
+    if len(body.input) > state.settings.limits.max_prompt_chars:
+        raise invalid_request(f"The input holds {len(body.input)} characters, above limits.max_prompt_chars")
+    if not 0.25 <= body.speed <= 4.0:
+        raise invalid_request("Invalid value for `speed`: expected a number between 0.25 and 4.0")
+    fmt, media_type = _speech_format(body.response_format)
+    job = SpeechInput(text=body.input, voice=map_voice(body.voice), speed=body.speed, language=body.language)
+    state.scheduler.serving(body.model, Modality.TEXT_TO_SPEECH)
+    lease_cm = lease_for(request, body.model, Modality.TEXT_TO_SPEECH)
+    if body.stream:
+        stream = LeasedStream(context, lease_cm, lambda lease: _speech_stream(context, lease, job, fmt))
+        lease = await stream.open()
+        return Stream(stream, media_type=media_type, headers=_tier_headers(lease))
+    async with lease_cm as lease:
+        note_lease(context, lease)
+        started = time.perf_counter()
+        chunks = await call_engine(state, lease, lambda: _collect(lease.engine.speak(job, lease.cancel)))
+        inference_ms = (time.perf_counter() - started) * 1000
+        headers = _tier_headers(lease)
+    rate = chunks[0].sample_rate if chunks else 24000
+    pcm = b"".join(chunk.pcm16 for chunk in chunks)
+    audio_secs = len(pcm) / 2 / rate
+    context.record.inference_ms = round(inference_ms, 3)
+    headers["x-hypnos-inference-ms"] = f"{inference_ms:.1f}"
+    headers["x-hypnos-audio-secs"] = f"{audio_secs:.3f}"
+    headers["x-hypnos-rtf"] = f"{(inference_ms / 1000 / audio_secs) if audio_secs else 0.0:.4f}"
+    content = pcm if fmt == "pcm" else wav_header(len(pcm), rate) + pcm
+    return Response(content=content, media_type=media_type, headers=headers)
+
+
+async def _collect(chunks: AsyncIterator[AudioChunk]) -> list[AudioChunk]:
+    return [chunk async for chunk in chunks]
+
+
+async def _speech_stream(context: RequestContext, lease: Lease, job: SpeechInput, fmt: str) -> AsyncIterator[bytes]:
+    first = True
+    try:
+        async for chunk in lease.engine.speak(job, lease.cancel):
+            if first and fmt == "wav":
+                first = False
+                yield wav_header(None, chunk.sample_rate) + chunk.pcm16
+            else:
+                yield chunk.pcm16
+    except Exception as error:  # the headers are out: the body simply ends early (section 10)
+        logger.error("speech stream on %s failed", lease.model_id, exc_info=error)
+        context.record.error = f"{type(error).__name__}: {error}"
+        context.record.error_type = getattr(error, "type", "server_error")
+
+
+ROUTES = [transcriptions, speech]

@@ -1,0 +1,63 @@
+"""GET /v1/models (section 6) and the thin enable/disable routes (completed by the scheduler's owner)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypnos.errors import model_busy
+from hypnos.scheduler import ModelState
+from litestar import Request, Response, get, post
+
+from hypnos_server.routes.inference import json_response, ready_guard
+from hypnos_server.state import hypnos_state
+
+
+def model_entry(state: ModelState, created: int) -> dict[str, Any]:
+    """One entry of GET /v1/models."""
+    return {
+        "id": state.id,
+        "object": "model",
+        "created": created,
+        "owned_by": "hypnos",
+        "modality": str(state.config.modality),
+        "current_tier": str(state.tier),
+        "placement": state.placement,
+        "active_leases": state.active_leases,
+    }
+
+
+@get("/v1/models", sync_to_thread=False)
+def list_models(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """The models in service (disabled ones hidden); open during staging."""
+    state = hypnos_state(request)
+    created = int(state.started_at)
+    data = [model_entry(model, created) for model in state.scheduler.models() if model.enabled]
+    return json_response({"object": "list", "data": data})
+
+
+async def _set_enabled(request: Request[Any, Any, Any], model_id: str, enabled: bool) -> Response[bytes]:
+    scheduler = hypnos_state(request).scheduler
+    setter = getattr(scheduler, "set_enabled", None)
+    if setter is not None:
+        model = await setter(model_id, enabled)
+    else:
+        model = scheduler.get(model_id)
+        if not enabled and model.active_leases:
+            raise model_busy(f"The model `{model_id}` is leased; retry when it is idle")
+        model.enabled = enabled
+    return json_response({"model": model.id, "enabled": model.enabled, "placement": model.placement})
+
+
+@post("/v1/models/{model_id:str}/enable", guards=[ready_guard], status_code=200)
+async def enable_model(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """Put a model back in service (it loads on its next request)."""
+    return await _set_enabled(request, request.path_params["model_id"], True)
+
+
+@post("/v1/models/{model_id:str}/disable", guards=[ready_guard], status_code=200)
+async def disable_model(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """Take a model out of service; 429 model_busy while it is leased."""
+    return await _set_enabled(request, request.path_params["model_id"], False)
+
+
+ROUTES = [list_models, enable_model, disable_model]

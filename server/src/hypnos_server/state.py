@@ -1,0 +1,127 @@
+"""The app-wide HypnosState and the per-request context and record that one place finalizes."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+import pluggy
+from hypnos.config import Settings
+from hypnos.scheduler import Scheduler
+
+if TYPE_CHECKING:
+    from litestar.connection import ASGIConnection
+
+    from hypnos_server.asgi.auth import ApiKey, KeyRing
+    from hypnos_server.asgi.keylimits import KeyLimiter
+
+logger = logging.getLogger(__name__)
+
+CONTEXT_KEY = "hypnos_request"
+
+
+class RequestRecord(msgspec.Struct, kw_only=True):
+    """What one request did; routes fill it, the pipeline finalizes it after the last byte and hands it to observers."""
+
+    id: str
+    method: str
+    path: str
+    started_at: float
+    route: str | None = None
+    status: int = 0
+    duration_ms: float = 0.0
+    key: str | None = None
+    model: str | None = None
+    stream: bool = False
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cached_tokens: int = 0
+    inference_ms: float | None = None
+    tier_switch_ms: float | None = None
+    previous_tier: str | None = None
+    error: str | None = None
+    error_type: str | None = None
+    workflow: str | None = None
+    workflow_end: bool = False
+
+    @property
+    def tokens(self) -> int:
+        """Prompt plus completion tokens, what tokens_per_day is charged."""
+        return self.tokens_in + self.tokens_out
+
+
+def new_request_id() -> str:
+    """A fresh `req-<32 hex>` id."""
+    return "req-" + secrets.token_hex(16)
+
+
+@dataclass
+class RequestContext:
+    """Per-request state kept in the ASGI scope: the record, the caller's key, and cleanups run after the last byte."""
+
+    record: RequestRecord
+    started: float = field(default_factory=time.perf_counter)
+    key: ApiKey | None = None
+    closers: list[Callable[[], Awaitable[Any]]] = field(default_factory=list)
+
+    def defer(self, closer: Callable[[], Awaitable[Any]]) -> None:
+        """Run `closer` once the response is over (also when it never started)."""
+        self.closers.append(closer)
+
+    async def run_closers(self) -> None:
+        """Run every deferred closer, logging (never raising) failures."""
+        while self.closers:
+            closer = self.closers.pop()
+            try:
+                await closer()
+            except Exception:
+                logger.exception("a request cleanup failed (request %s)", self.record.id)
+
+
+def request_context(connection: ASGIConnection[Any, Any, Any, Any] | dict[str, Any]) -> RequestContext:
+    """The RequestContext of a request (from a Litestar connection or a raw scope)."""
+    scope = connection if isinstance(connection, dict) else connection.scope
+    return scope["state"][CONTEXT_KEY]  # type: ignore[no-any-return]
+
+
+Observer = Callable[[RequestRecord], None]
+
+
+@dataclass
+class HypnosState:
+    """Everything the app shares, on `app.state.hypnos`: settings, scheduler, plugins, keys, limits, observers."""
+
+    settings: Settings
+    scheduler: Scheduler
+    plugin_manager: pluggy.PluginManager
+    keys: KeyRing
+    limiter: KeyLimiter
+    version: str
+    started_at: float = field(default_factory=time.time)
+    started_monotonic: float = field(default_factory=time.monotonic)
+    observers: list[Observer] = field(default_factory=list)
+    staging_task: asyncio.Task[None] | None = None
+
+    @property
+    def uptime_secs(self) -> int:
+        """Whole seconds since the app was built."""
+        return int(time.monotonic() - self.started_monotonic)
+
+    def notify(self, record: RequestRecord) -> None:
+        """Hand a finished record to every observer; an observer's failure is logged, never raised."""
+        for observer in list(self.observers):
+            try:
+                observer(record)
+            except Exception:
+                logger.exception("request observer %r failed", observer)
+
+
+def hypnos_state(connection: ASGIConnection[Any, Any, Any, Any]) -> HypnosState:
+    """The HypnosState of the app serving this connection."""
+    return connection.app.state.hypnos  # type: ignore[no-any-return]

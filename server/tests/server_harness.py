@@ -1,0 +1,89 @@
+"""A raw ASGI harness for concurrency tests: drives the lifespan and can hold a response's last byte."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@asynccontextmanager
+async def running(app: Any) -> AsyncIterator[None]:
+    """Run the app's lifespan (startup, then shutdown at exit)."""
+    inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    outbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    task = asyncio.create_task(app({"type": "lifespan", "asgi": {"version": "3.0"}}, inbox.get, outbox.put))
+    await inbox.put({"type": "lifespan.startup"})
+    assert (await outbox.get())["type"] == "lifespan.startup.complete"
+    try:
+        yield
+    finally:
+        await inbox.put({"type": "lifespan.shutdown"})
+        await outbox.get()
+        await task
+
+
+@dataclass
+class RawResponse:
+    """What the app sent."""
+
+    status: int = 0
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    last_chunk_reached: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+async def call(
+    app: Any,
+    method: str,
+    path: str,
+    *,
+    body: bytes = b"",
+    headers: dict[str, str] | None = None,
+    hold_last_byte: asyncio.Event | None = None,
+    response: RawResponse | None = None,
+) -> RawResponse:
+    """One HTTP request; with hold_last_byte the final body message blocks until that event is set."""
+    out = response or RawResponse()
+    raw_headers = [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
+    raw_headers.append((b"content-length", str(len(body)).encode()))
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": raw_headers,
+        "client": ("127.0.0.1", 5000),
+        "server": ("127.0.0.1", 9999),
+    }
+    sent_body = False
+    never = asyncio.Event()
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent_body
+        if not sent_body:
+            sent_body = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await never.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            out.status = message["status"]
+            out.headers = {k.decode().lower(): v.decode() for k, v in message.get("headers", [])}
+        elif message["type"] == "http.response.body":
+            out.body += message.get("body", b"")
+            if not message.get("more_body", False):
+                out.last_chunk_reached.set()
+                if hold_last_byte is not None:
+                    await hold_last_byte.wait()
+
+    await app(scope, receive, send)
+    return out

@@ -1,0 +1,53 @@
+"""Server test kit: an app over the fake engine built from a config mapping, and small response helpers."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from hypnos.config import settings_from_mapping
+from hypnos.plugins import make_plugin_manager
+from hypnos.testing import fake_plugin
+from hypnos_server.app import HypnosApp, create_app
+from litestar.testing import TestClient
+
+ALL_MODALITIES = ["vision", "embeddings", "speech_to_text", "text_to_speech", "image_generation"]
+
+BASE_CONFIG: dict[str, Any] = {
+    "models": [
+        {"id": "fake-chat", "modality": "text_generation", "engine": "fake", "modalities": ALL_MODALITIES},
+        {"id": "fake-embed", "modality": "embeddings", "engine": "fake"},
+        {"id": "fake-image", "modality": "image_generation", "engine": "fake", "image": {"edit": True}},
+        {"id": "fake-off", "modality": "text_generation", "engine": "fake", "enabled": False},
+    ]
+}
+
+
+def config(**sections: Any) -> dict[str, Any]:
+    """BASE_CONFIG with top-level sections replaced or added."""
+    raw = copy.deepcopy(BASE_CONFIG)
+    raw.update(copy.deepcopy(sections))
+    return raw
+
+
+def build_app(raw: dict[str, Any] | None = None, plugins: list[object] | None = None) -> HypnosApp:
+    """An app for this config over the fake engine plugin (plus extra plugins)."""
+    settings = settings_from_mapping(raw if raw is not None else config())
+    manager = make_plugin_manager(autoload=False, plugins=[fake_plugin, *(plugins or [])])
+    return create_app(settings, manager)
+
+
+def wait_ready(client: TestClient[Any], attempts: int = 500) -> None:
+    """Poll /ready until it answers 200."""
+    import time
+
+    for _ in range(attempts):
+        if client.get("/ready").status_code == 200:
+            return
+        time.sleep(0.02)
+    raise AssertionError("the app never became ready")
+
+
+def error_of(response: Any) -> dict[str, Any]:
+    """The inner error object of a JSON error response."""
+    return response.json()["error"]  # type: ignore[no-any-return]
