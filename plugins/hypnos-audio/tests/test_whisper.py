@@ -1,0 +1,95 @@
+"""Whisper tiny.en on the real weights: WAV and other containers, language and prompt, tiers, bad input."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from hypnos.config import Settings
+from hypnos.engine import CancelToken, SpeechInput, TranscriptionInput
+from hypnos.errors import HypnosError
+from hypnos.types import LayerPlacementPlan, MemoryTier
+from hypnos_audio.kokoro import KokoroEngine
+from hypnos_audio.wav import wav_bytes
+from hypnos_audio.whisper import WhisperEngine
+
+from .conftest import make_engine
+from .speech_text import word_error_rate
+
+pytestmark = pytest.mark.model
+
+SENTENCE = "The quick brown fox jumps over the lazy dog."
+
+
+@pytest.fixture(scope="module")
+def spoken(kokoro: KokoroEngine) -> bytes:
+    """SENTENCE spoken by Kokoro, as 24 kHz PCM bytes."""
+    import asyncio
+
+    async def speak() -> bytes:
+        speech = SpeechInput(text=SENTENCE, voice="jf_alpha")
+        return b"".join([c.pcm16 async for c in kokoro.speak(speech, CancelToken())])
+
+    return asyncio.run(speak())
+
+
+async def test_transcribes_a_wav_with_duration_and_timing(whisper: WhisperEngine, spoken: bytes) -> None:
+    result = await whisper.transcribe(TranscriptionInput(audio=wav_bytes(spoken, 24000)), CancelToken())
+    assert word_error_rate(SENTENCE, result.text) <= 0.2, result.text
+    assert result.duration_secs == pytest.approx(len(spoken) / 2 / 24000, abs=1e-3)
+    assert result.timing.audio_secs == pytest.approx(result.duration_secs, abs=0.01)
+    assert result.timing.rtf is not None and 0 < result.timing.rtf < 5
+
+
+async def test_language_and_prompt_reach_whisper(
+    whisper: WhisperEngine, spoken: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: dict[str, object] = {}
+    real = whisper._whisper.transcribe
+
+    def spy(audio, **kwargs):  # type: ignore[no-untyped-def]
+        seen.update(kwargs)
+        return real(audio, **kwargs)
+
+    monkeypatch.setattr(whisper._whisper, "transcribe", spy)
+    job = TranscriptionInput(audio=wav_bytes(spoken, 24000), language="en-US", prompt="Foxes and dogs.")
+    result = await whisper.transcribe(job, CancelToken())
+    assert seen["language"] == "en" and seen["initial_prompt"] == "Foxes and dogs."
+    assert word_error_rate(SENTENCE, result.text) <= 0.2
+
+
+async def test_other_containers_best_effort(whisper: WhisperEngine, spoken: bytes) -> None:
+    import av
+
+    buffer = io.BytesIO()
+    with av.open(buffer, mode="w", format="flac") as container:
+        stream = container.add_stream("flac", rate=24000, layout="mono")
+        samples = np.frombuffer(spoken, dtype="<i2").reshape(1, -1)
+        frame = av.AudioFrame.from_ndarray(samples, format="s16", layout="mono")
+        frame.sample_rate = 24000
+        for packet in [*stream.encode(frame), *stream.encode(None)]:
+            container.mux(packet)
+    result = await whisper.transcribe(TranscriptionInput(audio=buffer.getvalue(), filename="clip.flac"), CancelToken())
+    assert word_error_rate(SENTENCE, result.text) <= 0.2, result.text
+    assert result.duration_secs == pytest.approx(len(spoken) / 2 / 24000, abs=0.05)
+
+
+async def test_undecodable_audio_is_a_400(whisper: WhisperEngine) -> None:
+    with pytest.raises(HypnosError) as caught:
+        await whisper.transcribe(TranscriptionInput(audio=b"this is not audio at all" * 10), CancelToken())
+    assert caught.value.status == 400
+
+
+async def test_tier_moves(starter_settings: Settings) -> None:
+    engine = make_engine(starter_settings, "whisper-tiny.en")
+    assert engine.estimate().weight_bytes > 70_000_000
+    await engine.load(LayerPlacementPlan(primary_tier=MemoryTier.TIER2))
+    assert engine.tier == MemoryTier.TIER2 and engine._files and engine._whisper is None
+    await engine.load(LayerPlacementPlan(primary_tier=MemoryTier.TIER1))
+    assert engine.tier == MemoryTier.TIER1 and engine._whisper is not None and engine._files is None
+    await engine.demote(MemoryTier.TIER2)
+    assert engine.tier == MemoryTier.TIER2 and engine._whisper is None and engine._files
+    await engine.demote(MemoryTier.TIER3)
+    assert engine.tier == MemoryTier.TIER3 and engine._files is None
+    await engine.unload()
