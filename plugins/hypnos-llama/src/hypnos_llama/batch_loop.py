@@ -1,0 +1,354 @@
+"""The batch loop: one worker thread per loaded model stepping every active slot with one llama_decode per step."""
+
+from __future__ import annotations
+
+import codecs
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypnos.engine import CancelToken, ChatEvent, ChatFinished, ContentDelta
+from hypnos.errors import server_error
+from hypnos.types import EngineTiming
+
+from hypnos_llama.runtime import ContextShape, LlamaContext, LlamaModel
+from hypnos_llama.sampling import SamplingParams, build_sampler_chain, free_sampler_chain
+
+logger = logging.getLogger(__name__)
+_STOP = object()
+
+
+@dataclass
+class ChatJob:
+    """One chat request as the worker sees it: prompt tokens, limits, sampling and where events go."""
+
+    prompt: list[int]
+    max_tokens: int
+    required_ctx: int
+    sampling: SamplingParams
+    emit: Callable[[ChatEvent | BaseException], None]
+    cancel: CancelToken = field(default_factory=CancelToken)
+    submitted: float = field(default_factory=time.perf_counter)
+    abandoned: bool = False
+    context_ms: float | None = None
+
+    @property
+    def reserve(self) -> int:
+        """KV cells this request can fill at most (prompt plus generation)."""
+        return min(self.required_ctx, len(self.prompt) + self.max_tokens)
+
+    def stopped(self) -> bool:
+        """True once the client went away or the token was cancelled."""
+        return self.abandoned or self.cancel.cancelled
+
+
+@dataclass
+class Slot:
+    """An execution slot: one llama.cpp sequence, its cached tokens and the request it runs now."""
+
+    seq_id: int
+    cached: list[int] = field(default_factory=list)
+    job: ChatJob | None = None
+    pending: list[int] = field(default_factory=list)
+    next_token: int | None = None
+    sampler: Any = None
+    decoder: Any = None
+    completion: int = 0
+    reused: int = 0
+    concurrent: int = 0
+    admitted: float = 0.0
+    first_token: float | None = None
+    last_used: float = 0.0
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    """Length of the shared prefix of two token lists."""
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+class BatchLoop:
+    """Owns a model's context on one thread: admits jobs into slots, steps them together, streams the results."""
+
+    def __init__(self, model: LlamaModel, context: LlamaContext, rebuild: Callable[[int], LlamaContext],
+                 *, prefill_chunk: int, name: str) -> None:
+        self.model = model
+        self.context = context
+        self._rebuild = rebuild
+        self.prefill_chunk = max(1, prefill_chunk)
+        self.slots = [Slot(seq_id=i) for i in range(context.shape.n_seq)]
+        self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._waiting: deque[ChatJob] = deque()
+        self._thread = threading.Thread(target=self._run, name=f"llama-batch-{name}", daemon=True)
+        self.steps = 0
+        self.max_concurrent = 0
+        self.max_prefill_beside_streams = 0
+
+    # ---- called from other threads ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the worker thread."""
+        self._thread.start()
+
+    def submit(self, job: ChatJob) -> None:
+        """Queue a job; it joins the running batch at the next step."""
+        self._inbox.put(job)
+
+    def stop(self) -> None:
+        """Finish the thread (waiting jobs end with an error) and wait for it."""
+        self._inbox.put(_STOP)
+        self._thread.join()
+
+    # ---- the worker thread -----------------------------------------------------------------------------------
+
+    def _active(self) -> list[Slot]:
+        return [s for s in self.slots if s.job is not None]
+
+    def _run(self) -> None:
+        try:
+            while True:
+                busy = bool(self._active() or self._waiting)
+                if not self._drain_inbox(block=not busy):
+                    break
+                self._drop_cancelled()
+                self._admit()
+                if self._active():
+                    self._step()
+        except Exception as error:  # a broken context fails every request it holds
+            logger.exception("llama batch loop failed")
+            self._fail_all(server_error(f"the llama engine failed: {error}"))
+            return
+        self._fail_all(server_error("the model was unloaded while the request waited"))
+
+    def _drain_inbox(self, *, block: bool) -> bool:
+        """Move submitted jobs into the waiting line; False when asked to stop."""
+        try:
+            item = self._inbox.get() if block else self._inbox.get_nowait()
+            while True:
+                if item is _STOP:
+                    return False
+                self._waiting.append(item)
+                item = self._inbox.get_nowait()
+        except queue.Empty:
+            return True
+
+    def _drop_cancelled(self) -> None:
+        for job in [j for j in self._waiting if j.stopped()]:
+            self._waiting.remove(job)
+            _send(job, ChatFinished(finish_reason="cancelled", prompt_tokens=len(job.prompt), completion_tokens=0))
+        for slot in self._active():
+            if slot.job is not None and slot.job.stopped():
+                self._finish(slot, "cancelled")
+
+    def _admit(self) -> None:
+        """Admit waiting jobs in order while a slot and KV room are free (rebuilding the context when needed)."""
+        while self._waiting:
+            job = self._waiting[0]
+            idle = [s for s in self.slots if s.job is None]
+            if not idle:
+                return
+            capacity = self.context.shape.n_ctx
+            if job.required_ctx > capacity:
+                if self._active():
+                    return  # the rebuild waits until the running requests are done
+                job.context_ms = self._rebuild_context(job.required_ctx)
+                continue
+            committed = sum(s.job.reserve for s in self._active() if s.job is not None)
+            if committed + job.reserve > capacity:
+                return
+            self._waiting.popleft()
+            slot = max(idle, key=lambda s: (common_prefix(s.cached, job.prompt), -s.last_used))
+            self._make_room(job, slot, capacity - committed)
+            self._start(slot, job)
+
+    def _make_room(self, job: ChatJob, chosen: Slot, free: int) -> None:
+        """Clear idle slots' caches, least recently used first, until the job fits beside them."""
+        reuse = common_prefix(chosen.cached, job.prompt)
+        others = sorted((s for s in self.slots if s.job is None and s is not chosen and s.cached),
+                        key=lambda s: s.last_used)
+        held = sum(len(s.cached) for s in others)
+        for slot in others:
+            if held + job.reserve - reuse <= free:
+                break
+            self.context.seq_trim(slot.seq_id, 0)
+            held -= len(slot.cached)
+            slot.cached = []
+
+    def _start(self, slot: Slot, job: ChatJob) -> None:
+        reuse = min(common_prefix(slot.cached, job.prompt), len(job.prompt) - 1)
+        if not self.context.seq_trim(slot.seq_id, reuse):
+            self.context.seq_trim(slot.seq_id, 0)
+            reuse = 0
+        slot.cached = job.prompt[:reuse]
+        slot.pending = job.prompt[reuse:]
+        slot.job = job
+        slot.reused = reuse
+        slot.next_token = None
+        slot.completion = 0
+        slot.concurrent = 0
+        slot.first_token = None
+        slot.admitted = time.perf_counter()
+        slot.sampler = build_sampler_chain(self.model.lib, job.sampling)
+        slot.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def _rebuild_context(self, required: int) -> float:
+        """Replace the context with one of at least `required` cells; returns the milliseconds it took."""
+        started = time.perf_counter()
+        for slot in self.slots:
+            slot.cached = []
+        self.context = self._rebuild(required)
+        elapsed = (time.perf_counter() - started) * 1000
+        logger.info("llama context rebuilt to %d cells in %.1f ms", self.context.shape.n_ctx, elapsed)
+        return elapsed
+
+    def _step(self) -> None:
+        """Build one batch (a token per generating slot, chunks of prompts) and decode it."""
+        context = self.context
+        context.batch_clear()
+        prefilled = 0
+        outputs: list[tuple[Slot, int]] = []
+        active = self._active()
+        generating = [s for s in active if not s.pending and s.next_token is not None]
+        for slot in generating:
+            token = slot.next_token
+            assert token is not None
+            outputs.append((slot, context.batch_add(token, len(slot.cached), slot.seq_id, True)))
+            slot.cached.append(token)
+        budget = context.shape.n_batch - len(generating)
+        if generating:
+            budget = min(budget, self.prefill_chunk)
+        stepped = list(generating)
+        for slot in sorted((s for s in active if s.pending), key=lambda s: s.admitted):
+            if budget <= 0:
+                break
+            stepped.append(slot)
+            take = slot.pending[:budget]
+            slot.pending = slot.pending[len(take):]
+            budget -= len(take)
+            prefilled += len(take)
+            for offset, token in enumerate(take):
+                last = not slot.pending and offset == len(take) - 1
+                index = context.batch_add(token, len(slot.cached), slot.seq_id, last)
+                slot.cached.append(token)
+                if last:
+                    outputs.append((slot, index))
+        status = context.decode()
+        if status != 0:
+            self._decode_failed(status, active)
+            return
+        self.steps += 1
+        if generating:
+            self.max_prefill_beside_streams = max(self.max_prefill_beside_streams, prefilled)
+        self.max_concurrent = max(self.max_concurrent, len(stepped))
+        for slot in stepped:
+            slot.concurrent = max(slot.concurrent, len(stepped))
+        for slot, index in outputs:
+            token = self.model.lib.llama_sampler_sample(slot.sampler, context.pointer, index)
+            self._accept(slot, token)
+
+    def _decode_failed(self, status: int, active: list[Slot]) -> None:
+        """Undo this step's tokens and fail the requests it held."""
+        error = server_error(f"llama_decode failed with status {status} (context full or invalid batch)")
+        for slot in active:
+            assert slot.job is not None
+            job = slot.job
+            slot.cached = []
+            self.context.seq_trim(slot.seq_id, 0)
+            self._release(slot)
+            _send(job, error)
+
+    def _accept(self, slot: Slot, token: int) -> None:
+        """Handle a sampled token: stop at EOG, stream its text, stop at max_tokens."""
+        job = slot.job
+        assert job is not None
+        now = time.perf_counter()
+        if slot.first_token is None:
+            slot.first_token = now
+        if self.model.is_eog(token):
+            self._finish(slot, "stop")
+            return
+        slot.completion += 1
+        text = slot.decoder.decode(self.model.piece(token))
+        if text:
+            _send(job, ContentDelta(text))
+        if slot.completion >= job.max_tokens or len(slot.cached) + 1 > job.reserve:
+            self._finish(slot, "length")
+            return
+        slot.next_token = token
+
+    def _finish(self, slot: Slot, reason: str) -> None:
+        job = slot.job
+        assert job is not None
+        tail = slot.decoder.decode(b"", final=True) if slot.decoder is not None else ""
+        if tail and reason != "cancelled":
+            _send(job, ContentDelta(tail))
+        finished = self._finished(slot, job, reason)
+        self._release(slot)
+        _send(job, finished)
+
+    def _finished(self, slot: Slot, job: ChatJob, reason: str) -> ChatFinished:
+        end = time.perf_counter()
+        first = slot.first_token or end
+        prefill_s = max(first - slot.admitted, 1e-9)
+        decode_s = end - first
+        prefilled = len(job.prompt) - slot.reused
+        timing = EngineTiming(
+            queue_ms=(slot.admitted - job.submitted) * 1000,
+            context_ms=job.context_ms,
+            prefill_ms=prefill_s * 1000,
+            decode_ms=decode_s * 1000,
+            ttft_ms=(first - job.submitted) * 1000,
+            prefill_tokens_per_s=prefilled / prefill_s,
+            decode_tokens_per_s=(slot.completion - 1) / decode_s if slot.completion > 1 and decode_s > 0 else None,
+            cached_tokens=slot.reused,
+            concurrent_slots=max(1, slot.concurrent),
+        )
+        return ChatFinished(finish_reason=reason, prompt_tokens=len(job.prompt), completion_tokens=slot.completion,
+                            cached_tokens=slot.reused, timing=timing)
+
+    def _release(self, slot: Slot) -> None:
+        free_sampler_chain(self.model.lib, slot.sampler)
+        slot.sampler = None
+        slot.decoder = None
+        slot.job = None
+        slot.pending = []
+        slot.next_token = None
+        slot.last_used = time.perf_counter()
+
+    def _fail_all(self, error: BaseException) -> None:
+        for slot in self._active():
+            job = slot.job
+            assert job is not None
+            self._release(slot)
+            _send(job, error)
+        while self._waiting:
+            _send(self._waiting.popleft(), error)
+        while True:
+            try:
+                item = self._inbox.get_nowait()
+            except queue.Empty:
+                return
+            if isinstance(item, ChatJob):
+                _send(item, error)
+
+
+def _send(job: ChatJob, event: ChatEvent | BaseException) -> None:
+    """Deliver an event to the job's consumer; a consumer whose loop is gone abandons the job."""
+    try:
+        job.emit(event)
+    except RuntimeError:  # the event loop closed under us
+        job.abandoned = True
+
+
+def context_shape(n_ctx: int, n_seq: int, n_batch: int, n_ubatch: int) -> ContextShape:
+    """A ContextShape with llama.cpp-friendly rounding (cells in multiples of 256)."""
+    cells = -(-max(n_ctx, 256) // 256) * 256
+    return ContextShape(n_ctx=cells, n_seq=max(1, n_seq), n_batch=max(1, n_batch), n_ubatch=max(1, n_ubatch))

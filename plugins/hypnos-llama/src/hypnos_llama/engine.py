@@ -1,0 +1,239 @@
+"""The ggml_llama engine: GGUF chat models on llama.cpp with tiers, slots, continuous batching and prefix reuse."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import msgspec
+from hypnos.config import ModelConfig
+from hypnos.engine import (
+    CancelToken,
+    ChatEvent,
+    ChatFinished,
+    ChatOptions,
+    ContentDelta,
+    Engine,
+    EngineContext,
+    EngineUnavailable,
+    MemoryEstimate,
+    ToolCallEvent,
+)
+from hypnos.errors import HypnosError
+from hypnos.openai import ChatCompletionRequest
+from hypnos.types import LayerPlacementPlan, MemoryTier, TierSwitchPhases
+
+from hypnos_llama.batch_loop import BatchLoop, ChatJob, context_shape
+from hypnos_llama.estimate import estimate_gguf
+from hypnos_llama.gguf_meta import GgufFile, read_gguf
+from hypnos_llama.options import LlamaOptions
+from hypnos_llama.output import output_parser_for
+from hypnos_llama.sampling import SamplingParams
+from hypnos_llama.template import CHATML_FALLBACK, ChatTemplate
+from hypnos_llama.warm_pages import WarmPages
+
+logger = logging.getLogger(__name__)
+
+NUM_CTX_FLOOR = 2048
+TOKENS_PER_IMAGE = 576
+TOKENS_PER_AUDIO = 1024
+
+
+def estimate_num_ctx(prompt_tokens: int, max_tokens: int, images: int = 0, audios: int = 0) -> int:
+    """The context a request needs when num_ctx is unset: prompt, media and generation, at least 2048."""
+    return max(NUM_CTX_FLOOR, prompt_tokens + max_tokens + TOKENS_PER_IMAGE * images + TOKENS_PER_AUDIO * audios)
+
+
+def _media_counts(request: ChatCompletionRequest) -> tuple[int, int]:
+    images = audios = 0
+    for message in request.messages:
+        if isinstance(message.content, list):
+            images += sum(1 for part in message.content if part.type == "image_url")
+            audios += sum(1 for part in message.content if part.type == "input_audio")
+    return images, audios
+
+
+class LlamaEngine(Engine):
+    """Serves one GGUF chat model: tier 1 = model and context built, tier 2 = file pages warm, tier 3 = nothing."""
+
+    def __init__(self, model: ModelConfig, context: EngineContext) -> None:
+        super().__init__(model, context)
+        try:
+            self.options = msgspec.convert(model.engine_options.get("llama", {}), LlamaOptions)
+        except msgspec.ValidationError as error:
+            raise EngineUnavailable(f"the model `{model.id}` has an invalid [models.llama] table: {error}") from None
+        path = model.resolve(context.models_dir, model.weights_path)
+        if path is None:
+            raise EngineUnavailable(f"the model `{model.id}` has no weights_path")
+        self.path: Path = path
+        self.tier = MemoryTier.TIER3
+        self._gguf: GgufFile | None = None
+        self._warm = WarmPages(self.path, lock=self.options.lock_warm_pages)
+        self._runtime_model = None
+        self._batch: BatchLoop | None = None
+        self._template: ChatTemplate | None = None
+        self._transition = asyncio.Lock()
+
+    # ---- memory --------------------------------------------------------------------------------------------------
+
+    def gguf(self) -> GgufFile:
+        """The model file's header (read once)."""
+        if self._gguf is None:
+            if not self.path.is_file():
+                raise EngineUnavailable(f"the weights of `{self.model.id}` are missing: {self.path}")
+            self._gguf = read_gguf(self.path)
+        return self._gguf
+
+    def estimate(self) -> MemoryEstimate:
+        """Per-layer weights, experts, KV bytes per token and workspace from the GGUF header."""
+        projector = None
+        aux = self.model.resolve(self.context.models_dir, self.model.aux_path)
+        if aux is not None and aux.is_file():
+            projector = read_gguf(aux)
+        return estimate_gguf(self.gguf(), self.options, slots=self.model.slots, projector=projector)
+
+    # ---- tiers ---------------------------------------------------------------------------------------------------
+
+    @property
+    def load_mode(self) -> str:
+        """How llama.cpp brings the weights in: mmap or read."""
+        return "mmap" if self.options.use_mmap else "read"
+
+    async def load(self, plan: LayerPlacementPlan) -> TierSwitchPhases:
+        """Warm the file pages (tier 2) and, for tier 1, build the model and its context on a worker thread."""
+        async with self._transition:
+            started = time.perf_counter()
+            if plan.primary_tier == MemoryTier.TIER3:
+                await self._demote_locked(MemoryTier.TIER3)
+                return TierSwitchPhases(total_ms=0.0)
+            self.gguf()
+            warm_ms = await asyncio.to_thread(self._warm.acquire)
+            if plan.primary_tier == MemoryTier.TIER2:
+                await self._demote_locked(MemoryTier.TIER2)
+                total = (time.perf_counter() - started) * 1000
+                return TierSwitchPhases(load_mode=self.load_mode, weights_ms=warm_ms, total_ms=total)
+            if self._batch is not None:
+                return TierSwitchPhases(load_mode=self.load_mode, weights_ms=0.0, context_ms=0.0, total_ms=0.0)
+            weights_ms, context_ms = await asyncio.to_thread(self._build, plan)
+            self.tier = MemoryTier.TIER1
+            total = (time.perf_counter() - started) * 1000
+            return TierSwitchPhases(load_mode=self.load_mode, weights_ms=warm_ms + weights_ms, context_ms=context_ms,
+                                    total_ms=total)
+
+    def _build(self, plan: LayerPlacementPlan) -> tuple[float, float]:
+        """Load the model and build the context (runs on a worker thread); returns (weights_ms, context_ms)."""
+        from hypnos_llama.runtime import LlamaContext, LlamaModel
+
+        started = time.perf_counter()
+        estimate_layers = len(self.estimate().layer_bytes)
+        gpu_layers = plan.gpu_layers
+        n_gpu_layers = -1 if estimate_layers and gpu_layers >= estimate_layers else gpu_layers
+        model = LlamaModel(self.path, self.options, n_gpu_layers)
+        weights_ms = (time.perf_counter() - started) * 1000
+        try:
+            source = self.options.chat_template or self.gguf().chat_template or CHATML_FALLBACK
+            bos, eos = model.bos_eos()
+            template = ChatTemplate(source, bos_token=bos, eos_token=eos)
+            n_ctx = plan.allocated_context_len or self.model.context_len or self.estimate().default_context_len
+            built = time.perf_counter()
+            context = LlamaContext(model, self.options, self._shape(n_ctx))
+            context_ms = (time.perf_counter() - built) * 1000
+        except BaseException:
+            model.close()
+            raise
+
+        def rebuild(required: int) -> LlamaContext:
+            old = batch.context
+            shape = self._shape(max(required, old.shape.n_ctx))
+            old.close()
+            return LlamaContext(model, self.options, shape)
+
+        batch = BatchLoop(model, context, rebuild, prefill_chunk=self.options.prefill_chunk, name=self.model.id)
+        batch.start()
+        self._runtime_model, self._template, self._batch = model, template, batch
+        return weights_ms, context_ms
+
+    def _shape(self, n_ctx: int):  # type: ignore[no-untyped-def]
+        """The context for n_ctx cells in all (a sequence never exceeds the trained length; the pool may)."""
+        trained = int(self.gguf().arch_value("context_length") or n_ctx)
+        cells = min(int(n_ctx), trained * max(1, self.model.slots))
+        return context_shape(cells, self.model.slots, self.options.n_batch, self.options.n_ubatch)
+
+    async def demote(self, tier: MemoryTier) -> None:
+        """Free the context and model (tier 2 keeps the file pages warm; tier 3 lets them go)."""
+        async with self._transition:
+            await self._demote_locked(tier)
+
+    async def _demote_locked(self, tier: MemoryTier) -> None:
+        batch, model = self._batch, self._runtime_model
+        self._batch = self._runtime_model = None
+        if batch is not None:
+            await asyncio.to_thread(self._teardown, batch, model)
+        if tier == MemoryTier.TIER3:
+            self._warm.release()
+        self.tier = tier if tier != MemoryTier.TIER1 else self.tier
+
+    @staticmethod
+    def _teardown(batch: BatchLoop, model) -> None:  # type: ignore[no-untyped-def]
+        batch.stop()
+        batch.context.close()
+        if model is not None:
+            model.close()
+
+    # ---- chat ----------------------------------------------------------------------------------------------------
+
+    def _tokenize_prompt(self, request: ChatCompletionRequest) -> list[int]:
+        assert self._template is not None and self._runtime_model is not None
+        text = self._template.render(request)
+        return self._runtime_model.tokenize(text, add_special=True, parse_special=True)
+
+    async def chat(  # type: ignore[override]
+        self, request: ChatCompletionRequest, options: ChatOptions, cancel: CancelToken
+    ) -> AsyncIterator[ChatEvent]:
+        """Stream the answer: content deltas as tokens decode, then ChatFinished with usage and timings."""
+        batch, model = self._batch, self._runtime_model
+        if batch is None or model is None:
+            raise EngineUnavailable(f"the model `{self.model.id}` is not loaded")
+        prompt = await asyncio.to_thread(self._tokenize_prompt, request)
+        max_tokens = max(1, options.max_tokens)
+        limit = int(model.n_ctx_train or batch.context.shape.n_ctx)
+        if len(prompt) >= limit:
+            raise HypnosError(400, "invalid_request_error",
+                              f"the prompt has {len(prompt)} tokens; the model `{self.model.id}` takes at most {limit}")
+        images, audios = _media_counts(request)
+        required = options.context_len or request.num_ctx or estimate_num_ctx(len(prompt), max_tokens, images, audios)
+        required = min(max(required, len(prompt) + 1), limit)
+        loop = asyncio.get_running_loop()
+        events: asyncio.Queue[ChatEvent | BaseException] = asyncio.Queue()
+
+        def emit(event: ChatEvent | BaseException) -> None:
+            loop.call_soon_threadsafe(events.put_nowait, event)
+
+        job = ChatJob(prompt=prompt, max_tokens=max_tokens, required_ctx=required,
+                      sampling=SamplingParams.from_request(request), emit=emit, cancel=cancel)
+        parser = output_parser_for(self.gguf().arch, self._template.source if self._template else "", request)
+        batch.submit(job)
+        try:
+            while True:
+                event = await events.get()
+                if isinstance(event, BaseException):
+                    raise event
+                if isinstance(event, ContentDelta):
+                    for parsed in parser.feed(event.text):
+                        yield parsed
+                    continue
+                if isinstance(event, ChatFinished):
+                    tail = parser.finish()
+                    for parsed in tail:
+                        yield parsed
+                    if any(isinstance(e, ToolCallEvent) for e in tail) and event.finish_reason == "stop":
+                        event.finish_reason = "tool_calls"
+                    yield event
+                    return
+                yield event
+        finally:
+            job.abandoned = True
+

@@ -1,0 +1,43 @@
+"""The `[models.llama]` table: how the engine builds its model and context on this machine."""
+
+from __future__ import annotations
+
+import os
+
+import msgspec
+
+
+class LlamaOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Engine options read from a model's `[models.llama]` table; every key is optional."""
+
+    n_threads: int | None = None
+    n_threads_batch: int | None = None
+    n_batch: int = 512
+    n_ubatch: int = 512
+    prefill_chunk: int = 256
+    use_mmap: bool = True
+    lock_warm_pages: bool = False
+    flash_attn: bool | None = None
+    kv_unified: bool = True
+    type_k: str = "f16"
+    type_v: str = "f16"
+    chat_template: str | None = None
+    verbose: bool = False
+
+    def threads(self) -> int:
+        """Threads for token generation: configured, else the CPUs this process may use."""
+        if self.n_threads:
+            return self.n_threads
+        try:
+            return max(1, len(os.sched_getaffinity(0)))
+        except AttributeError:  # pragma: no cover - not Linux
+            return max(1, os.cpu_count() or 1)
+
+    def batch_threads(self) -> int:
+        """Threads for prompt processing."""
+        return self.n_threads_batch or self.threads()
+
+
+KV_TYPE_BYTES = {"f32": 4.0, "f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32, "q5_1": 24 / 32, "q5_0": 22 / 32,
+                 "q4_1": 20 / 32, "q4_0": 18 / 32}
+GGML_TYPE_IDS = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "bf16": 30}

@@ -1,0 +1,39 @@
+"""The hypnos-llama plugin's hooks; cheap to import (llama_cpp loads only when a model does)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hypnos.engine import EngineContext, EngineKind
+from hypnos.hookspecs import hookimpl
+from hypnos.types import Modality
+
+
+def _make_engine(model: Any, context: EngineContext) -> Any:
+    """Build a LlamaEngine (imported on first use)."""
+    from hypnos_llama.engine import LlamaEngine
+
+    return LlamaEngine(model, context)
+
+
+@hookimpl
+def hypnos_engine_kinds() -> list[EngineKind]:
+    """The ggml_llama engine kind."""
+    return [
+        EngineKind(
+            name="ggml_llama",
+            modalities=frozenset({Modality.TEXT_GENERATION}),
+            factory=_make_engine,
+            config_keys=frozenset({"llama"}),
+            description="GGUF models on llama.cpp (llama-cpp-python): chat with slots and continuous batching",
+        )
+    ]
+
+
+@hookimpl
+def hypnos_starter_models(models_dir: Path) -> list[dict[str, Any]]:
+    """The Qwen2.5-Coder-0.5B starter, joined from its PyPI parts when they are installed."""
+    from hypnos_llama.starter import starter_models
+
+    return starter_models(models_dir)

@@ -1,0 +1,125 @@
+"""The model's chat template (from GGUF metadata) rendered in a sandboxed jinja2 environment."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from hypnos.errors import HypnosError
+from hypnos.openai import ChatCompletionRequest, ChatMessage
+
+CHATML_FALLBACK = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+# Where a media part sits in the text; the multimodal path (mtmd) replaces it with the media's embeddings.
+MEDIA_MARKER = "<__media__>"
+
+
+class TemplateError(HypnosError):
+    """The chat template refused the conversation (raise_exception) or failed to render (400)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(400, "invalid_request_error", f"the chat template failed: {message}")
+
+
+def _raise_exception(message: str) -> None:
+    raise TemplateError(message)
+
+
+def _strftime_now(fmt: str) -> str:
+    return datetime.now().strftime(fmt)
+
+
+def _tojson(value: Any, indent: int | None = None, ensure_ascii: bool = False, sort_keys: bool = False,
+            **_: Any) -> str:
+    return json.dumps(value, indent=indent, ensure_ascii=ensure_ascii, sort_keys=sort_keys)
+
+
+def _arguments(raw: str) -> Any:
+    """Tool call arguments as an object when they are JSON (templates expect a mapping)."""
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+def message_to_dict(message: ChatMessage) -> dict[str, Any]:
+    """One message in the shape HF chat templates expect (content as text, media parts as markers)."""
+    if isinstance(message.content, list):
+        pieces = []
+        for part in message.content:
+            if part.type == "text":
+                pieces.append(part.text or "")
+            elif part.type in ("image_url", "input_audio"):
+                pieces.append(MEDIA_MARKER)
+        content: str = "".join(pieces)
+    else:
+        content = message.content or ""
+    out: dict[str, Any] = {"role": message.role, "content": content}
+    if message.name is not None:
+        out["name"] = message.name
+    if message.tool_calls:
+        out["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": call.type,
+                "function": {"name": call.function.name, "arguments": _arguments(call.function.arguments)},
+            }
+            for call in message.tool_calls
+        ]
+    if message.tool_call_id is not None:
+        out["tool_call_id"] = message.tool_call_id
+    return out
+
+
+@dataclass
+class ChatTemplate:
+    """A compiled chat template with the model's bos/eos texts."""
+
+    source: str
+    bos_token: str = ""
+    eos_token: str = ""
+
+    def __post_init__(self) -> None:
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        environment = ImmutableSandboxedEnvironment(
+            trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"]
+        )
+        environment.filters["tojson"] = _tojson
+        environment.globals["raise_exception"] = _raise_exception
+        environment.globals["strftime_now"] = _strftime_now
+        self._compiled = environment.from_string(self.source)
+
+    def render(self, request: ChatCompletionRequest, *, extra: dict[str, Any] | None = None) -> str:
+        """The prompt text for a request, ending with the assistant's generation prompt."""
+        variables: dict[str, Any] = {
+            "messages": [message_to_dict(m) for m in request.messages],
+            "add_generation_prompt": True,
+            "bos_token": self.bos_token,
+            "eos_token": self.eos_token,
+        }
+        if request.tools:
+            variables["tools"] = [{"type": t.type, "function": _function_dict(t.function)} for t in request.tools]
+        if extra:
+            variables.update(extra)
+        try:
+            return self._compiled.render(**variables)
+        except HypnosError:
+            raise
+        except Exception as error:  # jinja errors, sandbox violations
+            raise TemplateError(str(error)) from error
+
+
+def _function_dict(function: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": function.name}
+    if function.description is not None:
+        out["description"] = function.description
+    if function.parameters is not None:
+        out["parameters"] = function.parameters
+    return out

@@ -1,0 +1,127 @@
+"""Test kit for engines on llama.cpp: a tiny random-weight llama GGUF writer and helpers to drive an engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hypnos.config import LimitsConfig, ModelConfig
+from hypnos.engine import CancelToken, ChatFinished, ChatOptions, ContentDelta, EngineContext
+from hypnos.openai import ChatCompletionRequest, ChatMessage
+from hypnos.types import LayerPlacementPlan, MemoryTier
+
+CHATML_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+SPECIAL = ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]
+WORDS = ["\u2581the", "\u2581a", "\u2581is", "\u2581of", "\u2581Paris", "\u2581capital", "\u2581France", "\u2581and"]
+
+
+def write_tiny_llama(path: Path, *, layers: int = 2, dim: int = 64, heads: int = 4, kv_heads: int = 2,
+                     ff: int = 128, context: int = 4096, seed: int = 0) -> Path:
+    """Write the model to path and return it."""
+    import gguf
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    tokens = SPECIAL + [f"<0x{b:02X}>" for b in range(256)] + WORDS
+    types = [gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL,
+             gguf.TokenType.CONTROL] + [gguf.TokenType.BYTE] * 256 + [gguf.TokenType.NORMAL] * len(WORDS)
+    scores = [0.0] * len(SPECIAL) + [-1000.0] * 256 + [-float(i + 1) for i in range(len(WORDS))]
+    vocab = len(tokens)
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_name("tiny-llama")
+    writer.add_block_count(layers)
+    writer.add_context_length(context)
+    writer.add_embedding_length(dim)
+    writer.add_feed_forward_length(ff)
+    writer.add_head_count(heads)
+    writer.add_head_count_kv(kv_heads)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_rope_dimension_count(dim // heads)
+    writer.add_rope_freq_base(10000.0)
+    writer.add_vocab_size(vocab)
+    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    writer.add_tokenizer_model("llama")
+    writer.add_token_list(tokens)
+    writer.add_token_scores(scores)
+    writer.add_token_types(types)
+    writer.add_bos_token_id(1)
+    writer.add_eos_token_id(4)
+    writer.add_unk_token_id(0)
+    writer.add_bool("tokenizer.ggml.add_bos_token", False)
+    writer.add_chat_template(CHATML_TEMPLATE)
+
+    def weight(*shape: int) -> Any:
+        return (rng.standard_normal(shape) * 0.2).astype(np.float32)
+
+    # Dimension 0 of the residual stream is a constant the layers never write to; the output rows of the special
+    # tokens weigh it strongly negative, so a random model does not end its answers early (EOG).
+    kv_dim = dim // heads * kv_heads
+    embeddings = weight(vocab, dim)
+    embeddings[:, 0] = 30.0
+    writer.add_tensor("token_embd.weight", embeddings)
+    for i in range(layers):
+        writer.add_tensor(f"blk.{i}.attn_norm.weight", np.ones(dim, dtype=np.float32))
+        writer.add_tensor(f"blk.{i}.attn_q.weight", weight(dim, dim))
+        writer.add_tensor(f"blk.{i}.attn_k.weight", weight(kv_dim, dim))
+        writer.add_tensor(f"blk.{i}.attn_v.weight", weight(kv_dim, dim))
+        attn_output = weight(dim, dim)
+        attn_output[0, :] = 0.0
+        writer.add_tensor(f"blk.{i}.attn_output.weight", attn_output)
+        writer.add_tensor(f"blk.{i}.ffn_norm.weight", np.ones(dim, dtype=np.float32))
+        writer.add_tensor(f"blk.{i}.ffn_gate.weight", weight(ff, dim))
+        writer.add_tensor(f"blk.{i}.ffn_up.weight", weight(ff, dim))
+        ffn_down = weight(dim, ff)
+        ffn_down[0, :] = 0.0
+        writer.add_tensor(f"blk.{i}.ffn_down.weight", ffn_down)
+    writer.add_tensor("output_norm.weight", np.ones(dim, dtype=np.float32))
+    output = weight(vocab, dim) * 4
+    output[: len(SPECIAL), 0] = -40.0
+    writer.add_tensor("output.weight", output)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def make_engine(path: Path, *, slots: int = 4, context_len: int = 8192, llama: dict[str, Any] | None = None,
+                model_id: str = "tiny") -> Any:
+    """A LlamaEngine for a GGUF (not loaded); one thread unless `llama` says otherwise (tiny models need no more)."""
+    from hypnos_llama.engine import LlamaEngine
+
+    options = {"n_threads": 1, **(llama or {})}
+    config = ModelConfig(id=model_id, modality="text_generation", engine="ggml_llama", weights_path=str(path),
+                         slots=slots, context_len=context_len, engine_options={"llama": options})
+    return LlamaEngine(config, EngineContext(models_dir=path.parent, limits=LimitsConfig()))
+
+
+def tier1(context_len: int = 8192, layers: int = 2) -> LayerPlacementPlan:
+    """A whole-model tier 1 plan."""
+    return LayerPlacementPlan(primary_tier=MemoryTier.TIER1, gpu_layers=layers, allocated_context_len=context_len)
+
+
+def tier2() -> LayerPlacementPlan:
+    """A tier 2 plan (weights warm in RAM)."""
+    return LayerPlacementPlan(primary_tier=MemoryTier.TIER2)
+
+
+def chat_request(*turns: str, model: str = "tiny", **fields: Any) -> ChatCompletionRequest:
+    """A request whose messages alternate user / assistant, starting with the user."""
+    messages = [ChatMessage(role="user" if i % 2 == 0 else "assistant", content=t) for i, t in enumerate(turns)]
+    return ChatCompletionRequest(model=model, messages=messages, **fields)
+
+
+async def collect(engine: Any, request: ChatCompletionRequest, max_tokens: int = 16, cancel: CancelToken | None = None,
+                  **options: Any) -> tuple[str, ChatFinished, list[Any]]:
+    """Run a chat to the end: (text, final event, all events)."""
+    events = []
+    async for event in engine.chat(request, ChatOptions(max_tokens=max_tokens, **options), cancel or CancelToken()):
+        events.append(event)
+    text = "".join(e.text for e in events if isinstance(e, ContentDelta))
+    return text, events[-1], events

