@@ -11,12 +11,16 @@ from typing import Any
 
 @asynccontextmanager
 async def running(app: Any) -> AsyncIterator[None]:
-    """Run the app's lifespan (startup, then shutdown at exit)."""
+    """Run the app's lifespan: startup and staging done on entry, shutdown at exit."""
     inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     outbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     task = asyncio.create_task(app({"type": "lifespan", "asgi": {"version": "3.0"}}, inbox.get, outbox.put))
     await inbox.put({"type": "lifespan.startup"})
     assert (await outbox.get())["type"] == "lifespan.startup.complete"
+    for _ in range(1000):  # staging runs in the background: wait for it like a client polling /ready
+        if app.state.hypnos.scheduler.ready:
+            break
+        await asyncio.sleep(0.01)
     try:
         yield
     finally:
@@ -32,6 +36,7 @@ class RawResponse:
     status: int = 0
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes = b""
+    first_chunk_reached: asyncio.Event = field(default_factory=asyncio.Event)
     last_chunk_reached: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -43,9 +48,10 @@ async def call(
     body: bytes = b"",
     headers: dict[str, str] | None = None,
     hold_last_byte: asyncio.Event | None = None,
+    hold_first_chunk: asyncio.Event | None = None,
     response: RawResponse | None = None,
 ) -> RawResponse:
-    """One HTTP request; with hold_last_byte the final body message blocks until that event is set."""
+    """One HTTP request; hold_first_chunk / hold_last_byte block that body message until the event is set."""
     out = response or RawResponse()
     raw_headers = [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
     raw_headers.append((b"content-length", str(len(body)).encode()))
@@ -64,14 +70,14 @@ async def call(
         "server": ("127.0.0.1", 9999),
     }
     sent_body = False
-    never = asyncio.Event()
+    finished = asyncio.Event()
 
     async def receive() -> dict[str, Any]:
         nonlocal sent_body
         if not sent_body:
             sent_body = True
             return {"type": "http.request", "body": body, "more_body": False}
-        await never.wait()
+        await finished.wait()  # like a server: the connection reports a disconnect once the response is over
         return {"type": "http.disconnect"}
 
     async def send(message: dict[str, Any]) -> None:
@@ -80,10 +86,15 @@ async def call(
             out.headers = {k.decode().lower(): v.decode() for k, v in message.get("headers", [])}
         elif message["type"] == "http.response.body":
             out.body += message.get("body", b"")
+            if not out.first_chunk_reached.is_set():
+                out.first_chunk_reached.set()
+                if hold_first_chunk is not None:
+                    await hold_first_chunk.wait()
             if not message.get("more_body", False):
                 out.last_chunk_reached.set()
                 if hold_last_byte is not None:
                     await hold_last_byte.wait()
+                finished.set()
 
     await app(scope, receive, send)
     return out

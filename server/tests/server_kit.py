@@ -6,8 +6,13 @@ import copy
 from typing import Any
 
 from hypnos.config import settings_from_mapping
+from hypnos.engine import ChatFinished, ContentDelta, EngineKind, ReasoningDelta, ToolCallEvent
+from hypnos.hookspecs import hookimpl
+from hypnos.openai import ToolCall, ToolCallFunction
 from hypnos.plugins import make_plugin_manager
 from hypnos.testing import fake_plugin
+from hypnos.testing.fake_engine import FakeEngine
+from hypnos.types import Modality
 from hypnos_server.app import HypnosApp, create_app
 from litestar.testing import TestClient
 
@@ -51,3 +56,45 @@ def wait_ready(client: TestClient[Any], attempts: int = 500) -> None:
 def error_of(response: Any) -> dict[str, Any]:
     """The inner error object of a JSON error response."""
     return response.json()["error"]  # type: ignore[no-any-return]
+
+
+class ScriptedEngine(FakeEngine):
+    """A fake engine whose chat follows the model's `[models.script]` table: thoughts, text, tool calls, failure."""
+
+    async def chat(self, request, options, cancel):  # type: ignore[no-untyped-def, override]
+        script = self.model.engine_options.get("script", {})
+        for text in script.get("reasoning", []):
+            yield ReasoningDelta(text)
+        for text in script.get("content", []):
+            yield ContentDelta(text)
+        for index, name in enumerate(script.get("tools", [])):
+            yield ToolCallEvent(ToolCall(id=f"call_{index}", function=ToolCallFunction(name=name, arguments='{"a":1}')))
+        if script.get("fail"):
+            raise RuntimeError("decoder exploded")
+        yield ChatFinished(
+            finish_reason=script.get("finish", "stop"),
+            prompt_tokens=3,
+            completion_tokens=5,
+            cached_tokens=script.get("cached", 0),
+        )
+
+
+class ScriptedPlugin:
+    """Registers the `scripted` engine kind."""
+
+    @hookimpl
+    def hypnos_engine_kinds(self) -> list[EngineKind]:
+        """The scripted kind."""
+        return [
+            EngineKind(
+                name="scripted",
+                modalities=frozenset(Modality),
+                factory=ScriptedEngine,
+                config_keys=frozenset({"script", "fake"}),
+            )
+        ]
+
+
+def scripted_model(model_id: str, **script: Any) -> dict[str, Any]:
+    """A `[[models]]` table for a scripted chat model."""
+    return {"id": model_id, "modality": "text_generation", "engine": "scripted", "script": script}

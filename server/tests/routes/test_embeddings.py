@@ -1,0 +1,36 @@
+"""POST /v1/embeddings."""
+
+from __future__ import annotations
+
+from server_kit import error_of
+
+
+def test_vectors_in_input_order(client):
+    response = client.post("/v1/embeddings", json={"model": "fake-embed", "input": ["first text", "second"]})
+    assert response.status_code == 200
+    body = response.json()
+    assert body["object"] == "list" and body["model"] == "fake-embed"
+    assert [d["index"] for d in body["data"]] == [0, 1]
+    assert all(d["object"] == "embedding" and len(d["embedding"]) == 16 for d in body["data"])
+    assert body["data"][0]["embedding"] != body["data"][1]["embedding"]
+    assert body["usage"] == {"prompt_tokens": 3, "total_tokens": 3}
+    assert "hypnos_telemetry" in body
+
+
+def test_single_string_input(client):
+    body = client.post(
+        "/v1/embeddings", json={"model": "fake-embed", "input": "one", "encoding_format": "float"}
+    ).json()
+    assert len(body["data"]) == 1
+
+
+def test_empty_input_is_400(client):
+    response = client.post("/v1/embeddings", json={"model": "fake-embed", "input": []})
+    assert response.status_code == 400
+    assert "input" in error_of(response)["message"]
+
+
+def test_wrong_input_type_names_the_field(client):
+    response = client.post("/v1/embeddings", json={"model": "fake-embed", "input": 5})
+    assert response.status_code == 400
+    assert "`input`" in error_of(response)["message"]

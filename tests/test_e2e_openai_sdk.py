@@ -1,0 +1,141 @@
+"""End to end: the real `hypnos serve` process (granian) with the fake engine plugin, driven by the OpenAI SDK."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+API_KEY = "e2e-key"
+CONFIG = """
+[[models]]
+id = "fake-chat"
+modality = "text_generation"
+engine = "fake"
+
+[[models]]
+id = "fake-embed"
+modality = "embeddings"
+engine = "fake"
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def hypnos_command() -> list[str]:
+    script = Path(sys.executable).parent / "hypnos"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "hypnos_server.cli"]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    folder = tmp_path_factory.mktemp("e2e")
+    config = folder / "hypnos.toml"
+    config.write_text(CONFIG)
+    port = free_port()
+    env = {**os.environ, "HYPNOS_API_KEYS": API_KEY, "HYPNOS_PLUGINS": "fake"}
+    env.pop("HYPNOS_CONFIG", None)
+    log = (folder / "server.log").open("w")
+    process = subprocess.Popen(
+        [*hypnos_command(), "serve", "--config", str(config), "--port", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if process.poll() is not None:
+                raise AssertionError(f"the server exited: {(folder / 'server.log').read_text()}")
+            try:
+                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the server never answered: {(folder / 'server.log').read_text()}")
+            time.sleep(0.1)
+        yield base
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+@pytest.fixture
+def client(server: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{server}/v1", api_key=API_KEY, max_retries=0)
+
+
+def test_health_body(server: str) -> None:
+    body = httpx.get(f"{server}/health").json()
+    assert body["status"] == "ok" and body["service"] == "hypnos"
+
+
+def test_401_without_key(server: str) -> None:
+    response = httpx.get(f"{server}/v1/models")
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"] == 'Bearer realm="hypnos"'
+    assert response.json()["error"]["code"] == "invalid_api_key"
+    assert response.headers["x-request-id"].startswith("req-")
+
+
+def test_sdk_wrong_key_raises_authentication_error(server: str) -> None:
+    bad = openai.OpenAI(base_url=f"{server}/v1", api_key="wrong", max_retries=0)
+    with pytest.raises(openai.AuthenticationError):
+        bad.models.list()
+
+
+def test_models_list(client: openai.OpenAI) -> None:
+    assert [model.id for model in client.models.list()] == ["fake-chat", "fake-embed"]
+
+
+def test_chat_completion(client: openai.OpenAI) -> None:
+    completion = client.chat.completions.create(
+        model="fake-chat", messages=[{"role": "user", "content": "Say something"}], max_tokens=4
+    )
+    assert completion.id.startswith("chatcmpl-")
+    assert completion.choices[0].message.content
+    assert completion.usage is not None and completion.usage.completion_tokens == 4
+    assert completion.choices[0].finish_reason == "length"
+    assert "hypnos_telemetry" in (completion.model_extra or {})
+
+
+def test_chat_stream(client: openai.OpenAI) -> None:
+    stream = client.chat.completions.create(
+        model="fake-chat", messages=[{"role": "user", "content": "Stream please"}], stream=True
+    )
+    chunks = list(stream)
+    assert chunks[0].choices[0].delta.role == "assistant"
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in chunks)
+    assert text.strip()
+    assert chunks[-1].choices[0].finish_reason == "stop"
+    assert chunks[-1].usage is not None and chunks[-1].usage.total_tokens > 0
+
+
+def test_embeddings(client: openai.OpenAI) -> None:
+    result = client.embeddings.create(model="fake-embed", input=["one", "two"])
+    assert [item.index for item in result.data] == [0, 1]
+    assert len(result.data[0].embedding) == 16
+
+
+def test_sdk_sees_model_not_found(client: openai.OpenAI) -> None:
+    with pytest.raises(openai.NotFoundError):
+        client.embeddings.create(model="missing", input="x")
