@@ -19,6 +19,7 @@ from hypnos_server.asgi.auth import KeyRing
 from hypnos_server.asgi.keylimits import KeyLimiter
 from hypnos_server.asgi.pipeline import RequestPipeline
 from hypnos_server.errors import exception_handler
+from hypnos_server.observability import install_observability
 from hypnos_server.routes import server_routes
 from hypnos_server.state import HypnosState
 
@@ -81,8 +82,10 @@ def create_app(settings: Settings, plugin_manager: pluggy.PluginManager | None =
         limiter=KeyLimiter(),
         version=server_version(),
     )
+    # Observability (request log, /metrics, latency): registers its observer, returns its routes.
+    observability_routes = install_observability(state)
     app = HypnosApp(
-        route_handlers=[*server_routes(), *collect_routes(manager)],  # type: ignore[list-item]
+        route_handlers=[*server_routes(), *observability_routes, *collect_routes(manager)],  # type: ignore[list-item]
         exception_handlers={Exception: exception_handler},
         lifespan=[_lifespan(state)],
         request_max_body_size=None,

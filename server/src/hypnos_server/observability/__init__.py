@@ -4,18 +4,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from hypnos.plugins import collect_routes
+
 from hypnos_server.observability.hub import Observability
+from hypnos_server.observability.route_templates import RouteTemplates, handler_paths
 from hypnos_server.observability.routes import observability_routes
+from hypnos_server.observability.scheduler_view import scheduler_counters, scheduler_status
 
 if TYPE_CHECKING:
     from hypnos_server.state import HypnosState
 
-__all__ = ["Observability", "install_observability", "observability_routes"]
+__all__ = ["Observability", "install_observability", "observability_of", "observability_routes"]
 
 
-def install_observability(state: HypnosState) -> tuple[Observability, list[Any]]:
-    """Build this app's Observability, register its request observer, and return it with the routes to mount."""
-    from hypnos_server.observability.scheduler_view import scheduler_counters, scheduler_status
+def install_observability(state: HypnosState) -> list[Any]:
+    """Build this app's Observability, register its observer and latency provider; return the routes to mount."""
+    from hypnos_server.routes import server_routes  # the server's own routes, for labelling refused requests
 
     scheduler = state.scheduler
     obs = Observability(
@@ -24,5 +28,18 @@ def install_observability(state: HypnosState) -> tuple[Observability, list[Any]]
         scheduler_counters=lambda: scheduler_counters(scheduler),
         started_unix=state.started_at,
     )
+    routes = observability_routes(obs)
+    known = [*server_routes(), *routes, *collect_routes(state.plugin_manager)]
+    obs.route_templates = RouteTemplates(handler_paths(known))
     state.observers.append(obs.observe)
-    return obs, observability_routes(obs)
+    scheduler.latency_provider = obs.latency  # read by the scheduler's status() for `latency`
+    return routes
+
+
+def observability_of(state: HypnosState) -> Observability | None:
+    """The Observability whose observer is registered on this state, if any."""
+    for observer in state.observers:
+        owner = getattr(observer, "__self__", None)
+        if isinstance(owner, Observability):
+            return owner
+    return None

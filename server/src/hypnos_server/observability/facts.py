@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,17 +75,24 @@ def _get(record: Any, *names: str) -> Any:
     return None
 
 
-def facts_from_record(record: Any) -> RequestFacts:
-    """Adapt the server's RequestRecord (read by attribute name, tolerant of missing ones) into RequestFacts."""
+def facts_from_record(record: Any, resolve: Callable[[str], str | None] | None = None) -> RequestFacts:
+    """Adapt the server's RequestRecord (read by attribute name, tolerant of missing ones) into RequestFacts.
+
+    A record without a route (refused before routing) gets the template `resolve` finds for its raw path.
+    """
     if isinstance(record, RequestFacts):
         return record
+    route = _get(record, "route")
+    if route is None and resolve is not None:
+        path = _get(record, "path")
+        route = resolve(path) if path else None
     telemetry = _get(record, "telemetry")
     engine = _get(record, "engine_timing") or getattr(telemetry, "engine", None)
     previous_tier = _get(record, "previous_tier") or getattr(telemetry, "previous_tier", None)
     started = _get(record, "started_unix", "started_at")
     return RequestFacts(
         id=str(_get(record, "id", "request_id") or ""),
-        route=route_label(_get(record, "route")),
+        route=route_label(route),
         method=str(_get(record, "method") or "GET"),
         status=int(_get(record, "status") or 0),
         started_unix=float(started) if started is not None else time.time(),

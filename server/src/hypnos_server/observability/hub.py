@@ -13,6 +13,7 @@ from hypnos_server.observability.facts import RequestFacts, facts_from_record
 from hypnos_server.observability.histogram import LATENCY_BOUNDS_MS, HistogramSet
 from hypnos_server.observability.metrics import CountersProvider, HypnosMetrics, StatusProvider
 from hypnos_server.observability.request_log import RequestLog
+from hypnos_server.observability.route_templates import RouteTemplates
 from hypnos_server.observability.workflows import WorkflowTracker
 
 logger = logging.getLogger(__name__)
@@ -30,8 +31,10 @@ class Observability:
         status: StatusProvider | None = None,
         scheduler_counters: CountersProvider | None = None,
         started_unix: float | None = None,
+        route_templates: RouteTemplates | None = None,
     ) -> None:
         server = settings.server
+        self.route_templates = route_templates
         self.routes = HistogramSet(LATENCY_BOUNDS_MS, max_labels=MAX_ROUTE_LABELS)
         self.workflows = WorkflowTracker(server.workflow_idle_secs)
         self.log = RequestLog(server.request_log_capacity, server.request_log_level, server.request_log_redact)
@@ -45,7 +48,8 @@ class Observability:
 
     def observe(self, record: Any) -> None:
         """The request observer: record one finished request everywhere, once."""
-        facts = facts_from_record(record)
+        resolve = self.route_templates.resolve if self.route_templates is not None else None
+        facts = facts_from_record(record, resolve)
         self.observe_facts(facts)
 
     def observe_facts(self, facts: RequestFacts) -> None:

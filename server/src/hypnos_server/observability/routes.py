@@ -40,23 +40,25 @@ def observability_routes(obs: Observability) -> list[Any]:
         return Response(content=obs.metrics.render(), media_type=CONTENT_TYPE)
 
     @get("/v1/logs", sync_to_thread=False)
-    def list_logs(
-        model: str | None = None,
-        route: str | None = None,
-        status: str | None = None,
-        key: str | None = None,
-        limit: str | None = None,
-    ) -> Response[bytes]:
-        """Stored records matching the filters, newest first."""
-        page = obs.log.query(model=model, route=route, status=status, key=key, limit=_limit(limit))
+    def list_logs(request: Request[Any, Any, Any]) -> Response[bytes]:
+        """Stored records matching ?model=&route=&status=ok|error|4xx|5xx&key=&limit=, newest first."""
+        query = request.query_params
+        page = obs.log.query(
+            model=query.get("model") or None,
+            route=query.get("route") or None,
+            status=query.get("status") or None,
+            key=query.get("key") or None,
+            limit=_limit(query.get("limit")),
+        )
         return _json(page)
 
     @get("/v1/logs/{id:str}", sync_to_thread=False)
-    def get_log(id: str) -> Response[bytes]:
+    def get_log(request: Request[Any, Any, Any]) -> Response[bytes]:
         """One record by its x-request-id, or 404 not_found."""
-        record = obs.log.get(id)
+        request_id = request.path_params["id"]
+        record = obs.log.get(request_id)
         if record is None:
-            raise not_found(f"No request log record with id `{id}` (it may have been evicted or cleared)")
+            raise not_found(f"No request log record with id `{request_id}` (it may have been evicted or cleared)")
         return _json(record)
 
     @delete("/v1/logs", status_code=200, sync_to_thread=False)

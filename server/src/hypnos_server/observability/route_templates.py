@@ -1,0 +1,59 @@
+"""Route templates for requests the router never saw (refused by auth or limits): a raw path -> its template."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+_PARAM = re.compile(r"\{([^}:]+)(?::([^}]*))?\}")
+
+
+def handler_paths(handlers: Iterable[Any], prefix: str = "") -> list[str]:
+    """The path templates of route handlers and routers (nested routers included)."""
+    paths: list[str] = []
+    for handler in handlers:
+        routes = getattr(handler, "routes", None)
+        if isinstance(routes, list) and routes and hasattr(routes[0], "path"):  # a Router
+            paths.extend(prefix + route.path for route in routes)
+            continue
+        for path in getattr(handler, "paths", None) or ():
+            paths.append(prefix + path)
+    return paths
+
+
+def _pattern(template: str) -> re.Pattern[str]:
+    parts: list[str] = []
+    position = 0
+    for match in _PARAM.finditer(template):
+        parts.append(re.escape(template[position : match.start()]))
+        parts.append(".+" if match.group(2) == "path" else "[^/]+")
+        position = match.end()
+    parts.append(re.escape(template[position:]))
+    return re.compile("^" + "".join(parts) + "$")
+
+
+class RouteTemplates:
+    """Resolves a raw path to the route template that would serve it (exact paths first, then the most literal)."""
+
+    def __init__(self, templates: Iterable[str]) -> None:
+        self._static: set[str] = set()
+        dynamic: list[tuple[str, re.Pattern[str]]] = []
+        for template in set(templates):
+            if "{" in template:
+                dynamic.append((template, _pattern(template)))
+            else:
+                self._static.add(template.rstrip("/") or "/")
+        # more literal characters first: /v1/models/catalog wins over /v1/models/{id}
+        dynamic.sort(key=lambda item: -len(_PARAM.sub("", item[0])))
+        self._dynamic = dynamic
+
+    def resolve(self, path: str) -> str | None:
+        """The template serving `path`, or None when no route matches."""
+        clean = path.rstrip("/") or "/"
+        if clean in self._static:
+            return clean
+        for template, pattern in self._dynamic:
+            if pattern.match(clean):
+                return template
+        return None
