@@ -1,6 +1,25 @@
 """The tier scheduler: leases, slots, queues, placement and eviction."""
 
+from hypnos.scheduler.budgets import Budgets, compute_budgets
 from hypnos.scheduler.lease import Lease
-from hypnos.scheduler.scheduler import ModelState, Scheduler
+from hypnos.scheduler.planner import FreeMemory, PlacementRequest, plan_placement
+from hypnos.scheduler.scheduler import LeaseContext, Scheduler
+from hypnos.scheduler.state import ModelState
+from hypnos.scheduler.status import KvParkStatus, MemoryStatus
+from hypnos.scheduler.tiers import EvictionRecord, SchedulerCounters
 
-__all__ = ["Lease", "ModelState", "Scheduler"]
+__all__ = [
+    "Budgets",
+    "EvictionRecord",
+    "FreeMemory",
+    "KvParkStatus",
+    "Lease",
+    "LeaseContext",
+    "MemoryStatus",
+    "ModelState",
+    "PlacementRequest",
+    "Scheduler",
+    "SchedulerCounters",
+    "compute_budgets",
+    "plan_placement",
+]

@@ -1,11 +1,17 @@
-"""A lease: the right to use one model for one request, with what it cost to get it."""
+"""A lease: the right to use one model for one request, with what it cost to get it; and the per-model slot gate."""
 
 from __future__ import annotations
 
+import asyncio
+from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
-from hypnos.engine import CancelToken, Engine
+from hypnos.engine import CancelToken, DeviceOutOfMemory, Engine
 from hypnos.types import EngineTiming, HypnosTelemetry, LayerPlacementPlan, MemoryTier, TierSwitchPhases
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -22,6 +28,7 @@ class Lease:
     estimated_wait_ms: int | None = None
     queue_ms: float = 0.0
     cancel: CancelToken = field(default_factory=CancelToken)
+    on_device_oom: Callable[[], Awaitable[list[str]]] | None = None
 
     def telemetry(self, engine: EngineTiming | None = None, inference_ms: float = 0.0) -> HypnosTelemetry:
         """The hypnos_telemetry object for this request's response."""
@@ -37,3 +44,68 @@ class Lease:
             engine=timing,
             tier_switch_phases=self.tier_switch_phases,
         )
+
+    async def run_with_oom_retry(self, call: Callable[[Engine], Awaitable[T]]) -> T:
+        """Run `call(engine)`; on DeviceOutOfMemory evict idle models and retry once, else 507 device_out_of_memory."""
+        try:
+            return await call(self.engine)
+        except DeviceOutOfMemory:
+            if self.on_device_oom is not None:
+                self.evicted_models.extend(await self.on_device_oom())
+        try:
+            return await call(self.engine)
+        except DeviceOutOfMemory as error:
+            raise DeviceOutOfMemory(
+                f"the model `{self.model_id}` ran out of device memory again after idle models were evicted "
+                f"({error.message}); retry later"
+            ) from error
+
+
+class SlotGate:
+    """FIFO slots of one model: `capacity` requests run together, the rest wait in arrival order."""
+
+    __slots__ = ("_waiters", "capacity", "in_use")
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = max(1, capacity)
+        self.in_use = 0
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    @property
+    def queued(self) -> int:
+        """Requests waiting for a slot."""
+        return len(self._waiters)
+
+    def try_acquire(self) -> bool:
+        """Take a slot without waiting, when one is free and nobody is ahead."""
+        if self.in_use < self.capacity and not self._waiters:
+            self.in_use += 1
+            return True
+        return False
+
+    async def acquire(self) -> None:
+        """Wait for a slot in arrival order; cancellation leaves the gate consistent."""
+        if self.try_acquire():
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.release()  # the slot was handed to us as we were cancelled: pass it on
+            else:
+                try:
+                    self._waiters.remove(waiter)
+                except ValueError:
+                    pass
+            raise
+
+    def release(self) -> None:
+        """Hand the slot to the next waiter, or free it."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self.in_use -= 1

@@ -5,62 +5,143 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import msgspec
 
 from hypnos.config import ModelConfig, Settings
-from hypnos.engine import Engine, EngineContext, EngineKind, EngineUnavailable, MemoryEstimate
-from hypnos.errors import HypnosError, invalid_request, model_busy, model_disabled, model_not_found, server_error
+from hypnos.engine import EngineContext, EngineKind, EngineUnavailable
+from hypnos.errors import HypnosError, invalid_request, model_busy, model_disabled, model_not_found
+from hypnos.hardware import HardwareProbe, SystemHardware
+from hypnos.scheduler.admission import (
+    deadline_unmeetable,
+    effective_deadline_ms,
+    estimated_wait_ms,
+    implicit_deadline_ms,
+)
+from hypnos.scheduler.budgets import compute_budgets
 from hypnos.scheduler.lease import Lease
-from hypnos.types import LayerPlacementPlan, MemoryTier, Modality
+from hypnos.scheduler.state import ModelState
+from hypnos.scheduler.status import KvParkStatus, MemoryStatus, build_status
+from hypnos.scheduler.tiers import EvictionRecord, SchedulerCounters, TierManager
+from hypnos.types import MemoryTier, Modality, MoeOffload
 
 logger = logging.getLogger(__name__)
 
+T = TypeVar("T")
 
-@dataclass
-class ModelState:
-    """Everything the scheduler tracks about one configured model."""
 
-    config: ModelConfig
-    engine: Engine | None
-    unavailable_reason: str | None = None
-    enabled: bool = True
-    tier: MemoryTier = MemoryTier.TIER3
-    placement: LayerPlacementPlan = field(default_factory=LayerPlacementPlan)
-    active_leases: int = 0
-    waiting: int = 0
-    total_requests_served: int = 0
-    service_ms_total: float = 0.0
-    last_used: float = 0.0
-    slots: asyncio.Semaphore | None = None
-    load_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    estimate_cache: MemoryEstimate | None = None
+class LeaseContext:
+    """`async with scheduler.lease(...) as lease`: admits on enter, releases on exit, error or cancellation."""
 
-    @property
-    def id(self) -> str:
-        """The model's id."""
-        return self.config.id
+    __slots__ = (
+        "_arrived",
+        "_deadline_ms",
+        "_held_from",
+        "_lease",
+        "_modality",
+        "_model_id",
+        "_next",
+        "_sched",
+        "_state",
+    )
 
-    @property
-    def service_ms(self) -> float | None:
-        """Average time a request held the model, once measured."""
-        if not self.total_requests_served:
-            return None
-        return self.service_ms_total / self.total_requests_served
+    def __init__(
+        self, scheduler: Scheduler, model_id: str, modality: Modality, deadline_ms: int | None, next_model: str | None
+    ) -> None:
+        self._sched = scheduler
+        self._model_id = model_id
+        self._modality = modality
+        self._deadline_ms = deadline_ms
+        self._next = next_model
+        self._state: ModelState | None = None
+        self._lease: Lease | None = None
+        self._arrived = 0.0
+        self._held_from = 0.0
+
+    async def __aenter__(self) -> Lease:
+        sched = self._sched
+        state = sched.serving(self._model_id, self._modality)
+        estimate = sched.admit(state, self._deadline_ms)
+        previous = state.tier
+        self._arrived = arrived = time.perf_counter()
+        gate = state.gate
+        if not gate.try_acquire():
+            await gate.acquire()
+        state.active_leases += 1
+        self._state = state
+        try:
+            started = time.perf_counter()
+            outcome = None
+            if state.tier is not MemoryTier.TIER1 or state.transition is not None:
+                outcome = await sched.tiers.ensure(state, MemoryTier.TIER1)
+            lease = Lease(
+                model_id=state.id,
+                engine=state.engine,  # type: ignore[arg-type]
+                previous_tier=previous,
+                placement=state.placement,
+                estimated_wait_ms=estimate,
+                queue_ms=(started - arrived) * 1000,
+                on_device_oom=lambda: sched.tiers.evict_idle_for_oom(state),
+            )
+            if outcome is not None:
+                lease.tier_switch_latency_ms = (time.perf_counter() - started) * 1000
+                lease.tier_switch_phases = outcome.phases
+                lease.evicted_models = list(outcome.evicted)
+        except BaseException:
+            self._release(state)
+            raise
+        if self._next is not None and self._next != state.id:
+            sched.prefetch(self._next)
+        self._lease = lease
+        self._held_from = time.perf_counter()
+        return lease
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        state = self._state
+        if state is None:
+            return
+        state.record_service((time.perf_counter() - self._held_from) * 1000)
+        state.last_used = self._sched.clock()
+        self._release(state)
+
+    def _release(self, state: ModelState) -> None:
+        self._state = None
+        state.active_leases -= 1
+        state.gate.release()
 
 
 class Scheduler:
-    """Owns every model's engine and placement; admits, loads and releases through leases."""
+    """Owns every model's engine and placement; admits, loads, evicts and releases through leases."""
 
-    def __init__(self, settings: Settings, engine_kinds: dict[str, EngineKind]) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        engine_kinds: dict[str, EngineKind],
+        *,
+        hardware: HardwareProbe | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        latency_provider: Callable[[], Any] | None = None,
+        kv_park_provider: Callable[[], KvParkStatus] | None = None,
+    ) -> None:
         self.settings = settings
         self.engine_kinds = engine_kinds
         self.ready = False
-        self.context = EngineContext(models_dir=settings.models_path, limits=settings.limits)
+        self.clock = clock
+        self.hardware: HardwareProbe = hardware or SystemHardware(settings.hardware)
+        self.budgets = compute_budgets(settings.hardware, self.hardware.info())
+        self.context = EngineContext(
+            models_dir=settings.models_path, limits=settings.limits, accelerator=self.hardware.info().accelerator
+        )
+        self.latency_provider = latency_provider
+        self.kv_park_provider = kv_park_provider
+        self._implicit_deadline = implicit_deadline_ms(settings.server, settings.limits)
+        self._background: set[asyncio.Task] = set()
         self._models: dict[str, ModelState] = {}
         for model in settings.models:
             self._models[model.id] = self._make_state(model)
+        self.tiers = TierManager(self._models, settings, self.budgets, self.hardware, clock)
 
     def _make_state(self, model: ModelConfig) -> ModelState:
         kind = self.engine_kinds.get(model.engine)
@@ -74,6 +155,16 @@ class Scheduler:
         return ModelState(config=model, engine=engine, enabled=model.enabled)
 
     # ---- queries ------------------------------------------------------------------------------------------------
+
+    @property
+    def counters(self) -> SchedulerCounters:
+        """Promotions, evictions, load failures and rejected admissions so far."""
+        return self.tiers.counters
+
+    @property
+    def recent_evictions(self) -> list[EvictionRecord]:
+        """The last automatic evictions, newest first."""
+        return list(reversed(self.tiers.recent_evictions))
 
     def models(self) -> list[ModelState]:
         """Every configured model, in config order."""
@@ -97,100 +188,138 @@ class Scheduler:
             raise EngineUnavailable(state.unavailable_reason or f"the model `{model_id}` cannot be served")
         return state
 
+    def estimated_wait_ms(self, model_id: str) -> int | None:
+        """What a new request for the model would wait now (None: busy and never measured)."""
+        return estimated_wait_ms(self.get(model_id), self.budgets)
+
+    def status(self, latency: Callable[[], Any] | None = None) -> MemoryStatus:
+        """The GET /v1/memory/status snapshot; `latency` (or the scheduler's provider) fills the latency field."""
+        provider = latency or self.latency_provider
+        return build_status(
+            self._models.values(),
+            self.tiers,
+            self.settings,
+            self.clock(),
+            kv_park=self.kv_park_provider() if self.kv_park_provider else None,
+            latency=provider() if provider is not None else msgspec.UNSET,
+        )
+
     # ---- leases -------------------------------------------------------------------------------------------------
 
-    @asynccontextmanager
-    async def lease(
+    def lease(
         self,
         model_id: str,
         modality: Modality,
         *,
         deadline_ms: int | None = None,
         next_model: str | None = None,
-    ) -> AsyncIterator[Lease]:
-        """Admit, promote to tier 1 if needed, and hold the model until the block ends."""
-        state = self.serving(model_id, modality)
-        if state.slots is None:
-            state.slots = asyncio.Semaphore(max(1, state.config.slots))
-        if state.slots.locked() and state.waiting >= self.settings.limits.max_queue_per_model:
-            raise model_busy(f"the model `{model_id}` has {state.waiting} requests queued (limits.max_queue_per_model)")
-        arrived = time.perf_counter()
-        state.waiting += 1
-        try:
-            await state.slots.acquire()
-        finally:
-            state.waiting -= 1
-        try:
-            state.active_leases += 1
-            previous = state.tier
-            switch_started = time.perf_counter()
-            phases = await self._ensure_loaded(state)
-            switched = (time.perf_counter() - switch_started) * 1000 if phases is not None else 0.0
-            lease = Lease(
-                model_id=model_id,
-                engine=state.engine,  # type: ignore[arg-type]
-                previous_tier=previous,
-                placement=state.placement,
-                tier_switch_latency_ms=switched,
-                tier_switch_phases=phases,
-                queue_ms=(switch_started - arrived) * 1000,
-            )
-            held_from = time.perf_counter()
-            try:
-                yield lease
-            finally:
-                state.total_requests_served += 1
-                state.service_ms_total += (time.perf_counter() - held_from) * 1000
-                state.last_used = time.monotonic()
-        finally:
-            state.active_leases -= 1
-            state.slots.release()
+    ) -> LeaseContext:
+        """Admit (429 / 503 / 404), promote to tier 1 if needed, and hold the model until the block ends."""
+        return LeaseContext(self, model_id, modality, deadline_ms, next_model)
 
-    async def _ensure_loaded(self, state: ModelState):  # type: ignore[no-untyped-def]
-        if state.tier == MemoryTier.TIER1:
-            return None
-        async with state.load_lock:
-            if state.tier == MemoryTier.TIER1:
-                return None
-            return await self._load(state, MemoryTier.TIER1)
+    def admit(self, state: ModelState, deadline_ms: int | None) -> int | None:
+        """Refuse at once (429 queue full, 503 deadline) or count the request; returns the estimated wait."""
+        gate = state.gate
+        if gate.in_use >= gate.capacity and gate.queued >= self.settings.limits.max_queue_per_model:
+            self.tiers.counters.admissions_rejected += 1
+            raise model_busy(f"the model `{state.id}` has {gate.queued} requests queued (limits.max_queue_per_model)")
+        estimate = estimated_wait_ms(state, self.budgets)
+        deadline = effective_deadline_ms(deadline_ms, self._implicit_deadline)
+        if deadline is not None and estimate is not None and estimate > deadline:
+            self.tiers.counters.admissions_rejected += 1
+            raise deadline_unmeetable(state.id, estimate, deadline)
+        state.rate.hit(self.clock())
+        return estimate
 
-    async def _load(self, state: ModelState, tier: MemoryTier):  # type: ignore[no-untyped-def]
-        assert state.engine is not None
-        estimate = state.estimate_cache or state.engine.estimate()
-        state.estimate_cache = estimate
-        context_len = state.config.context_len or estimate.default_context_len
-        plan = LayerPlacementPlan(
-            primary_tier=tier,
-            gpu_layers=estimate.num_layers if tier == MemoryTier.TIER1 else 0,
-            pinned_ram_layers=estimate.num_layers if tier == MemoryTier.TIER2 else 0,
-            vram_weight_bytes=estimate.weight_bytes if tier == MemoryTier.TIER1 else 0,
-            vram_kv_and_workspace_bytes=(estimate.kv_bytes_per_token * context_len + estimate.workspace_bytes)
-            if tier == MemoryTier.TIER1
-            else 0,
-            pinned_ram_bytes=estimate.weight_bytes if tier == MemoryTier.TIER2 else 0,
-            allocated_context_len=context_len if tier == MemoryTier.TIER1 else 0,
-        )
+    async def run_with_oom_retry(
+        self,
+        model_id: str,
+        modality: Modality,
+        call: Callable[[Lease], Awaitable[T]],
+        *,
+        deadline_ms: int | None = None,
+        next_model: str | None = None,
+    ) -> tuple[T, Lease]:
+        """Lease the model and run `call(lease)`; on device OOM evict idle models and retry once (else 507)."""
+        async with self.lease(model_id, modality, deadline_ms=deadline_ms, next_model=next_model) as lease:
+            result = await lease.run_with_oom_retry(lambda _engine: call(lease))
+            return result, lease
+
+    def prefetch(self, model_id: str) -> None:
+        """Start loading a model in the background (x-hypnos-next-model); never raises, unknown ids ignored."""
+        state = self._models.get(model_id)
+        if state is None or not state.enabled or state.engine is None:
+            return
+        if state.tier == MemoryTier.TIER1 or state.transition is not None:
+            return
+        task = asyncio.get_running_loop().create_task(self._prefetch(state))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _prefetch(self, state: ModelState) -> None:
         try:
-            phases = await state.engine.load(plan)
-        except HypnosError:
-            await self._reset(state)
+            await self.tiers.ensure(state, MemoryTier.TIER1)
+        except asyncio.CancelledError:
             raise
         except Exception as error:
-            logger.exception("loading %s failed", state.id)
-            await self._reset(state)
-            raise server_error(f"loading the model `{state.id}` failed: {error}") from error
-        state.tier = tier
-        state.placement = plan
-        return phases
+            logger.info("prefetching %s failed: %s", state.id, error)
 
-    async def _reset(self, state: ModelState) -> None:
-        try:
-            if state.engine is not None:
-                await state.engine.unload()
-        except Exception:
-            logger.exception("unloading %s after a failed load failed", state.id)
-        state.tier = MemoryTier.TIER3
-        state.placement = LayerPlacementPlan()
+    # ---- placement control --------------------------------------------------------------------------------------
+
+    def _idle_enabled(self, model_id: str) -> ModelState:
+        state = self.get(model_id)
+        if not state.enabled:
+            raise model_disabled(model_id)
+        if state.engine is None:
+            raise EngineUnavailable(state.unavailable_reason or f"the model `{model_id}` cannot be served")
+        if state.busy:
+            raise model_busy(f"the model `{model_id}` is in use ({state.active_leases} leases); retry when idle")
+        return state
+
+    async def move(self, model_id: str, target: MemoryTier, context_len: int | None = None) -> ModelState:
+        """POST /v1/memory/tier: move a model by hand (404 unknown/disabled, 429 leased, 507 no room)."""
+        state = self._idle_enabled(model_id)
+        await self.tiers.settle(state)
+        if target == MemoryTier.TIER1 and context_len is not None:
+            current = state.placement.allocated_context_len // max(1, state.config.slots)
+            state.context_override = context_len
+            if state.tier == MemoryTier.TIER1 and current != context_len:
+                await self.tiers.ensure(state, MemoryTier.TIER2, exclusive=True)
+        await self.tiers.ensure(state, target, exclusive=True)
+        return state
+
+    async def set_enabled(self, model_id: str, enabled: bool) -> ModelState:
+        """POST /v1/models/{id}/enable|disable: disabling evicts to tier 3 and is refused (429) while leased."""
+        state = self.get(model_id)
+        if enabled:
+            state.enabled = True
+            return state
+        if state.busy:
+            raise model_busy(f"the model `{model_id}` is in use ({state.active_leases} leases); retry when idle")
+        state.enabled = False
+        if state.engine is not None:
+            try:
+                await self.tiers.ensure(state, MemoryTier.TIER3, exclusive=True)
+            except HypnosError as error:
+                if error.status == 429:
+                    state.enabled = True  # still in use: nothing changed
+                raise
+        return state
+
+    async def set_moe_offload(self, model_id: str, mode: MoeOffload) -> tuple[str, ModelState]:
+        """POST /v1/models/{id}/moe-offload: "now" when idle (a resident model drops to tier 2), else "next_load"."""
+        state = self.get(model_id)
+        state.moe_offload = mode
+        if state.busy or state.transition is not None:
+            return "next_load", state
+        if state.tier == MemoryTier.TIER1 and state.enabled and state.engine is not None:
+            try:
+                await self.tiers.ensure(state, MemoryTier.TIER2, exclusive=True)
+            except HypnosError as error:
+                if error.status != 429:
+                    raise
+                return "next_load", state
+        return "now", state
 
     # ---- lifecycle ----------------------------------------------------------------------------------------------
 
@@ -201,19 +330,25 @@ class Scheduler:
                 if not state.enabled or state.engine is None or state.config.initial_tier == MemoryTier.TIER3:
                     continue
                 try:
-                    async with state.load_lock:
-                        await self._load(state, state.config.initial_tier)
+                    await self.tiers.ensure(state, state.config.initial_tier)
                 except Exception as error:  # staging continues with the other models
                     logger.error("staging %s failed: %s", state.id, error)
         finally:
             self.ready = True
 
     async def shutdown(self) -> None:
-        """Unload every model."""
+        """Stop prefetches, wait for transitions, and unload every model."""
+        for task in list(self._background):
+            task.cancel()
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
         for state in self.models():
+            try:
+                await self.tiers.settle(state)
+            except Exception:
+                pass
             if state.engine is not None and state.tier != MemoryTier.TIER3:
                 try:
-                    await state.engine.unload()
+                    await self.tiers.ensure(state, MemoryTier.TIER3)
                 except Exception:
                     logger.exception("unloading %s at shutdown failed", state.id)
-                state.tier = MemoryTier.TIER3

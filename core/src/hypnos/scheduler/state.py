@@ -1,0 +1,112 @@
+"""What the scheduler tracks per model, and the figures derived from it (service time, rate, reload estimate)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+
+from hypnos.config import ModelConfig
+from hypnos.engine import Engine, MemoryEstimate
+from hypnos.scheduler.budgets import Budgets, transfer_ms
+from hypnos.scheduler.eviction import DecayingRate
+from hypnos.scheduler.lease import SlotGate
+from hypnos.scheduler.planner import total_weight_bytes
+from hypnos.types import LayerPlacementPlan, MemoryTier, MoeOffload
+
+logger = logging.getLogger(__name__)
+
+SERVICE_EWMA_ALPHA = 0.3
+RELOAD_EWMA_ALPHA = 0.5
+
+
+@dataclass
+class ModelState:
+    """Everything the scheduler tracks about one configured model."""
+
+    config: ModelConfig
+    engine: Engine | None
+    unavailable_reason: str | None = None
+    enabled: bool = True
+    tier: MemoryTier = MemoryTier.TIER3
+    placement: LayerPlacementPlan = field(default_factory=LayerPlacementPlan)
+    booked: LayerPlacementPlan = field(default_factory=LayerPlacementPlan)
+    active_leases: int = 0
+    total_requests_served: int = 0
+    load_failures: int = 0
+    service_ms_avg: float | None = None
+    last_used: float = 0.0
+    gate: SlotGate = field(default_factory=lambda: SlotGate(1))
+    transition: asyncio.Task | None = None
+    estimate_cache: MemoryEstimate | None = None
+    moe_offload: MoeOffload = MoeOffload.OFF
+    context_override: int | None = None
+    rate: DecayingRate = field(default_factory=DecayingRate)
+    reload_ms: dict[MemoryTier, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.gate = SlotGate(self.config.slots)
+        self.moe_offload = self.config.moe_offload
+
+    @property
+    def id(self) -> str:
+        """The model's id."""
+        return self.config.id
+
+    @property
+    def waiting(self) -> int:
+        """Requests queued for a slot."""
+        return self.gate.queued
+
+    @property
+    def service_ms(self) -> float | None:
+        """Average time a request held the model (recent-weighted), once measured."""
+        return self.service_ms_avg
+
+    @property
+    def busy(self) -> bool:
+        """Leased, holding a slot, or with requests queued: never evicted or moved."""
+        return self.active_leases > 0 or self.gate.in_use > 0 or self.gate.queued > 0
+
+    def record_service(self, elapsed_ms: float) -> None:
+        """Fold one request's holding time into the average."""
+        self.total_requests_served += 1
+        if self.service_ms_avg is None:
+            self.service_ms_avg = elapsed_ms
+        else:
+            self.service_ms_avg += SERVICE_EWMA_ALPHA * (elapsed_ms - self.service_ms_avg)
+
+    def record_reload(self, from_tier: MemoryTier, elapsed_ms: float) -> None:
+        """Remember how long a load into tier 1 from `from_tier` took."""
+        before = self.reload_ms.get(from_tier)
+        self.reload_ms[from_tier] = elapsed_ms if before is None else before + RELOAD_EWMA_ALPHA * (elapsed_ms - before)
+
+    def estimate(self) -> MemoryEstimate:
+        """The engine's estimate, read once (an empty one when the engine cannot say)."""
+        if self.estimate_cache is None:
+            if self.engine is None:
+                return MemoryEstimate(weight_bytes=0)
+            try:
+                self.estimate_cache = self.engine.estimate()
+            except Exception as error:
+                logger.warning("estimating %s failed: %s", self.id, error)
+                return MemoryEstimate(weight_bytes=0)
+        return self.estimate_cache
+
+    def reload_estimate_ms(self, budgets: Budgets, from_tier: MemoryTier) -> float:
+        """Time to reach tier 1 from `from_tier`: measured when it was, else from the size and tier bandwidths."""
+        if from_tier == MemoryTier.TIER1:
+            return 0.0
+        measured = self.reload_ms.get(from_tier)
+        if measured is not None:
+            return measured
+        size = total_weight_bytes(self.estimate())
+        ms = transfer_ms(size, budgets.tier2_to_tier1_gbps)
+        if from_tier == MemoryTier.TIER3:
+            ms += transfer_ms(size, budgets.tier3_to_tier2_gbps)
+        return ms
+
+    def eviction_reload_ms(self, budgets: Budgets) -> float:
+        """The reload cost from where an eviction would leave the model (tier 2 from the GPU, else disk)."""
+        where = MemoryTier.TIER2 if self.tier == MemoryTier.TIER1 else MemoryTier.TIER3
+        return self.reload_estimate_ms(budgets, where)

@@ -1,0 +1,369 @@
+"""Moving models between tiers: booking, planning with eviction, one transition at a time per model."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from hypnos.config import Settings
+from hypnos.errors import HypnosError, model_busy, server_error
+from hypnos.hardware import HardwareProbe
+from hypnos.scheduler.budgets import Budgets, Tier1Figures, tier1_figures
+from hypnos.scheduler.eviction import Eviction, EvictionCandidate, choose_victims
+from hypnos.scheduler.planner import (
+    FreeMemory,
+    PlacementRequest,
+    choose_context_len,
+    plan_memory_need,
+    plan_placement,
+    total_weight_bytes,
+)
+from hypnos.scheduler.state import ModelState
+from hypnos.types import LayerPlacementPlan, MemoryTier, ModelPriority, TierSwitchPhases
+
+logger = logging.getLogger(__name__)
+
+RECENT_EVICTIONS = 32
+
+
+class EvictionRecord(msgspec.Struct, kw_only=True):
+    """One automatic eviction, as recent_evictions lists it."""
+
+    model: str
+    for_model: str
+    reason: str
+    to_tier: MemoryTier
+    unix_ms: int
+
+
+@dataclass
+class SchedulerCounters:
+    """Totals for /metrics: promotions, evictions, load failures, rejected admissions."""
+
+    promotions: int = 0
+    evictions: int = 0
+    load_failures: int = 0
+    admissions_rejected: int = 0
+
+
+@dataclass
+class LoadOutcome:
+    """What one transition did: the phases the engine reported, who was evicted, how long it took."""
+
+    tier: MemoryTier | None = None
+    phases: TierSwitchPhases | None = None
+    evicted: list[str] = field(default_factory=list)
+    elapsed_ms: float = 0.0
+
+
+def _empty_plan(state: ModelState) -> LayerPlacementPlan:
+    return LayerPlacementPlan(primary_tier=MemoryTier.TIER3, ssd_layers=state.estimate().num_layers)
+
+
+class TierManager:
+    """Owns the bookings of every model and performs promotions, demotions and evictions."""
+
+    def __init__(
+        self,
+        models: dict[str, ModelState],
+        settings: Settings,
+        budgets: Budgets,
+        hardware: HardwareProbe,
+        clock: Callable[[], float],
+    ) -> None:
+        self.models = models
+        self.settings = settings
+        self.budgets = budgets
+        self.hardware = hardware
+        self.clock = clock
+        self.booked_tier1 = 0
+        self.booked_tier2 = 0
+        self.booked_process = 0
+        self.recent_evictions: deque[EvictionRecord] = deque(maxlen=RECENT_EVICTIONS)
+        self.counters = SchedulerCounters()
+
+    # ---- accounting -------------------------------------------------------------------------------------------------
+
+    def book(self, state: ModelState, plan: LayerPlacementPlan) -> None:
+        """Make `plan` the model's booking, updating the tier totals."""
+        old = state.booked
+        self.booked_tier1 += plan.vram_bytes - old.vram_bytes
+        self.booked_tier2 += plan.pinned_ram_bytes - old.pinned_ram_bytes
+        self.booked_process += self.budgets.process_bytes(plan) - self.budgets.process_bytes(old)
+        state.booked = plan
+
+    def tier1(self) -> Tier1Figures:
+        """Booked vs device-real tier-1 figures (section 14)."""
+        return tier1_figures(self.budgets, self.booked_tier1, self.hardware.vram_free_bytes())
+
+    def free_memory(self, own: ModelState | None = None) -> FreeMemory:
+        """What a plan may use now, counting `own`'s current booking as free (it is replaced)."""
+        mine = own.booked if own is not None else LayerPlacementPlan()
+        cap = self.budgets.process_cap_bytes
+        process = None if cap is None else cap - self.booked_process + self.budgets.process_bytes(mine)
+        return FreeMemory(
+            tier1=self.tier1().effective_free + mine.vram_bytes,
+            tier2=max(0, self.budgets.tier2_bytes - self.booked_tier2) + mine.pinned_ram_bytes,
+            process=process,
+            host_tier1=self.budgets.simulated or not self.budgets.discrete,
+        )
+
+    def candidates(self, exclude: ModelState) -> list[EvictionCandidate]:
+        """Idle, evictable models holding memory (never leased, moving, or realtime_pinned)."""
+        now = self.clock()
+        out = []
+        for state in self.models.values():
+            booked = state.booked
+            if (
+                state is exclude
+                or state.busy
+                or state.transition is not None
+                or state.engine is None
+                or state.config.priority == ModelPriority.REALTIME_PINNED
+                or (booked.vram_bytes == 0 and booked.pinned_ram_bytes == 0)
+            ):
+                continue
+            warm = total_weight_bytes(state.estimate()) if state.tier == MemoryTier.TIER1 else 0
+            out.append(
+                EvictionCandidate(
+                    model_id=state.id,
+                    priority_rank=state.config.priority.rank,
+                    cost=state.eviction_reload_ms(self.budgets) * state.rate.per_minute(now),
+                    tier1_bytes=booked.vram_bytes,
+                    tier2_bytes=booked.pinned_ram_bytes,
+                    process_bytes=self.budgets.process_bytes(booked),
+                    warm_bytes=warm,
+                    warm_process_bytes=warm,
+                    last_used=state.last_used,
+                )
+            )
+        return out
+
+    # ---- planning -----------------------------------------------------------------------------------------------
+
+    def placement_request(self, state: ModelState, target: MemoryTier, context_len: int | None) -> PlacementRequest:
+        """The planner's input for moving `state` to `target`."""
+        estimate = state.estimate()
+        configured = state.context_override or state.config.context_len
+        return PlacementRequest(
+            model_id=state.id,
+            estimate=estimate,
+            target=target,
+            context_len=choose_context_len(estimate, configured, context_len),
+            slots=state.config.slots,
+            moe_offload=state.moe_offload,
+            min_gpu_layer_ratio=self.settings.hardware.min_gpu_layer_ratio,
+            discrete=self.budgets.discrete,
+        )
+
+    def reserve(
+        self, state: ModelState, target: MemoryTier, context_len: int | None = None
+    ) -> tuple[LayerPlacementPlan, list[Eviction]]:
+        """Plan `state` into `target`, choose and start the evictions it needs, and book it (no await: atomic)."""
+        request = self.placement_request(state, target, context_len)
+        free = self.free_memory(own=state)
+        candidates = self.candidates(exclude=state)
+        best_case = FreeMemory(
+            tier1=free.tier1 + sum(c.tier1_bytes for c in candidates),
+            tier2=free.tier2 + sum(c.tier2_bytes for c in candidates),
+            process=None if free.process is None else free.process + sum(c.process_bytes for c in candidates),
+            host_tier1=free.host_tier1,
+        )
+        plan = plan_placement(request, best_case)
+        need1, need2, need_process = plan_memory_need(plan, free)
+        evictions: list[Eviction] = []
+        if need1 > 0 or need2 > 0 or need_process > 0:
+            reason = "process_memory_cap" if need_process > 0 else self._shortage_reason(request, free)
+            spare_process = None if free.process is None else free.process - free.process_bytes(plan)
+            chosen = choose_victims(
+                candidates,
+                need_tier1=need1,
+                need_tier2=need2,
+                need_process=need_process,
+                spare_tier2=max(0, free.tier2 - plan.pinned_ram_bytes),
+                spare_process=spare_process,
+                reason=reason,
+            )
+            if chosen is None:  # cannot happen when the best case fit, kept as a guard
+                raise HypnosError(507, "insufficient_vram_or_ram", f"no room for the model `{state.id}`")
+            evictions = chosen
+        # Release the model's own booking, then the victims', then book the plan: no moment is over budget.
+        self.book(state, _empty_plan(state))
+        for eviction in evictions:
+            self._start_eviction(self.models[eviction.model_id], eviction, for_model=state.id)
+        self.book(state, plan)
+        return plan, evictions
+
+    def _shortage_reason(self, request: PlacementRequest, free: FreeMemory) -> str:
+        try:
+            plan_placement(request, free)
+        except HypnosError:
+            return "memory_budget"
+        return "full_gpu_placement"  # a partial plan fitted: evicting buys the whole-GPU (or better) placement
+
+    def _start_eviction(self, victim: ModelState, eviction: Eviction, for_model: str) -> None:
+        if eviction.to_tier == MemoryTier.TIER2:
+            warm = total_weight_bytes(victim.estimate())
+            target_plan = LayerPlacementPlan(
+                primary_tier=MemoryTier.TIER2,
+                pinned_ram_layers=victim.estimate().num_layers,
+                pinned_ram_bytes=warm,
+            )
+        else:
+            target_plan = _empty_plan(victim)
+        self.book(victim, target_plan)
+        self.counters.evictions += 1
+        self.recent_evictions.append(
+            EvictionRecord(
+                model=victim.id,
+                for_model=for_model,
+                reason=eviction.reason,
+                to_tier=eviction.to_tier,
+                unix_ms=int(time.time() * 1000),
+            )
+        )
+        logger.info("evicting %s to %s for %s (%s)", victim.id, eviction.to_tier.value, for_model, eviction.reason)
+        self._start_transition(victim, self._demote_engine(victim, eviction.to_tier, target_plan))
+
+    # ---- transitions --------------------------------------------------------------------------------------------
+
+    def _start_transition(self, state: ModelState, work: Coroutine[Any, Any, LoadOutcome]) -> asyncio.Task:
+        async def run() -> LoadOutcome:
+            try:
+                return await work
+            finally:  # cleared as the work ends, so nobody sees a finished transition as pending
+                if state.transition is task:
+                    state.transition = None
+
+        task = asyncio.get_running_loop().create_task(run())
+        state.transition = task
+
+        def finished(done: asyncio.Task) -> None:
+            if state.transition is done:
+                state.transition = None
+            if not done.cancelled():
+                done.exception()  # retrieved here; waiters get it through their shield
+
+        task.add_done_callback(finished)
+        return task
+
+    async def settle(self, state: ModelState) -> None:
+        """Wait until the model has no transition in progress (a failed one is already counted and cleaned)."""
+        while state.transition is not None:
+            try:
+                await asyncio.shield(state.transition)
+            except Exception:
+                continue
+
+    async def ensure(
+        self, state: ModelState, target: MemoryTier, context_len: int | None = None, *, exclusive: bool = False
+    ) -> LoadOutcome | None:
+        """Bring the model to `target` (one transition at a time; racing callers share it); None if already there.
+
+        exclusive (moves by hand, disable): refuse with 429 model_busy if the model is in use when the move starts.
+        """
+        while True:
+            if state.transition is not None:
+                current = state.transition
+                outcome = await asyncio.shield(current)
+                if state.tier == target and context_len is None:
+                    return outcome if outcome.tier == target else None
+                continue
+            if state.tier == target and context_len is None:
+                return None
+            if exclusive and state.busy:
+                raise model_busy(f"the model `{state.id}` is in use ({state.active_leases} leases); retry when idle")
+            task = self._start_transition(state, self._move(state, target, context_len))
+            return await asyncio.shield(task)
+
+    async def _move(self, state: ModelState, target: MemoryTier, context_len: int | None) -> LoadOutcome:
+        started = time.perf_counter()
+        previous = state.tier
+        if target == MemoryTier.TIER3:
+            self.book(state, _empty_plan(state))
+            await self._demote_engine(state, MemoryTier.TIER3, state.booked)
+            return LoadOutcome(tier=target, elapsed_ms=(time.perf_counter() - started) * 1000)
+        plan, evictions = self.reserve(state, target, context_len)
+        victims = [self.models[e.model_id].transition for e in evictions]
+        pending = [task for task in victims if task is not None]
+        if pending:
+            await asyncio.gather(*(asyncio.shield(task) for task in pending), return_exceptions=True)
+        assert state.engine is not None
+        try:
+            if previous.rank < target.rank:
+                await state.engine.demote(target)
+                phases = None
+            else:
+                phases = await state.engine.load(plan)
+        except BaseException as error:
+            await self._clean_after_failure(state)
+            if not isinstance(error, Exception):
+                raise
+            if isinstance(error, HypnosError):
+                raise
+            logger.exception("loading %s failed", state.id)
+            raise server_error(f"loading the model `{state.id}` failed: {error}") from error
+        state.tier = target
+        state.placement = plan
+        elapsed = (time.perf_counter() - started) * 1000
+        if target == MemoryTier.TIER1:
+            self.counters.promotions += 1
+            if previous != MemoryTier.TIER1:
+                state.record_reload(previous, elapsed)
+        return LoadOutcome(tier=target, phases=phases, evicted=[e.model_id for e in evictions], elapsed_ms=elapsed)
+
+    async def _clean_after_failure(self, state: ModelState) -> None:
+        state.load_failures += 1
+        self.counters.load_failures += 1
+        self.book(state, _empty_plan(state))
+        state.tier = MemoryTier.TIER3
+        state.placement = state.booked
+        try:
+            if state.engine is not None:
+                await state.engine.unload()
+        except Exception:
+            logger.exception("unloading %s after a failed load failed", state.id)
+
+    async def _demote_engine(self, state: ModelState, to_tier: MemoryTier, plan: LayerPlacementPlan) -> LoadOutcome:
+        try:
+            if state.engine is not None:
+                if to_tier == MemoryTier.TIER3:
+                    await state.engine.unload()
+                else:
+                    await state.engine.demote(to_tier)
+        except Exception:
+            logger.exception("demoting %s to %s failed; dropping it to tier 3", state.id, to_tier.value)
+            self.book(state, _empty_plan(state))
+            state.tier = MemoryTier.TIER3
+            state.placement = state.booked
+            return LoadOutcome(tier=MemoryTier.TIER3)
+        state.tier = to_tier
+        state.placement = plan
+        return LoadOutcome(tier=to_tier)
+
+    async def evict_idle_for_oom(self, for_model: ModelState) -> list[str]:
+        """After a device OOM: demote every idle tier-1 model (warm in tier 2 when it fits), wait, return their ids."""
+        free = self.free_memory()
+        spare2 = free.tier2
+        evicted: list[ModelState] = []
+        for candidate in self.candidates(exclude=for_model):
+            if candidate.tier1_bytes <= 0:
+                continue
+            grow = candidate.warm_bytes - candidate.tier2_bytes
+            to_tier = MemoryTier.TIER3
+            if candidate.warm_bytes and grow <= spare2 and free.process is None:
+                to_tier, spare2 = MemoryTier.TIER2, spare2 - grow
+            victim = self.models[candidate.model_id]
+            self._start_eviction(victim, Eviction(victim.id, to_tier, "device_out_of_memory"), for_model=for_model.id)
+            evicted.append(victim)
+        tasks = [v.transition for v in evicted if v.transition is not None]
+        if tasks:
+            await asyncio.gather(*(asyncio.shield(t) for t in tasks), return_exceptions=True)
+        return [v.id for v in evicted]

@@ -1,0 +1,8 @@
+"""The scheduler tests import their helpers from sched_kit beside this file."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
