@@ -49,9 +49,11 @@ async def call(
     headers: dict[str, str] | None = None,
     hold_last_byte: asyncio.Event | None = None,
     hold_first_chunk: asyncio.Event | None = None,
+    disconnect: asyncio.Event | None = None,
     response: RawResponse | None = None,
 ) -> RawResponse:
-    """One HTTP request; hold_first_chunk / hold_last_byte block that body message until the event is set."""
+    """One HTTP request; hold_first_chunk / hold_last_byte block that body message until the event is set;
+    setting `disconnect` makes the connection report that the client went away."""
     out = response or RawResponse()
     raw_headers = [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
     raw_headers.append((b"content-length", str(len(body)).encode()))
@@ -77,7 +79,13 @@ async def call(
         if not sent_body:
             sent_body = True
             return {"type": "http.request", "body": body, "more_body": False}
-        await finished.wait()  # like a server: the connection reports a disconnect once the response is over
+        # like a server: the connection reports a disconnect once the response is over, or when the client leaves
+        waiters = [asyncio.ensure_future(finished.wait())]
+        if disconnect is not None:
+            waiters.append(asyncio.ensure_future(disconnect.wait()))
+        _, pending = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        for waiter in pending:
+            waiter.cancel()
         return {"type": "http.disconnect"}
 
     async def send(message: dict[str, Any]) -> None:

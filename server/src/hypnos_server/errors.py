@@ -17,6 +17,8 @@ from litestar.exceptions import (
 )
 from litestar.types import Send
 
+from hypnos_server.state import CONTEXT_KEY
+
 logger = logging.getLogger(__name__)
 
 
@@ -108,8 +110,6 @@ def exception_handler(request: Request[Any, Any, Any], exc: Exception) -> Respon
 
 
 def _note_error(scope: Any, error: HypnosError) -> None:
-    from hypnos_server.state import CONTEXT_KEY
-
     context = scope.get("state", {}).get(CONTEXT_KEY)
     if context is not None:
         context.record.error = error.message

@@ -178,3 +178,37 @@ def test_estimated_wait_header_when_the_scheduler_estimates(client):
     response = client.post("/v1/chat/completions", json={"model": "fake-chat", "messages": USER})
     wait = response.headers.get("x-hypnos-estimated-wait-ms")
     assert wait is None or int(wait) >= 0
+
+
+async def test_closing_the_connection_cancels_generation_and_releases_the_model():
+    import asyncio
+
+    from server_harness import RawResponse, call, running
+
+    slow = {"id": "slow", "modality": "text_generation", "engine": "fake", "fake": {"token_ms": 50, "tokens": 200}}
+    app = build_app(config(models=[slow]))
+    records = []
+    app.state.hypnos.observers.append(records.append)
+    body = json.dumps({"model": "slow", "stream": True, "messages": USER}).encode()
+    async with running(app):
+        gone = asyncio.Event()
+        response = RawResponse()
+        task = asyncio.create_task(
+            call(
+                app,
+                "POST",
+                "/v1/chat/completions",
+                body=body,
+                headers={"content-type": "application/json"},
+                disconnect=gone,
+                response=response,
+            )
+        )
+        await asyncio.wait_for(response.first_chunk_reached.wait(), 10)
+        gone.set()
+        await asyncio.wait_for(task, 10)
+        state = app.state.hypnos.scheduler.get("slow")
+        assert state.active_leases == 0
+        assert b"[DONE]" not in response.body
+    (record,) = records
+    assert record.error is not None

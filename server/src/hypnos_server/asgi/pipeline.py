@@ -58,14 +58,17 @@ class RequestPipeline:
 
         try:
             await self.app(scope, receive, send_with_id)
-        except BaseException as exc:
-            if isinstance(exc, Exception) and not started:
+        except Exception as exc:
+            if not started:
                 await send_error(scope, send_with_id, as_hypnos_error(exc, scope["method"], scope["path"]))
-            else:
-                record.error = record.error or ("cancelled" if not isinstance(exc, Exception) else str(exc))
-                record.error_type = record.error_type or ("cancelled" if not isinstance(exc, Exception) else None)
-                if not isinstance(exc, Exception):
-                    raise
+            else:  # the headers are out: nothing more can be told to the client
+                logger.error("request %s failed after its headers were sent", record.id, exc_info=exc)
+                record.error = record.error or f"{type(exc).__name__}: {exc}"
+                record.error_type = record.error_type or "server_error"
+        except BaseException:
+            record.error = record.error or "cancelled"
+            record.error_type = record.error_type or "cancelled"
+            raise
         finally:
             await context.run_closers()
             self._finalize(scope, context)

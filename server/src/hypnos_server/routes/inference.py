@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import Any, TypeVar
 
+import anyio
 import msgspec
 from hypnos.engine import DeviceOutOfMemory
 from hypnos.errors import HypnosError, server_error, staging
@@ -146,5 +147,6 @@ class LeasedStream:
             await self.close()
 
     async def close(self) -> None:
-        """Release the lease (idempotent)."""
-        await self._stack.aclose()
+        """Release the lease (idempotent; shielded, since a disconnect cancels the task that streams)."""
+        with anyio.CancelScope(shield=True):
+            await self._stack.aclose()
