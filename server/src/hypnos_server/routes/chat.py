@@ -14,6 +14,7 @@ from hypnos.types import Modality
 from litestar import Request, Response, post
 from litestar.response import Stream
 
+from hypnos_server.observability.capture import prompt_text
 from hypnos_server.routes.chat_stream import sse_body, usage_object
 from hypnos_server.routes.inference import (
     LeasedStream,
@@ -134,7 +135,7 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[Any]:
         state.scheduler.serving(body.model, modality)
     options = chat_options(body, limits)
     cid, created = completion_id(), int(time.time())
-    lease_cm = lease_for(request, body.model, needed[-1] if len(needed) > 1 else needed[0])
+    lease_cm = lease_for(request, body.model, needed[-1])  # the media modality when there is one
     if body.stream:
         stream = LeasedStream(context, lease_cm, lambda lease: sse_body(context, lease, body, options, cid, created))
         lease = await stream.open()
@@ -150,6 +151,8 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[Any]:
     record = context.record
     record.tokens_in, record.tokens_out = finished.prompt_tokens, finished.completion_tokens
     record.cached_tokens, record.inference_ms = finished.cached_tokens, round(inference_ms, 3)
+    # observability: engine timings for /metrics, the exchange for the request log at debug
+    record.telemetry, record.input_text, record.output_text = telemetry, prompt_text(body.messages), text
     message: dict[str, Any] = {"role": "assistant", "content": text}
     if thoughts:
         message["reasoning_content"] = thoughts

@@ -89,6 +89,7 @@ async def _generate(
         telemetry = lease.telemetry(result.timing, inference_ms)
         headers = wait_headers(lease)
     context.record.inference_ms = round(inference_ms, 3)
+    context.record.telemetry, context.record.input_text = telemetry, body.prompt  # observability
     data = [
         {"b64_json": base64.b64encode(image.png).decode("ascii"), "seed": job.seed + index}
         for index, image in enumerate(result.images)
@@ -141,11 +142,12 @@ async def edits(request: Request[Any, Any, Any]) -> Response[bytes]:
         cfg_scale = float(cfg) if cfg not in (None, "") else None
     except (TypeError, ValueError):
         raise invalid_request("Invalid value for `cfg_scale`: expected a number") from None
+    n = _form_int(form, "n")
     body = ImageGenerationRequest(
         model=model,
         prompt=prompt,
         negative_prompt=form.get("negative_prompt") or None,
-        n=_form_int(form, "n") or 1,
+        n=1 if n is None else n,
         size=form.get("size") or "1024x1024",
         steps=_form_int(form, "steps"),
         seed=_form_int(form, "seed"),
