@@ -20,6 +20,7 @@ from hypnos_server.asgi.keylimits import KeyLimiter
 from hypnos_server.asgi.pipeline import RequestPipeline
 from hypnos_server.errors import exception_handler
 from hypnos_server.observability import install_observability
+from hypnos_server.observability.payloads import capture_payloads
 from hypnos_server.routes import server_routes
 from hypnos_server.state import HypnosState
 
@@ -93,7 +94,7 @@ def create_app(settings: Settings, plugin_manager: pluggy.PluginManager | None =
         debug=False,
     )
     app.state.hypnos = state
-    app.pipeline = RequestPipeline(state, app.dispatch)
+    app.pipeline = RequestPipeline(state, capture_payloads(state, app.dispatch))  # bodies for the log at trace
     return app
 
 

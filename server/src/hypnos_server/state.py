@@ -49,6 +49,13 @@ class RequestRecord(msgspec.Struct, kw_only=True):
     error_type: str | None = None
     workflow: str | None = None
     workflow_end: bool = False
+    # Read by observability: the response's hypnos_telemetry (engine timings for /metrics), the text the request log
+    # keeps at debug (input/output) and the bodies it keeps at trace (filled only while the log level is trace).
+    telemetry: Any = None
+    input_text: str | None = None
+    output_text: str | None = None
+    request_payload: bytes | None = None
+    response_payload: bytes | None = None
 
     @property
     def tokens(self) -> int:

@@ -190,3 +190,38 @@ def test_workflow_latency_reaches_the_status_and_metrics(client: TestClient[Any]
     status = client.get("/v1/memory/status", headers=ALICE).json()
     if "latency" in status:  # once the scheduler's status() reads its latency provider
         assert status["latency"]["workflows"]["voice"]["count"] == 1
+
+
+def test_debug_captures_the_exchange_and_redaction_applies() -> None:
+    with make_client({"request_log_level": "debug", "request_log_redact": [r"secret-\d+"]}) as client:
+        for _ in range(500):
+            if client.get("/ready").status_code == 200:
+                break
+            time.sleep(0.01)
+        body = {"model": "fake-chat", "messages": [{"role": "user", "content": "my code is secret-42"}]}
+        answer = client.post(CHAT, json=body, headers=ALICE).json()
+        streamed = client.post(CHAT, json={**body, "stream": True}, headers=ALICE)
+        assert streamed.status_code == 200
+        records = client.get("/v1/logs", headers=ALICE).json()["records"]
+        assert [r["stream"] for r in records] == [True, False]
+        for record in records:
+            assert record["input"] == "user: my code is [redacted]"
+            assert record["output"] == answer["choices"][0]["message"]["content"]
+            assert "request_payload" not in record
+        families = scrape(client)
+        assert sample(families, "hypnos_prefix_cache_misses", "hypnos_prefix_cache_misses_total") == 2
+        assert sample(families, "hypnos_chat_decode_tokens_per_s", "hypnos_chat_decode_tokens_per_s_count") >= 0
+
+
+def test_trace_captures_payloads(client: TestClient[Any]) -> None:
+    chat(client, ALICE)
+    assert "request_payload" not in client.get("/v1/logs", headers=ALICE).json()["records"][0]
+    client.post("/v1/logs/level", json={"level": "trace"}, headers=ALICE)
+    answer = chat(client, ALICE)
+    big = client.post("/v1/embeddings", json={"model": "fake-embed", "input": "word " * 60_000}, headers=ALICE)
+    assert big.status_code == 200
+    embed, record = client.get("/v1/logs", headers=ALICE).json()["records"][:2]
+    assert record["request_payload"].startswith('{"model":"fake-chat"')
+    assert record["response_payload"] == answer.text
+    assert record["truncated"] is False and "input" in record and "output" in record
+    assert embed["truncated"] is True

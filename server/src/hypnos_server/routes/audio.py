@@ -113,6 +113,7 @@ async def transcriptions(request: Request[Any, Any, Any]) -> Response[bytes]:
         telemetry = lease.telemetry(timing, inference_ms)
         headers = wait_headers(lease)
     context.record.inference_ms = round(inference_ms, 3)
+    context.record.telemetry, context.record.output_text = telemetry, result.text  # observability
     answer: dict[str, Any] = {"text": result.text}
     if job.language:
         answer["language"] = job.language

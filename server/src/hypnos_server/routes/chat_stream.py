@@ -13,6 +13,7 @@ from hypnos.errors import HypnosError
 from hypnos.openai import ChatCompletionRequest
 from hypnos.scheduler import Lease
 
+from hypnos_server.observability.capture import prompt_text
 from hypnos_server.state import RequestContext
 
 logger = logging.getLogger(__name__)
@@ -59,10 +60,12 @@ async def sse_body(
     started = time.perf_counter()
     tool_index = 0
     finished: ChatFinished | None = None
+    output: list[str] = []  # observability: the answer text for the request log
     try:
         async for event in lease.engine.chat(body, options, lease.cancel):
             if isinstance(event, ContentDelta):
                 if event.text:
+                    output.append(event.text)
                     yield writer.event({"content": event.text})
             elif isinstance(event, ReasoningDelta):
                 if event.text:
@@ -95,5 +98,6 @@ async def sse_body(
     record.tokens_in, record.tokens_out = finished.prompt_tokens, finished.completion_tokens
     record.cached_tokens = finished.cached_tokens
     telemetry = lease.telemetry(finished.timing, inference_ms)
+    record.telemetry, record.input_text, record.output_text = telemetry, prompt_text(body.messages), "".join(output)
     yield writer.event({}, finished.finish_reason, usage=usage_object(finished), hypnos_telemetry=telemetry)
     yield DONE

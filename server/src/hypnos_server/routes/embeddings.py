@@ -45,6 +45,7 @@ async def embeddings(request: Request[Any, Any, Any]) -> Response[bytes]:
         headers = wait_headers(lease)
     context.record.tokens_in = result.prompt_tokens
     context.record.inference_ms = round(inference_ms, 3)
+    context.record.telemetry, context.record.input_text = telemetry, "\n".join(texts)  # observability
     data = [{"object": "embedding", "index": i, "embedding": vector} for i, vector in enumerate(result.vectors)]
     answer = {
         "object": "list",
