@@ -230,7 +230,10 @@ class BatchLoop:
             if budget <= 0:
                 break
             stepped.append(slot)
-            take = slot.pending[:budget]
+            # The prompt's last token always decodes in a step of its own, as it does after a full prefix hit:
+            # its logits then come from the same kernels whether or not the prefix was cached (same seed, same
+            # answer).
+            take = slot.pending[: min(budget, len(slot.pending) - 1)] if len(slot.pending) > 1 else slot.pending
             slot.pending = slot.pending[len(take):]
             budget -= len(take)
             prefilled += len(take)

@@ -137,7 +137,8 @@ class LlamaEngine(Engine):
             source = self.options.chat_template or self.gguf().chat_template or CHATML_FALLBACK
             bos, eos = model.bos_eos()
             template = ChatTemplate(source, bos_token=bos, eos_token=eos)
-            n_ctx = plan.allocated_context_len or self.model.context_len or self.estimate().default_context_len
+            per_slot = self.model.context_len or self.estimate().default_context_len
+            n_ctx = plan.allocated_context_len or per_slot * max(1, self.model.slots)
             built = time.perf_counter()
             context = LlamaContext(model, self.options, self._shape(n_ctx))
             context_ms = (time.perf_counter() - built) * 1000

@@ -8,7 +8,12 @@ import msgspec
 
 
 class LlamaOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """Engine options read from a model's `[models.llama]` table; every key is optional."""
+    """Engine options read from a model's `[models.llama]` table; every key is optional.
+
+    `repack` lets llama.cpp repack quantized weights for its CPU gemm kernels: faster prompt processing, but a
+    sequence's logits then depend on how many sequences share the step, so greedy answers can differ between a
+    request run alone and the same request batched. Off by default: batching never changes an answer.
+    """
 
     n_threads: int | None = None
     n_threads_batch: int | None = None
@@ -16,6 +21,7 @@ class LlamaOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     n_ubatch: int = 512
     prefill_chunk: int = 256
     use_mmap: bool = True
+    repack: bool = False
     lock_warm_pages: bool = False
     flash_attn: bool | None = None
     kv_unified: bool = True

@@ -37,6 +37,7 @@ class LlamaModel:
             params.load_mode = lib.LLAMA_LOAD_MODE_MMAP if options.use_mmap else lib.LLAMA_LOAD_MODE_NONE
         else:  # older bindings
             params.use_mmap = options.use_mmap
+        params.use_extra_bufts = options.repack
         self.pointer = lib.llama_model_load_from_file(str(path).encode(), params)
         if not self.pointer:
             raise RuntimeError(f"llama.cpp could not load {path}")
