@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from operator import itemgetter
+from typing import NamedTuple
 
 from hypnos.types import MemoryTier
 
 RATE_TAU_S = 600.0  # requests_per_minute decays over about ten minutes
 
 
-@dataclass(frozen=True, slots=True)
-class EvictionCandidate:
+class EvictionCandidate(NamedTuple):
     """An idle, evictable model as the chooser sees it: what it holds now and what keeping it warm would hold."""
 
     model_id: str
@@ -25,8 +25,7 @@ class EvictionCandidate:
     last_used: float = 0.0
 
 
-@dataclass(frozen=True, slots=True)
-class Eviction:
+class Eviction(NamedTuple):
     """One chosen demotion: which model, to which tier, and why."""
 
     model_id: str
@@ -34,9 +33,12 @@ class Eviction:
     reason: str
 
 
+_ORDER_KEY = itemgetter(1, 2, 8)  # (priority_rank, cost, last_used) of an EvictionCandidate
+
+
 def eviction_order(candidates: list[EvictionCandidate]) -> list[EvictionCandidate]:
     """Candidates in the order they go: priority, then cost (reload x rate), then the longest idle."""
-    return sorted(candidates, key=lambda c: (c.priority_rank, c.cost, c.last_used))
+    return sorted(candidates, key=_ORDER_KEY)
 
 
 def choose_victims(
@@ -57,26 +59,26 @@ def choose_victims(
     if need1 <= 0 and need2 <= 0 and needp <= 0:
         return []
     chosen: list[Eviction] = []
-    for c in eviction_order(candidates):
-        helps1 = need1 > 0 and c.tier1_bytes > 0
-        helps2 = need2 > 0 and c.tier2_bytes > 0
-        helpsp = needp > 0 and c.process_bytes > 0
-        if not (helps1 or helps2 or helpsp):
+    tier2, tier3 = MemoryTier.TIER2, MemoryTier.TIER3
+    for model_id, _rank, _cost, t1, t2, proc, warm, warm_proc, _last in sorted(candidates, key=_ORDER_KEY):
+        helps2 = need2 > 0 and t2 > 0
+        helpsp = needp > 0 and proc > 0
+        if not (need1 > 0 and t1 > 0) and not helps2 and not helpsp:
             continue
-        to_tier = MemoryTier.TIER3
-        if helps1 and not helps2 and not helpsp and c.warm_bytes > 0:
-            grow2 = c.warm_bytes - c.tier2_bytes
-            growp = c.warm_process_bytes - c.process_bytes
+        to_tier = tier3
+        if not helps2 and not helpsp and warm > 0 and t1 > 0:
+            grow2 = warm - t2
+            growp = warm_proc - proc
             if grow2 <= spare_tier2 and (spare_process is None or growp <= spare_process):
-                to_tier = MemoryTier.TIER2
+                to_tier = tier2
                 spare_tier2 -= grow2
                 if spare_process is not None:
                     spare_process -= growp
-        if to_tier == MemoryTier.TIER3:
-            need2 -= c.tier2_bytes
-            needp -= c.process_bytes
-        need1 -= c.tier1_bytes
-        chosen.append(Eviction(c.model_id, to_tier, reason))
+        if to_tier is tier3:
+            need2 -= t2
+            needp -= proc
+        need1 -= t1
+        chosen.append(Eviction(model_id, to_tier, reason))
         if need1 <= 0 and need2 <= 0 and needp <= 0:
             return chosen
     return None
