@@ -1,10 +1,9 @@
-"""GET /v1/models (section 6) and the thin enable/disable routes (completed by the scheduler's owner)."""
+"""GET /v1/models (section 6) and POST /v1/models/{id}/enable|disable."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from hypnos.errors import model_busy
 from hypnos.scheduler import ModelState
 from litestar import Request, Response, get, post
 
@@ -36,15 +35,8 @@ def list_models(request: Request[Any, Any, Any]) -> Response[bytes]:
 
 
 async def _set_enabled(request: Request[Any, Any, Any], model_id: str, enabled: bool) -> Response[bytes]:
-    scheduler = hypnos_state(request).scheduler
-    setter = getattr(scheduler, "set_enabled", None)
-    if setter is not None:
-        model = await setter(model_id, enabled)
-    else:
-        model = scheduler.get(model_id)
-        if not enabled and model.active_leases:
-            raise model_busy(f"The model `{model_id}` is leased; retry when it is idle")
-        model.enabled = enabled
+    """Enable, or disable (evicted to tier 3; 429 model_busy while leased; 404 for an unknown id)."""
+    model = await hypnos_state(request).scheduler.set_enabled(model_id, enabled)
     return json_response({"model": model.id, "enabled": model.enabled, "placement": model.placement})
 
 
