@@ -32,6 +32,7 @@ def make_client(server: dict[str, Any] | None = None) -> TestClient[Any]:
         "models": [
             {"id": "fake-chat", "modality": "text_generation", "engine": "fake"},
             {"id": "fake-embed", "modality": "embeddings", "engine": "fake"},
+            {"id": "fake-voice", "modality": "text_to_speech", "engine": "fake"},
         ],
     }
     app = create_app(settings_from_mapping(raw), make_plugin_manager(autoload=False, plugins=[fake_plugin]))
@@ -225,3 +226,13 @@ def test_trace_captures_payloads(client: TestClient[Any]) -> None:
     assert record["response_payload"] == answer.text
     assert record["truncated"] is False and "input" in record and "output" in record
     assert embed["truncated"] is True
+
+
+def test_speech_feeds_the_tts_families(client: TestClient[Any]) -> None:
+    body = {"model": "fake-voice", "input": "Hello there. How are you?"}
+    assert client.post("/v1/audio/speech", json=body, headers=ALICE).status_code == 200
+    assert client.post("/v1/audio/speech", json={**body, "stream": True}, headers=ALICE).status_code == 200
+    families = scrape(client)
+    assert sample(families, "hypnos_tts_rtf", "hypnos_tts_rtf_count") == 2
+    assert sample(families, "hypnos_tts_ttfa_ms", "hypnos_tts_ttfa_ms_count") == 1
+    assert sample(families, "hypnos_model_tier", "hypnos_model_tier", model="fake-voice") == 1

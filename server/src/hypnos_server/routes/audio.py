@@ -12,7 +12,7 @@ from hypnos.engine import AudioChunk, SpeechInput, TranscriptionInput
 from hypnos.errors import invalid_request
 from hypnos.openai import SpeechRequest, TranscriptionJsonRequest
 from hypnos.scheduler import Lease
-from hypnos.types import Modality
+from hypnos.types import EngineTiming, Modality
 from litestar import Request, Response, post
 from litestar.datastructures import UploadFile
 from litestar.response import Stream
@@ -176,6 +176,8 @@ async def speech(request: Request[Any, Any, Any]) -> Response[Any]:
     headers["x-hypnos-inference-ms"] = f"{inference_ms:.1f}"
     headers["x-hypnos-audio-secs"] = f"{audio_secs:.3f}"
     headers["x-hypnos-rtf"] = f"{(inference_ms / 1000 / audio_secs) if audio_secs else 0.0:.4f}"
+    rtf = round(inference_ms / 1000 / audio_secs, 4) if audio_secs else None  # observability: /metrics tts rtf
+    context.record.telemetry = lease.telemetry(EngineTiming(audio_secs=round(audio_secs, 3), rtf=rtf), inference_ms)
     content = pcm if fmt == "pcm" else wav_header(len(pcm), rate) + pcm
     return Response(content=content, media_type=media_type, headers=headers)
 
@@ -186,8 +188,11 @@ async def _collect(chunks: AsyncIterator[AudioChunk]) -> list[AudioChunk]:
 
 async def _speech_stream(context: RequestContext, lease: Lease, job: SpeechInput, fmt: str) -> AsyncIterator[bytes]:
     first = True
+    started, ttfa_ms, samples, rate = time.perf_counter(), None, 0, 24000  # observability: time to first audio, rtf
     try:
         async for chunk in lease.engine.speak(job, lease.cancel):
+            ttfa_ms = (time.perf_counter() - started) * 1000 if ttfa_ms is None else ttfa_ms
+            samples, rate = samples + len(chunk.pcm16) // 2, chunk.sample_rate
             if first and fmt == "wav":
                 first = False
                 yield wav_header(None, chunk.sample_rate) + chunk.pcm16
@@ -197,6 +202,10 @@ async def _speech_stream(context: RequestContext, lease: Lease, job: SpeechInput
         logger.error("speech stream on %s failed", lease.model_id, exc_info=error)
         context.record.error = f"{type(error).__name__}: {error}"
         context.record.error_type = getattr(error, "type", "server_error")
+    if ttfa_ms is not None:  # observability
+        elapsed = (time.perf_counter() - started) * 1000
+        rtf = elapsed / 1000 / (samples / rate) if samples else None
+        context.record.telemetry = lease.telemetry(EngineTiming(ttfa_ms=round(ttfa_ms, 3), rtf=rtf), elapsed)
 
 
 ROUTES = [transcriptions, speech]
