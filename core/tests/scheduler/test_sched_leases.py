@@ -202,3 +202,21 @@ async def test_service_time_and_rate_are_measured() -> None:
     assert state.rate.per_minute(clock()) > 0
     clock.advance(3600)
     assert state.rate.per_minute(clock()) < 0.01
+
+
+async def test_cancellation_inside_the_lease_sets_the_cancel_token() -> None:
+    scheduler = make_scheduler([fake_model("m")])
+    seen = []
+
+    async def request() -> None:
+        async with scheduler.lease("m", TEXT) as lease:
+            seen.append(lease)
+            await asyncio.sleep(10)
+
+    task = asyncio.create_task(request())
+    await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert seen[0].cancel.cancelled
+    assert scheduler.get("m").active_leases == 0

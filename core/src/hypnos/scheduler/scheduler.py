@@ -98,10 +98,12 @@ class LeaseContext:
         self._held_from = time.perf_counter()
         return lease
 
-    async def __aexit__(self, *exc_info: object) -> None:
+    async def __aexit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         state = self._state
         if state is None:
             return
+        if exc_type is not None and issubclass(exc_type, asyncio.CancelledError) and self._lease is not None:
+            self._lease.cancel.cancel()  # the client went away: the engine stops at its next check
         state.record_service((time.perf_counter() - self._held_from) * 1000)
         state.last_used = self._sched.clock()
         self._release(state)
