@@ -107,8 +107,11 @@ async def _candidate_snapshot(rounds: int, count: int) -> list[float]:
         {"fake": fake_engine_kind()},
         hardware=StaticHardware(vram_bytes=count * 4 * MiB),
     )
+    rng = random.Random(11)
     for state in scheduler.models()[:count]:
         await scheduler.move(state.id, MemoryTier.TIER1)
+        for _ in range(rng.randrange(1, 5)):  # a request rate, so every candidate's cost is computed
+            state.rate.hit(scheduler.clock())
     newcomer = scheduler.get(f"m{count}")
     samples = []
     for _ in range(rounds):

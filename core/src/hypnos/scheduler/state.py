@@ -43,10 +43,12 @@ class ModelState:
     context_override: int | None = None
     rate: DecayingRate = field(default_factory=DecayingRate)
     reload_ms: dict[MemoryTier, float] = field(default_factory=dict)
+    priority_rank: int = 0
 
     def __post_init__(self) -> None:
         self.gate = SlotGate(self.config.slots)
         self.moe_offload = self.config.moe_offload
+        self.priority_rank = self.config.priority.rank
 
     @property
     def id(self) -> str:

@@ -118,30 +118,33 @@ class TierManager:
     def candidates(self, exclude: ModelState) -> list[EvictionCandidate]:
         """Idle, evictable models holding memory (never leased, moving, or realtime_pinned)."""
         now = self.clock()
+        budgets = self.budgets
+        pinned_rank = ModelPriority.REALTIME_PINNED.rank
+        tier1 = MemoryTier.TIER1
         out = []
         for state in self.models.values():
             booked = state.booked
-            if (
-                state is exclude
-                or state.busy
-                or state.transition is not None
-                or state.engine is None
-                or state.config.priority == ModelPriority.REALTIME_PINNED
-                or (booked.vram_bytes == 0 and booked.pinned_ram_bytes == 0)
-            ):
+            held1 = booked.vram_weight_bytes + booked.vram_kv_and_workspace_bytes
+            held2 = booked.pinned_ram_bytes
+            if (held1 == 0 and held2 == 0) or state is exclude or state.priority_rank == pinned_rank:
                 continue
-            warm = total_weight_bytes(state.estimate()) if state.tier == MemoryTier.TIER1 else 0
+            gate = state.gate
+            if state.active_leases or gate.in_use or gate.queued or state.transition is not None or not state.engine:
+                continue
+            rate = state.rate.per_minute(now)
+            cost = state.eviction_reload_ms(budgets) * rate if rate else 0.0
+            warm = total_weight_bytes(state.estimate()) if state.tier is tier1 else 0
             out.append(
                 EvictionCandidate(
-                    model_id=state.id,
-                    priority_rank=state.config.priority.rank,
-                    cost=state.eviction_reload_ms(self.budgets) * state.rate.per_minute(now),
-                    tier1_bytes=booked.vram_bytes,
-                    tier2_bytes=booked.pinned_ram_bytes,
-                    process_bytes=self.budgets.process_bytes(booked),
-                    warm_bytes=warm,
-                    warm_process_bytes=warm,
-                    last_used=state.last_used,
+                    state.id,
+                    state.priority_rank,
+                    cost,
+                    held1,
+                    held2,
+                    budgets.process_bytes(booked),
+                    warm,
+                    warm,
+                    state.last_used,
                 )
             )
         return out
