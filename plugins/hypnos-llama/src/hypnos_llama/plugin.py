@@ -11,7 +11,11 @@ from hypnos.types import Modality
 
 
 def _make_engine(model: Any, context: EngineContext) -> Any:
-    """Build a LlamaEngine (imported on first use)."""
+    """Build the engine for the model's primary modality (imported on first use)."""
+    if model.modality == Modality.EMBEDDINGS:
+        from hypnos_llama.embedding.engine import LlamaEmbeddingEngine
+
+        return LlamaEmbeddingEngine(model, context)
     from hypnos_llama.engine import LlamaEngine
 
     return LlamaEngine(model, context)
@@ -23,17 +27,18 @@ def hypnos_engine_kinds() -> list[EngineKind]:
     return [
         EngineKind(
             name="ggml_llama",
-            modalities=frozenset({Modality.TEXT_GENERATION}),
+            modalities=frozenset({Modality.TEXT_GENERATION, Modality.EMBEDDINGS}),
             factory=_make_engine,
             config_keys=frozenset({"llama"}),
-            description="GGUF models on llama.cpp (llama-cpp-python): chat with slots and continuous batching",
+            description="GGUF models on llama.cpp: chat with slots and continuous batching, and embeddings",
         )
     ]
 
 
 @hookimpl
 def hypnos_starter_models(models_dir: Path) -> list[dict[str, Any]]:
-    """The Qwen2.5-Coder-0.5B starter, joined from its PyPI parts when they are installed."""
+    """The Qwen2.5-Coder-0.5B chat and all-MiniLM-L6-v2 embedding starters, when their packages are installed."""
+    from hypnos_llama.embedding.starter import embedding_starter_models
     from hypnos_llama.starter import starter_models
 
-    return starter_models(models_dir)
+    return [*starter_models(models_dir), *embedding_starter_models(models_dir)]
