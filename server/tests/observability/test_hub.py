@@ -95,3 +95,27 @@ def test_settings_reach_the_log_and_workflows() -> None:
     obs = Observability(settings)
     assert (obs.log.capacity, obs.log.level, obs.log.redactor.blank) == (5, "debug", True)
     assert obs.workflows.idle_secs == 2.5
+
+
+def test_facts_from_the_servers_request_record() -> None:
+    from hypnos_server.state import RequestRecord
+
+    telemetry = SimpleNamespace(engine=EngineTiming(ttft_ms=5.0), evicted_models=["x"])
+    raw = RequestRecord(
+        id="req-1",
+        method="GET",
+        path="/v1/logs/req-9",
+        started_at=1_700_000_000.0,
+        status=401,
+        key="bob",
+        error="Missing API key",
+        error_type="invalid_request_error",
+        telemetry=telemetry,
+        input_text="in",
+        request_payload=b"{}",
+    )
+    facts = facts_from_record(raw, lambda path: "/v1/logs/{id:str}" if path.startswith("/v1/logs/") else None)
+    assert facts.route == "/v1/logs/{id}" and facts.key_label == "bob" and facts.status_class == "4xx"
+    assert facts.error_message == "Missing API key" and facts.engine is not None and facts.evicted_models == ["x"]
+    assert (facts.input_text, facts.request_body) == ("in", b"{}")
+    assert facts_from_record(RequestRecord(id="r", method="GET", path="/x", started_at=0.0)).route == UNMATCHED_ROUTE

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from collections.abc import Callable
@@ -9,6 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hypnos.types import EngineTiming
+
+from hypnos_server.state import RequestRecord
 
 UNMATCHED_ROUTE = "unmatched"
 _TYPED_PARAM = re.compile(r"\{([^}:]+):[^}]*\}")
@@ -60,6 +63,7 @@ class RequestFacts:
         return f"{self.status // 100}xx"
 
 
+@functools.lru_cache(maxsize=1024)
 def route_label(template: str | None) -> str:
     """A route template as a metric label: `/v1/logs/{id:str}` -> `/v1/logs/{id}`; no route -> `unmatched`."""
     if not template:
@@ -82,6 +86,8 @@ def facts_from_record(record: Any, resolve: Callable[[str], str | None] | None =
     """
     if isinstance(record, RequestFacts):
         return record
+    if isinstance(record, RequestRecord):
+        return _from_request_record(record, resolve)
     route = _get(record, "route")
     if route is None and resolve is not None:
         path = _get(record, "path")
@@ -116,4 +122,39 @@ def facts_from_record(record: Any, resolve: Callable[[str], str | None] | None =
         output_text=_get(record, "output_text"),
         request_body=_get(record, "request_payload", "request_body"),
         response_body=_get(record, "response_payload", "response_body"),
+    )
+
+
+def _from_request_record(record: RequestRecord, resolve: Callable[[str], str | None] | None) -> RequestFacts:
+    """The fast path for the server's own record type."""
+    route = record.route
+    if route is None and resolve is not None:
+        route = resolve(record.path)
+    telemetry = record.telemetry
+    return RequestFacts(
+        id=record.id,
+        route=route_label(route),
+        method=record.method,
+        status=record.status,
+        started_unix=record.started_at,
+        duration_ms=record.duration_ms,
+        key_label=record.key,
+        model=record.model,
+        stream=record.stream,
+        tokens_in=record.tokens_in,
+        tokens_out=record.tokens_out,
+        cached_tokens=record.cached_tokens,
+        inference_ms=record.inference_ms,
+        tier_switch_ms=record.tier_switch_ms,
+        previous_tier=record.previous_tier,
+        evicted_models=list(getattr(telemetry, "evicted_models", None) or ()),
+        engine=getattr(telemetry, "engine", None),
+        error_type=record.error_type,
+        error_message=record.error,
+        workflow=record.workflow,
+        workflow_end=record.workflow_end,
+        input_text=record.input_text,
+        output_text=record.output_text,
+        request_body=record.request_payload,
+        response_body=record.response_payload,
     )
