@@ -189,8 +189,8 @@ def test_workflow_latency_reaches_the_status_and_metrics(client: TestClient[Any]
     families = scrape(client)
     assert sample(families, "hypnos_workflow_e2e_ms", "hypnos_workflow_e2e_ms_count", workflow="voice") == 1
     status = client.get("/v1/memory/status", headers=ALICE).json()
-    if "latency" in status:  # once the scheduler's status() reads its latency provider
-        assert status["latency"]["workflows"]["voice"]["count"] == 1
+    assert status["latency"]["workflows"]["voice"]["count"] == 1
+    assert status["latency"]["routes"][CHAT] == latency["routes"][CHAT]
 
 
 def test_debug_captures_the_exchange_and_redaction_applies() -> None:

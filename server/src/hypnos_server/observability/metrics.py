@@ -65,7 +65,9 @@ GPU_FIELDS = {
     "power_watts": "GPU power draw (W).",
     "sm_clock_mhz": "GPU SM clock (MHz).",
     "throttled": "1 when the GPU reports throttling.",
+    "throttle_reasons": "NVML clock throttle reason bits.",
     "ecc_uncorrected_errors": "Uncorrected ECC errors.",
+    "retired_pages_pending": "1 when retired pages await a reset.",
 }
 
 
