@@ -18,8 +18,21 @@ PACKAGES: dict[str, list[str]] = {
     "core": ["core[test]"],
     "server": ["core[test]", "server[test]", "tests/fake-plugin"],
 }
+
+def _plugin_extras(folder: str) -> str:
+    """The plugin's `test` extra plus the extras ./run.sh installs it with (run-extras.txt: engine libraries)."""
+    extras = ["test"]
+    listed = os.path.join(folder, "run-extras.txt")
+    if os.path.exists(listed):
+        with open(listed, encoding="utf-8") as handle:
+            extras += [e.strip() for e in handle.read().replace("\n", ",").split(",") if e.strip()]
+    return ",".join(extras)
+
+
 for plugin in sorted(os.listdir("plugins")) if os.path.isdir("plugins") else []:
-    PACKAGES[f"plugins/{plugin}"] = ["core[test]", "server[test]", f"plugins/{plugin}[test]"]
+    folder = f"plugins/{plugin}"
+    if os.path.exists(os.path.join(folder, "pyproject.toml")):
+        PACKAGES[folder] = ["core[test]", "server[test]", f"{folder}[{_plugin_extras(folder)}]"]
 
 
 def _install(session: nox.Session, targets: list[str]) -> None:

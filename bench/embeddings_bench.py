@@ -41,7 +41,6 @@ def main() -> None:
     from hypnos.config import settings_from_mapping
     from hypnos.engine import CancelToken, EngineContext
     from hypnos.types import LayerPlacementPlan, MemoryTier
-
     from hypnos_llama.embedding.engine import LlamaEmbeddingEngine
     from hypnos_llama.embedding.starter import _source_dir, embedding_starter_models
 

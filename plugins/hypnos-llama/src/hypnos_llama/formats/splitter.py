@@ -6,6 +6,7 @@ import secrets
 
 from hypnos.engine import ContentDelta, ReasoningDelta, ToolCallEvent
 from hypnos.openai import ToolCall, ToolCallFunction
+
 from hypnos_llama.formats.thinking import ThinkingFormat
 from hypnos_llama.formats.tool_formats import ParsedCall, Region, ToolCallFormat
 
