@@ -244,6 +244,8 @@ class BatchLoop:
                 if last:
                     outputs.append((slot, index))
         status = context.decode()
+        if status == 1 and self._clear_idle_caches():  # no KV room: drop idle slots' prefixes and retry once
+            status = context.decode()
         if status != 0:
             self._decode_failed(status, active)
             return
@@ -256,6 +258,16 @@ class BatchLoop:
         for slot, index in outputs:
             token = self.model.lib.llama_sampler_sample(slot.sampler, context.pointer, index)
             self._accept(slot, token)
+
+    def _clear_idle_caches(self) -> bool:
+        """Drop the cached prefixes of idle slots; True when any cells were freed."""
+        freed = False
+        for slot in self.slots:
+            if slot.job is None and slot.cached:
+                self.context.seq_trim(slot.seq_id, 0)
+                slot.cached = []
+                freed = True
+        return freed
 
     def _decode_failed(self, status: int, active: list[Slot]) -> None:
         """Undo this step's tokens and fail the requests it held."""

@@ -1,0 +1,50 @@
+"""Batch loop pieces that need no model: prefix matching and incremental UTF-8 text."""
+
+from __future__ import annotations
+
+import codecs
+
+from hypnos.engine import ChatFinished, ContentDelta
+from hypnos_llama.batch_loop import BatchLoop, ChatJob, Slot, common_prefix
+from hypnos_llama.runtime import ContextShape
+from hypnos_llama.sampling import SamplingParams
+
+
+class _Model:
+    """Pieces split a multi-byte character across tokens; token 9 ends generation."""
+
+    lib = None
+    pieces = {1: "é".encode()[:1], 2: "é".encode()[1:], 3: b"a", 4: "€".encode()[:2], 5: "€".encode()[2:]}
+
+    def is_eog(self, token: int) -> bool:
+        return token == 9
+
+    def piece(self, token: int) -> bytes:
+        return self.pieces[token]
+
+
+class _Context:
+    shape = ContextShape(n_ctx=256, n_seq=1, n_batch=32, n_ubatch=32)
+
+
+def test_common_prefix() -> None:
+    assert common_prefix([1, 2, 3], [1, 2, 4]) == 2
+    assert common_prefix([], [1]) == 0
+    assert common_prefix([1, 2], [1, 2]) == 2
+
+
+def test_multibyte_characters_are_never_split(monkeypatch) -> None:
+    import hypnos_llama.batch_loop as batch_loop
+
+    monkeypatch.setattr(batch_loop, "free_sampler_chain", lambda lib, chain: None)
+    events: list = []
+    loop = BatchLoop(_Model(), _Context(), lambda n: _Context(), prefill_chunk=8, name="t")  # type: ignore[arg-type]
+    job = ChatJob(prompt=[7, 7], max_tokens=50, required_ctx=100, sampling=SamplingParams(), emit=events.append)
+    slot = Slot(seq_id=0, job=job, cached=[7, 7], decoder=codecs.getincrementaldecoder("utf-8")(errors="replace"))
+    loop.slots = [slot]
+    for token in (1, 2, 3, 4, 5, 9):
+        loop._accept(slot, token)
+    texts = [e.text for e in events if isinstance(e, ContentDelta)]
+    assert texts == ["é", "a", "€"]
+    assert isinstance(events[-1], ChatFinished) and events[-1].finish_reason == "stop"
+    assert events[-1].completion_tokens == 5 and slot.job is None
