@@ -1,8 +1,10 @@
 """HTTP serving: requests/s and p99 of GET /v1/models and small POST routes, Hypnos vs llama_cpp.server.
 
 Run from the repo root: `python -m bench.http_bench` (needs llama-cpp-python with its server extras: fastapi,
-uvicorn, sse-starlette, starlette-context, pydantic-settings). Both servers run in turn on loopback, each under the
-same bounded asyncio load generator (keep-alive HTTP/1.1 connections, a fixed concurrency, a request and a time cap).
+uvicorn, sse-starlette, starlette-context, pydantic-settings). Both servers run at once on loopback (idle while the
+other is measured); each route is driven by the same bounded asyncio load generator (keep-alive HTTP/1.1
+connections, a fixed concurrency, a request and a time cap) in alternating rounds, so that background load on the
+machine hits both alike.
 Hypnos runs as `hypnos serve` (granian); llama_cpp.server serves a tiny random llama GGUF written here with the `gguf`
 package. Routes: GET /v1/models; POST /v1/embeddings (Hypnos: a fake-engine model, so this one measures Hypnos' HTTP
 path against llama's HTTP path plus a tiny real embedding); POST /v1/chat/completions with max_tokens 1 on the same
@@ -28,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 HOST = "127.0.0.1"
+# llama.cpp threads for both servers alike (llama_cpp.server's own default: half the CPUs).
+THREADS = max(1, (os.cpu_count() or 2) // 2)
 EMBED_BODY = {"model": "bench-embed", "input": "the quick brown fox jumps over the lazy dog"}
 CHAT_BODY = {
     "model": "bench-tiny",
@@ -236,6 +240,10 @@ engine = "ggml_llama"
 weights_path = "tiny.gguf"
 initial_tier = "tier1_gpu_vram"
 context_len = 512
+
+[models.llama]
+n_threads = {threads}
+n_threads_batch = {threads}
 """
 
 
@@ -243,7 +251,9 @@ def start_hypnos(workdir: Path, port: int, with_llama: bool) -> subprocess.Popen
     """`hypnos serve` (granian, one worker) with two fake-engine models, and the tiny GGUF on hypnos-llama."""
     config = workdir / "hypnos.toml"
     config.write_text(
-        f'models_dir = "{workdir}"\n' + HYPNOS_CONFIG.format(port=port) + (LLAMA_MODEL if with_llama else "")
+        f'models_dir = "{workdir}"\n'
+        + HYPNOS_CONFIG.format(port=port)
+        + (LLAMA_MODEL.format(threads=THREADS) if with_llama else "")
     )
     env = {**os.environ, "HYPNOS_PLUGINS": "fake,llama" if with_llama else "fake"}
     command = [sys.executable, "-m", "hypnos_server.cli", "serve", "--config", str(config), "--port", str(port)]
@@ -270,6 +280,10 @@ def start_llama_server(model: Path, port: int) -> subprocess.Popen[bytes]:
         "true",
         "--n_ctx",
         "512",
+        "--n_threads",
+        str(THREADS),
+        "--n_threads_batch",
+        str(THREADS),
         "--verbose",
         "false",
     ]
@@ -298,52 +312,71 @@ BASE_ROUTES: list[Route] = [
 CHAT_ROUTE: Route = ("POST /v1/chat (tiny)", "POST", "/v1/chat/completions", CHAT_BODY)
 
 
-def measure(port: int, routes: list[Route], args: argparse.Namespace) -> dict[str, RouteResult]:
-    """Every route against one server."""
-    results = {}
-    for label, method, path, body in routes:
-        results[label] = asyncio.run(
-            load(
-                port,
-                method,
-                path,
-                body,
-                concurrency=args.concurrency,
-                requests=args.requests,
-                seconds=args.seconds,
-                warmup=args.warmup,
-            )
+def measure(port: int, route: Route, args: argparse.Namespace, *, warmup: int) -> RouteResult:
+    """One route against one server, for one round."""
+    _label, method, path, body = route
+    return asyncio.run(
+        load(
+            port,
+            method,
+            path,
+            body,
+            concurrency=args.concurrency,
+            requests=args.requests,
+            seconds=args.seconds,
+            warmup=warmup,
         )
-    return results
+    )
+
+
+def merge(results: list[RouteResult]) -> RouteResult:
+    """Several rounds as one: summed requests and time, every latency."""
+    merged = RouteResult(0, 0, 0.0, [])
+    for result in results:
+        merged.requests += result.requests
+        merged.errors += result.errors
+        merged.seconds += result.seconds
+        merged.latencies_ms.extend(result.latencies_ms)
+    return merged
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run both servers in turn and print the table and the ratios."""
+    """Start both servers, measure every route in alternating rounds, print the table and the ratios."""
     parser = argparse.ArgumentParser(prog="python -m bench.http_bench", description=__doc__.split("\n")[0])
     parser.add_argument("--concurrency", type=int, default=8, help="keep-alive connections per route")
-    parser.add_argument("--requests", type=int, default=20000, help="request cap per route")
-    parser.add_argument("--seconds", type=float, default=6.0, help="time cap per route")
-    parser.add_argument("--warmup", type=int, default=300, help="requests before measuring")
+    parser.add_argument("--requests", type=int, default=20000, help="request cap per route and round")
+    parser.add_argument("--seconds", type=float, default=3.0, help="time cap per route and round")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per route (evens out load)")
+    parser.add_argument("--warmup", type=int, default=300, help="requests before the first round")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
     parser.add_argument("--no-chat", action="store_true", help="skip the tiny-GGUF chat route (needs hypnos-llama)")
     args = parser.parse_args(argv)
     with_llama = not args.no_chat and importlib.util.find_spec("hypnos_llama") is not None
     routes = [*BASE_ROUTES, CHAT_ROUTE] if with_llama else list(BASE_ROUTES)
-    figures: dict[str, dict[str, RouteResult]] = {}
+    rounds: dict[str, dict[str, list[RouteResult]]] = {"hypnos": {}, "llama_cpp.server": {}}
     with tempfile.TemporaryDirectory(prefix="hypnos-http-bench-") as tmp:
         workdir = Path(tmp)
         model = write_tiny_gguf(workdir / "tiny.gguf")
-        for name, starter in (
-            ("hypnos", lambda p: start_hypnos(workdir, p, with_llama)),
-            ("llama_cpp.server", lambda p: start_llama_server(model, p)),
-        ):
-            port = free_port()
-            process = starter(port)
-            try:
-                figures[name] = measure(port, routes, args)
-            finally:
+        ports = {"hypnos": free_port(), "llama_cpp.server": free_port()}
+        processes = [start_hypnos(workdir, ports["hypnos"], with_llama)]
+        try:
+            processes.append(start_llama_server(model, ports["llama_cpp.server"]))
+            for route in routes:
+                for index in range(args.rounds):
+                    order = list(ports) if index % 2 == 0 else list(reversed(ports))
+                    for name in order:
+                        result = measure(ports[name], route, args, warmup=args.warmup if index == 0 else 0)
+                        rounds[name].setdefault(route[0], []).append(result)
+        finally:
+            for process in processes:
                 stop(process)
-    print(f"concurrency {args.concurrency}, at most {args.requests} requests or {args.seconds:g} s per route")
+    figures = {
+        name: {label: merge(results) for label, results in by_route.items()} for name, by_route in rounds.items()
+    }
+    print(
+        f"concurrency {args.concurrency}, {args.rounds} alternating rounds of at most {args.requests} requests"
+        f" or {args.seconds:g} s per route and server"
+    )
     print(f"{'route':<22}{'server':<18}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'errors':>8}")
     summary: dict[str, Any] = {}
     for label, *_ in routes:
