@@ -14,7 +14,7 @@ from hypnos.engine import EngineContext, EngineUnavailable
 from hypnos.types import Modality
 from hypnos_audio import onnx_session, plugin
 from hypnos_audio.kokoro import KokoroOptions, trim_silence
-from hypnos_audio.phonemes import split_phonemes, split_phrases
+from hypnos_audio.phonemes import group_phrases, split_phonemes, split_phrases
 from hypnos_audio.starter import record_sha256, write_verified
 from hypnos_audio.wav import read_wav, to_pcm16, wav_bytes
 from hypnos_audio.whisper import whisper_language
@@ -27,6 +27,17 @@ def test_split_phrases_cuts_sentences_and_long_clauses() -> None:
     assert len(phrases) > 4
     assert all(len(p) <= 300 for p in phrases)
     assert split_phrases("   \n ") == []
+
+
+def test_group_phrases_starts_small_and_grows() -> None:
+    phrases = [f"Sentence number {i} is here." for i in range(12)]
+    chunks = group_phrases(phrases, max_chars=100)
+    assert chunks[0] == phrases[0]
+    assert " ".join(chunks) == " ".join(phrases)
+    assert all(len(c) <= 100 for c in chunks)
+    assert [len(c) for c in chunks[:3]] == sorted(len(c) for c in chunks[:3])
+    assert len(chunks) < len(phrases)
+    assert group_phrases(phrases, max_chars=0) == phrases
 
 
 def test_split_phonemes_respects_the_limit() -> None:

@@ -27,7 +27,7 @@ from hypnos.errors import invalid_request, server_error
 from hypnos.types import LayerPlacementPlan, MemoryTier, TierSwitchPhases
 
 from hypnos_audio import onnx_session
-from hypnos_audio.phonemes import EspeakPhonemizer, split_phonemes, split_phrases, tokenize
+from hypnos_audio.phonemes import EspeakPhonemizer, group_phrases, split_phonemes, split_phrases, tokenize
 from hypnos_audio.wav import to_pcm16
 
 logger = logging.getLogger(__name__)
@@ -43,6 +43,7 @@ class KokoroOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     threads: int = 0
     espeak_language: str = "en-us"
     phrase_pause_ms: int = 180
+    chunk_max_chars: int = 400
     min_speed: float = 0.5
     max_speed: float = 2.0
     warmup: bool = True
@@ -197,12 +198,12 @@ class KokoroEngine(Engine):
         return fallback
 
     async def speak(self, speech: SpeechInput, cancel: CancelToken) -> AsyncIterator[AudioChunk]:  # type: ignore[override]
-        """One AudioChunk per phrase, each yielded as soon as it is synthesized; the next phrase runs meanwhile."""
+        """One AudioChunk per phrase chunk, each yielded as soon as it is synthesized; the next runs meanwhile."""
         if self._session is None:
             raise server_error(f"the model `{self.model.id}` is not loaded")
         voice = self.pick_voice(speech.voice)
         speed = min(max(speech.speed, self.options.min_speed), self.options.max_speed)
-        phrases = split_phrases(speech.text)
+        phrases = group_phrases(split_phrases(speech.text), self.options.chunk_max_chars)
         if not phrases:
             raise invalid_request("`input` has nothing to speak")
         pause = np.zeros(SAMPLE_RATE * self.options.phrase_pause_ms // 1000, dtype="<i2").tobytes()

@@ -38,6 +38,24 @@ def split_phrases(text: str) -> list[str]:
     return phrases
 
 
+def group_phrases(phrases: list[str], max_chars: int = 400, growth: float = 2.0) -> list[str]:
+    """Phrases joined into synthesis chunks: the first phrase alone (early first audio), then chunks that grow by
+    `growth` up to max_chars, so fewer model runs carry the rest; max_chars <= 0 keeps one phrase per chunk."""
+    if max_chars <= 0 or len(phrases) < 2:
+        return list(phrases)
+    chunks, budget = [phrases[0]], float(len(phrases[0]))
+    current: list[str] = []
+    for phrase in phrases[1:]:
+        size = sum(len(p) for p in current)
+        if current and size + len(phrase) > min(max_chars, budget * growth):
+            chunks.append(" ".join(current))
+            budget, current = float(size), []
+        current.append(phrase)
+    if current:
+        chunks.append(" ".join(current))
+    return chunks
+
+
 def split_phonemes(phonemes: str, limit: int = MAX_PHONEMES) -> list[str]:
     """Cut a phoneme string into pieces of at most limit, at punctuation when possible, else at spaces."""
     if len(phonemes) <= limit:
