@@ -19,8 +19,7 @@ from hypnos_server.asgi.auth import KeyRing
 from hypnos_server.asgi.keylimits import KeyLimiter
 from hypnos_server.asgi.pipeline import RequestPipeline
 from hypnos_server.errors import exception_handler
-from hypnos_server.observability import install_observability
-from hypnos_server.observability.payloads import capture_payloads
+from hypnos_server.observability import install_observability, observe_dispatch
 from hypnos_server.routes import server_routes
 from hypnos_server.state import HypnosState
 
@@ -94,7 +93,7 @@ def create_app(settings: Settings, plugin_manager: pluggy.PluginManager | None =
         debug=False,
     )
     app.state.hypnos = state
-    app.pipeline = RequestPipeline(state, capture_payloads(state, app.dispatch))  # bodies for the log at trace
+    app.pipeline = RequestPipeline(state, observe_dispatch(state, app))  # route templates, bodies at trace
     return app
 
 

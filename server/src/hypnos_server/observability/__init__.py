@@ -4,23 +4,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from hypnos.plugins import collect_routes
-
 from hypnos_server.observability.hub import Observability
-from hypnos_server.observability.route_templates import RouteTemplates, handler_paths
+from hypnos_server.observability.payloads import PayloadCapture
+from hypnos_server.observability.route_templates import RouteTemplates
 from hypnos_server.observability.routes import observability_routes
 from hypnos_server.observability.scheduler_view import scheduler_counters, scheduler_status
 
 if TYPE_CHECKING:
     from hypnos_server.state import HypnosState
 
-__all__ = ["Observability", "install_observability", "observability_of", "observability_routes"]
+__all__ = ["Observability", "install_observability", "observability_of", "observability_routes", "observe_dispatch"]
 
 
 def install_observability(state: HypnosState) -> list[Any]:
     """Build this app's Observability, register its observer and latency provider; return the routes to mount."""
-    from hypnos_server.routes import server_routes  # the server's own routes, for labelling refused requests
-
     scheduler = state.scheduler
     obs = Observability(
         state.settings,
@@ -28,12 +25,18 @@ def install_observability(state: HypnosState) -> list[Any]:
         scheduler_counters=lambda: scheduler_counters(scheduler),
         started_unix=state.started_at,
     )
-    routes = observability_routes(obs)
-    known = [*server_routes(), *routes, *collect_routes(state.plugin_manager)]
-    obs.route_templates = RouteTemplates(handler_paths(known))
     state.observers.append(obs.observe)
     scheduler.latency_provider = obs.latency  # read by the scheduler's status() for `latency`
-    return routes
+    return observability_routes(obs)
+
+
+def observe_dispatch(state: HypnosState, app: Any) -> Any:
+    """The app's dispatch wrapped for observability: route templates learned from the app, bodies kept at trace."""
+    obs = observability_of(state)
+    if obs is None:
+        return app.dispatch
+    obs.route_templates = RouteTemplates(route.path for route in app.routes)
+    return PayloadCapture(app.dispatch, obs.log)
 
 
 def observability_of(state: HypnosState) -> Observability | None:

@@ -43,11 +43,3 @@ class PayloadCapture:
         finally:
             context.record.request_payload = bytes(request_body) or None
             context.record.response_payload = bytes(response_body) or None
-
-
-def capture_payloads(state: Any, inner: Any) -> Any:
-    """`inner` wrapped in PayloadCapture when observability is installed on this state (else `inner` itself)."""
-    from hypnos_server.observability import observability_of
-
-    obs = observability_of(state)
-    return inner if obs is None else PayloadCapture(inner, obs.log)

@@ -4,22 +4,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any
 
 _PARAM = re.compile(r"\{([^}:]+)(?::([^}]*))?\}")
-
-
-def handler_paths(handlers: Iterable[Any], prefix: str = "") -> list[str]:
-    """The path templates of route handlers and routers (nested routers included)."""
-    paths: list[str] = []
-    for handler in handlers:
-        routes = getattr(handler, "routes", None)
-        if isinstance(routes, list) and routes and hasattr(routes[0], "path"):  # a Router
-            paths.extend(prefix + route.path for route in routes)
-            continue
-        for path in getattr(handler, "paths", None) or ():
-            paths.append(prefix + path)
-    return paths
 
 
 def _pattern(template: str) -> re.Pattern[str]:
