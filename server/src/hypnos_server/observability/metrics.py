@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any
 
 import msgspec
@@ -33,42 +34,50 @@ StatusProvider = Callable[[], "dict[str, Any] | None"]
 CountersProvider = Callable[[], "dict[str, Any] | None"]
 
 # name -> (help, bucket bounds): the per-modality histograms, declared whether or not a plugin serves them.
-MODALITY_HISTOGRAMS: dict[str, tuple[str, tuple[float, ...]]] = {
-    "hypnos_chat_ttft_ms": ("Chat time to first token (ms).", LATENCY_BOUNDS_MS),
-    "hypnos_chat_decode_tokens_per_s": ("Chat decode rate (tokens/s).", RATE_BOUNDS),
-    "hypnos_chat_prefill_tokens_per_s": ("Chat prefill rate (tokens/s).", RATE_BOUNDS),
-    "hypnos_tts_rtf": ("Speech synthesis real-time factor (processing s per audio s).", RTF_BOUNDS),
-    "hypnos_tts_ttfa_ms": ("Speech synthesis time to first audio (ms).", LATENCY_BOUNDS_MS),
-    "hypnos_stt_rtf": ("Transcription real-time factor (processing s per audio s).", RTF_BOUNDS),
-    "hypnos_image_jct_s": ("Image job completion time (s).", SECONDS_BOUNDS),
-    "hypnos_document_ms_per_page": ("Document conversion time per page (ms).", LATENCY_BOUNDS_MS),
-}
-SCHEDULER_COUNTERS = {
-    "promotions": "Models promoted to tier 1 for a request.",
-    "evictions": "Models demoted to make room.",
-    "load_failures": "Model loads that failed.",
-    "admissions_rejected": "Requests the scheduler refused (queue full, deadline, memory).",
-}
-TIER_NUMBER = {tier.value: tier.rank for tier in MemoryTier}
-VRAM_KINDS = {
-    "used": "tier1_vram_used_bytes",
-    "free": "tier1_vram_free_bytes",
-    "real_free": "tier1_vram_real_free_bytes",
-    "real_total": "tier1_vram_real_total_bytes",
-    "unaccounted": "tier1_vram_unaccounted_bytes",
-    "effective_free": "tier1_vram_effective_free_bytes",
-}
-PINNED_KINDS = {"used": "tier2_pinned_ram_used_bytes", "free": "tier2_pinned_ram_free_bytes"}
-GPU_FIELDS = {
-    "utilization_percent": "GPU utilization (%).",
-    "temperature_celsius": "GPU temperature (C).",
-    "power_watts": "GPU power draw (W).",
-    "sm_clock_mhz": "GPU SM clock (MHz).",
-    "throttled": "1 when the GPU reports throttling.",
-    "throttle_reasons": "NVML clock throttle reason bits.",
-    "ecc_uncorrected_errors": "Uncorrected ECC errors.",
-    "retired_pages_pending": "1 when retired pages await a reset.",
-}
+MODALITY_HISTOGRAMS: Mapping[str, tuple[str, tuple[float, ...]]] = MappingProxyType(
+    {
+        "hypnos_chat_ttft_ms": ("Chat time to first token (ms).", LATENCY_BOUNDS_MS),
+        "hypnos_chat_decode_tokens_per_s": ("Chat decode rate (tokens/s).", RATE_BOUNDS),
+        "hypnos_chat_prefill_tokens_per_s": ("Chat prefill rate (tokens/s).", RATE_BOUNDS),
+        "hypnos_tts_rtf": ("Speech synthesis real-time factor (processing s per audio s).", RTF_BOUNDS),
+        "hypnos_tts_ttfa_ms": ("Speech synthesis time to first audio (ms).", LATENCY_BOUNDS_MS),
+        "hypnos_stt_rtf": ("Transcription real-time factor (processing s per audio s).", RTF_BOUNDS),
+        "hypnos_image_jct_s": ("Image job completion time (s).", SECONDS_BOUNDS),
+        "hypnos_document_ms_per_page": ("Document conversion time per page (ms).", LATENCY_BOUNDS_MS),
+    }
+)
+SCHEDULER_COUNTERS = MappingProxyType(
+    {
+        "promotions": "Models promoted to tier 1 for a request.",
+        "evictions": "Models demoted to make room.",
+        "load_failures": "Model loads that failed.",
+        "admissions_rejected": "Requests the scheduler refused (queue full, deadline, memory).",
+    }
+)
+TIER_NUMBER = MappingProxyType({tier.value: tier.rank for tier in MemoryTier})
+VRAM_KINDS = MappingProxyType(
+    {
+        "used": "tier1_vram_used_bytes",
+        "free": "tier1_vram_free_bytes",
+        "real_free": "tier1_vram_real_free_bytes",
+        "real_total": "tier1_vram_real_total_bytes",
+        "unaccounted": "tier1_vram_unaccounted_bytes",
+        "effective_free": "tier1_vram_effective_free_bytes",
+    }
+)
+PINNED_KINDS = MappingProxyType({"used": "tier2_pinned_ram_used_bytes", "free": "tier2_pinned_ram_free_bytes"})
+GPU_FIELDS = MappingProxyType(
+    {
+        "utilization_percent": "GPU utilization (%).",
+        "temperature_celsius": "GPU temperature (C).",
+        "power_watts": "GPU power draw (W).",
+        "sm_clock_mhz": "GPU SM clock (MHz).",
+        "throttled": "1 when the GPU reports throttling.",
+        "throttle_reasons": "NVML clock throttle reason bits.",
+        "ecc_uncorrected_errors": "Uncorrected ECC errors.",
+        "retired_pages_pending": "1 when retired pages await a reset.",
+    }
+)
 
 
 class LabeledCounter:

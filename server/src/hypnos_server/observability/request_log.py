@@ -7,6 +7,7 @@ import re
 import threading
 from collections import deque
 from datetime import UTC, datetime
+from types import MappingProxyType
 
 import msgspec
 from hypnos.config import ConfigError
@@ -15,7 +16,7 @@ from hypnos.errors import invalid_request
 from hypnos_server.observability.facts import RequestFacts
 
 LEVELS = ("off", "error", "warn", "info", "debug", "trace")
-_RANK = {name: rank for rank, name in enumerate(LEVELS)}
+_RANK = MappingProxyType({name: rank for rank, name in enumerate(LEVELS)})
 STATUS_FILTERS = ("ok", "error", "4xx", "5xx")
 
 REDACTED = "[redacted]"
