@@ -182,6 +182,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--n-ctx", type=int, default=2048, help="context per stream")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a [models.llama] option for the like-for-like Hypnos server (JSON value), repeatable")
     parser.add_argument("--skip-defaults", action="store_true", help="skip Hypnos with its default [models.llama]")
     args = parser.parse_args()
     from hypnos_llama.testing import free_port
@@ -190,7 +192,10 @@ def main() -> None:
     gguf = _resolve_model(args.model)
     work = Path(tempfile.mkdtemp(prefix="hypnos-llama-bench-"))
     # Like-for-like: llama-cpp-python's defaults (weight repack on, flash attention off) in all three.
-    same = {"repack": True, "flash_attn": False, "n_batch": 512}
+    same: dict[str, Any] = {"repack": True, "flash_attn": False, "n_batch": 512}
+    for item in args.set:
+        key, _, raw = item.partition("=")
+        same[key] = json.loads(raw)
     hypnos_port, peer_port, default_port = free_port(), free_port(), free_port()
     hypnos_url, peer_url = f"http://127.0.0.1:{hypnos_port}", f"http://127.0.0.1:{peer_port}"
     llm = Llama(model_path=str(gguf), n_ctx=args.n_ctx, n_threads=args.threads, n_threads_batch=args.threads,
@@ -231,7 +236,7 @@ def main() -> None:
     h_ttft, i_ttft, p_ttft = (med([r.ttft_ms for r in rs]) for rs in (hypnos_single, inproc_single, peer_single))
     h1, h4, p1, p4, i1 = (med(agg[k]) for k in ("hypnos1", "hypnos4", "peer1", "peer4", "inproc1"))
     print(f"\nmodel {gguf.name}, {args.threads} threads, {args.max_tokens} tokens greedy, {args.rounds} rounds "
-          f"(medians); hypnos slots=4, repack on, flash attention off like llama-cpp-python\n")
+          f"(medians); hypnos slots=4, [models.llama] {same}\n")
     header = ["hypnos", "in-process", "llama_cpp.srv", "hyp/in-proc", "hyp/srv"]
     print(f"{'':<28}" + "".join(h.rjust(14) for h in header))
     print(_row("decode tok/s (1 stream)", [h_tps, i_tps, p_tps, h_tps / i_tps, h_tps / p_tps], ".2f"))

@@ -205,3 +205,19 @@ async def test_prompt_longer_than_the_model_is_refused(tiny_gguf: Path) -> None:
         assert caught.value.status == 400
     finally:
         await engine.unload()
+
+
+async def test_separate_kv_streams_per_slot(tiny_gguf: Path) -> None:
+    engine = make_engine(tiny_gguf, slots=3, context_len=2048, llama={"kv_unified": False})
+    await engine.load(tier1(3 * 2048))
+    try:
+        assert engine._batch.sequence_capacity == 2048
+        prompts = ["one", "two two", "three three three"]
+        alone = [(await collect(engine, chat_request(p, temperature=0), max_tokens=12))[0] for p in prompts]
+        together = await asyncio.gather(*(collect(engine, chat_request(p, temperature=0), max_tokens=12)
+                                          for p in prompts))
+        assert [t[0] for t in together] == alone
+        _, final, _ = await collect(engine, chat_request("bigger", num_ctx=3000), max_tokens=4)
+        assert engine._batch.sequence_capacity >= 3000 and final.timing.context_ms is not None
+    finally:
+        await engine.unload()

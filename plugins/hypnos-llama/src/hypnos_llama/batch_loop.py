@@ -155,12 +155,16 @@ class BatchLoop:
             idle = [s for s in self.slots if s.job is None]
             if not idle:
                 return
-            capacity = self.context.shape.n_ctx
-            if job.required_ctx > capacity:
+            if job.required_ctx > self.sequence_capacity:
                 if self._active():
                     return  # the rebuild waits until the running requests are done
                 job.context_ms = self._rebuild_context(job.required_ctx)
                 continue
+            if not self.context.unified:  # every sequence has its own cells
+                self._waiting.popleft()
+                self._start(max(idle, key=lambda s: (common_prefix(s.cached, job.prompt), -s.last_used)), job)
+                continue
+            capacity = self.context.shape.n_ctx
             committed = sum(s.job.reserve for s in self._active() if s.job is not None)
             if committed + job.reserve > capacity:
                 return
@@ -168,6 +172,12 @@ class BatchLoop:
             slot = max(idle, key=lambda s: (common_prefix(s.cached, job.prompt), -s.last_used))
             self._make_room(job, slot, capacity - committed)
             self._start(slot, job)
+
+    @property
+    def sequence_capacity(self) -> int:
+        """The most cells one sequence may fill: the whole pool when unified, else its own share."""
+        shape = self.context.shape
+        return shape.n_ctx if self.context.unified else shape.n_ctx // shape.n_seq
 
     def _make_room(self, job: ChatJob, chosen: Slot, free: int) -> None:
         """Clear idle slots' caches, least recently used first, until the job fits beside them."""

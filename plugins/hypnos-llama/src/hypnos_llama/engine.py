@@ -148,7 +148,8 @@ class LlamaEngine(Engine):
 
         def rebuild(required: int) -> LlamaContext:
             old = batch.context
-            shape = self._shape(max(required, old.shape.n_ctx))
+            cells = required if self.options.kv_unified else required * max(1, self.model.slots)
+            shape = self._shape(max(cells, old.shape.n_ctx))
             old.close()
             return LlamaContext(model, self.options, shape)
 

@@ -133,6 +133,7 @@ class LlamaContext:
         self.pointer = lib.llama_init_from_model(model.pointer, params)
         if not self.pointer:
             raise RuntimeError("llama.cpp could not create a context")
+        self.unified = bool(options.kv_unified)
         self.shape = ContextShape(lib.llama_n_ctx(self.pointer), shape.n_seq, shape.n_batch, params.n_ubatch)
         self.memory = lib.llama_get_memory(self.pointer)
         self.batch = lib.llama_batch_init(shape.n_batch, 0, 1)
