@@ -240,6 +240,7 @@ engine = "ggml_llama"
 weights_path = "tiny.gguf"
 initial_tier = "tier1_gpu_vram"
 context_len = 512
+slots = {slots}
 
 [models.llama]
 n_threads = {threads}
@@ -247,13 +248,13 @@ n_threads_batch = {threads}
 """
 
 
-def start_hypnos(workdir: Path, port: int, with_llama: bool) -> subprocess.Popen[bytes]:
+def start_hypnos(workdir: Path, port: int, with_llama: bool, slots: int = 1) -> subprocess.Popen[bytes]:
     """`hypnos serve` (granian, one worker) with two fake-engine models, and the tiny GGUF on hypnos-llama."""
     config = workdir / "hypnos.toml"
     config.write_text(
         f'models_dir = "{workdir}"\n'
         + HYPNOS_CONFIG.format(port=port)
-        + (LLAMA_MODEL.format(threads=THREADS) if with_llama else "")
+        + (LLAMA_MODEL.format(threads=THREADS, slots=slots) if with_llama else "")
     )
     env = {**os.environ, "HYPNOS_PLUGINS": "fake,llama" if with_llama else "fake"}
     command = [sys.executable, "-m", "hypnos_server.cli", "serve", "--config", str(config), "--port", str(port)]
@@ -349,6 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per route (evens out load)")
     parser.add_argument("--warmup", type=int, default=300, help="requests before the first round")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
+    parser.add_argument("--slots", type=int, default=1, help="Hypnos slots for the tiny GGUF (llama_cpp.server: 1)")
     parser.add_argument("--no-chat", action="store_true", help="skip the tiny-GGUF chat route (needs hypnos-llama)")
     args = parser.parse_args(argv)
     with_llama = not args.no_chat and importlib.util.find_spec("hypnos_llama") is not None
@@ -358,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
         workdir = Path(tmp)
         model = write_tiny_gguf(workdir / "tiny.gguf")
         ports = {"hypnos": free_port(), "llama_cpp.server": free_port()}
-        processes = [start_hypnos(workdir, ports["hypnos"], with_llama)]
+        processes = [start_hypnos(workdir, ports["hypnos"], with_llama, args.slots)]
         try:
             processes.append(start_llama_server(model, ports["llama_cpp.server"]))
             for route in routes:
@@ -375,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(
         f"concurrency {args.concurrency}, {args.rounds} alternating rounds of at most {args.requests} requests"
-        f" or {args.seconds:g} s per route and server"
+        f" or {args.seconds:g} s per route and server; llama.cpp threads {THREADS}, Hypnos slots {args.slots}"
     )
     print(f"{'route':<22}{'server':<18}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'errors':>8}")
     summary: dict[str, Any] = {}
