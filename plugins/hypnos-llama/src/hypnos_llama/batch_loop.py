@@ -159,6 +159,10 @@ class BatchLoop:
                 if self._active():
                     return  # the rebuild waits until the running requests are done
                 job.context_ms = self._rebuild_context(job.required_ctx)
+                if job.required_ctx > self.sequence_capacity:  # llama.cpp gave fewer cells than asked
+                    self._waiting.popleft()
+                    _send(job, server_error(f"the context holds {self.sequence_capacity} tokens per sequence; "
+                                            f"the request needs {job.required_ctx}"))
                 continue
             if not self.context.unified:  # every sequence has its own cells
                 self._waiting.popleft()
