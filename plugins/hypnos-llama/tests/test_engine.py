@@ -221,3 +221,59 @@ async def test_separate_kv_streams_per_slot(tiny_gguf: Path) -> None:
         assert engine._batch.sequence_capacity >= 3000 and final.timing.context_ms is not None
     finally:
         await engine.unload()
+
+
+async def test_the_event_loop_stays_free_while_the_model_works(engine) -> None:
+    gaps: list[float] = []
+    done = asyncio.Event()
+
+    async def ticker() -> None:
+        last = asyncio.get_running_loop().time()
+        while not done.is_set():
+            await asyncio.sleep(0.002)
+            now = asyncio.get_running_loop().time()
+            gaps.append(now - last)
+            last = now
+
+    task = asyncio.create_task(ticker())
+    await collect(engine, chat_request(" ".join(["word"] * 200)), max_tokens=300)
+    done.set()
+    await task
+    assert len(gaps) > 5 and max(gaps) < 0.5
+
+
+async def test_many_requests_with_cancellations_leave_every_slot_free(engine) -> None:
+    async def one(index: int) -> str:
+        cancel = CancelToken()
+        stream = engine.chat(chat_request(f"request {index}"), ChatOptions(max_tokens=30), cancel)
+        seen = 0
+        async for event in stream:
+            if isinstance(event, ContentDelta):
+                seen += 1
+                if index % 3 == 0 and seen == 2:
+                    cancel.cancel()
+                if index % 3 == 1 and seen == 4:
+                    await stream.aclose()
+                    return "closed"
+            if isinstance(event, ChatFinished):
+                return event.finish_reason
+        return "ended"
+
+    reasons = await asyncio.gather(*(one(i) for i in range(12)))
+    assert reasons.count("cancelled") == 4 and reasons.count("closed") == 4 and reasons.count("length") == 4
+    for _ in range(200):
+        if all(slot.job is None for slot in engine._batch.slots) and not engine._batch._waiting:
+            break
+        await asyncio.sleep(0.01)
+    assert all(slot.job is None for slot in engine._batch.slots)
+
+
+async def test_an_unload_mid_stream_fails_the_stream(tiny_gguf: Path) -> None:
+    engine = make_engine(tiny_gguf)
+    await engine.load(tier1())
+    stream = engine.chat(chat_request("go on"), ChatOptions(max_tokens=100000), CancelToken())
+    with pytest.raises(HypnosError) as caught:
+        async for event in stream:
+            if isinstance(event, ContentDelta):
+                await engine.unload()
+    assert caught.value.status == 500
