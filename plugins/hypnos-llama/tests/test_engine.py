@@ -277,3 +277,14 @@ async def test_an_unload_mid_stream_fails_the_stream(tiny_gguf: Path) -> None:
             if isinstance(event, ContentDelta):
                 await engine.unload()
     assert caught.value.status == 500
+
+
+async def test_a_broken_worker_fails_requests_instead_of_hanging(engine, monkeypatch) -> None:
+    def broken_step() -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(engine._batch, "_step", broken_step)
+    with pytest.raises(HypnosError, match="boom"):
+        await collect(engine, chat_request("one"), max_tokens=4)
+    with pytest.raises(HypnosError):
+        await asyncio.wait_for(collect(engine, chat_request("two"), max_tokens=4), timeout=10)

@@ -91,6 +91,7 @@ class BatchLoop:
         self.steps = 0
         self.max_concurrent = 0
         self.max_prefill_beside_streams = 0
+        self._ended: BaseException | None = None
 
     # ---- called from other threads ---------------------------------------------------------------------------
 
@@ -101,6 +102,8 @@ class BatchLoop:
     def submit(self, job: ChatJob) -> None:
         """Queue a job; it joins the running batch at the next step."""
         self._inbox.put(job)
+        if self._ended is not None:  # the worker is gone: nobody else will answer it
+            self._fail_inbox(self._ended)
 
     def stop(self) -> None:
         """Finish the thread (waiting jobs end with an error) and wait for it."""
@@ -124,9 +127,10 @@ class BatchLoop:
                     self._step()
         except Exception as error:  # a broken context fails every request it holds
             logger.exception("llama batch loop failed")
-            self._fail_all(server_error(f"the llama engine failed: {error}"))
-            return
-        self._fail_all(server_error("the model was unloaded while the request waited"))
+            self._ended = server_error(f"the llama engine failed: {error}")
+        else:
+            self._ended = server_error("the model was unloaded while the request waited")
+        self._fail_all(self._ended)
 
     def _drain_inbox(self, *, block: bool) -> bool:
         """Move submitted jobs into the waiting line; False when asked to stop."""
@@ -360,6 +364,9 @@ class BatchLoop:
             _send(job, error)
         while self._waiting:
             _send(self._waiting.popleft(), error)
+        self._fail_inbox(error)
+
+    def _fail_inbox(self, error: BaseException) -> None:
         while True:
             try:
                 item = self._inbox.get_nowait()

@@ -199,6 +199,7 @@ class LlamaEngine(Engine):
         batch, model = self._batch, self._runtime_model
         if batch is None or model is None:
             raise EngineUnavailable(f"the model `{self.model.id}` is not loaded")
+        arrived = time.perf_counter()  # ttft and queue_ms count the prompt's rendering and tokenizing too
         prompt = await asyncio.to_thread(self._tokenize_prompt, request)
         max_tokens = max(1, options.max_tokens)
         limit = int(model.n_ctx_train or batch.context.shape.n_ctx)
@@ -215,7 +216,7 @@ class LlamaEngine(Engine):
             loop.call_soon_threadsafe(events.put_nowait, event)
 
         job = ChatJob(prompt=prompt, max_tokens=max_tokens, required_ctx=required,
-                      sampling=SamplingParams.from_request(request), emit=emit, cancel=cancel)
+                      sampling=SamplingParams.from_request(request), emit=emit, cancel=cancel, submitted=arrived)
         parser = output_parser_for(self.gguf().arch, self._template.source if self._template else "", request)
         batch.submit(job)
         try:
