@@ -8,7 +8,8 @@ each repetition interleaved with the direct call so load drift from other proces
 - engine: hypnos-audio's KokoroEngine.speak / WhisperEngine.transcribe in-process (no HTTP);
 - server: `hypnos serve` (granian) on loopback: POST /v1/audio/speech (whole, and stream for first audio) and
   POST /v1/audio/transcriptions (multipart).
-Figures are medians. Ratios are direct time / Hypnos time (>= 0.95 is the target; above 1 means Hypnos is faster).
+Figures are medians and bests (min, the least disturbed by other load). Ratios are direct time / Hypnos time
+(>= 0.95 is the target; above 1 means Hypnos is faster).
 The first TTS rows compare the time to synthesize the same text; the real-time factor also divides by the audio length,
 which differs: Hypnos trims each phrase and puts 180 ms between phrases where kokoro-onnx keeps the model's own pauses.
 CPU seconds (this process plus the server process, from /proc) are less sensitive to other load on the machine.
@@ -53,11 +54,29 @@ def timed(function: Callable[[], Any]) -> tuple[float, Any]:
 
 
 def process_cpu_seconds(pid: int | None = None) -> float:
-    """CPU seconds (user + system, all threads) used so far by this process or by process pid (Linux /proc)."""
+    """CPU seconds (user + system, all threads) used so far by this process, or by process pid and its descendants
+    (Linux /proc: the server's workers are child processes)."""
     if pid is None:
         return time.process_time()
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    stats: dict[int, tuple[int, float]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        stats[int(entry.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
+    tree, total, grew = {pid}, 0.0, True
+    while grew:
+        grew = False
+        for child, (parent, _) in stats.items():
+            if parent in tree and child not in tree:
+                tree.add(child)
+                grew = True
+    for member in tree:
+        total += stats.get(member, (0, 0.0))[1]
+    return total
 
 
 class CpuMeter:
@@ -209,12 +228,12 @@ class Served:
 
 
 def report(title: str, rows: dict[str, tuple[list[float], list[float]]]) -> None:
-    """Print the medians of (direct, hypnos) samples per measure with the direct/hypnos ratio."""
+    """Print median and best (min) of (direct, hypnos) samples per measure, with direct/hypnos ratios."""
     print(f"-- {title}")
-    print(f"{'measure (median)':<46}{'direct':>9}{'hypnos':>9}{'ratio':>8}")
+    print(f"{'measure':<42}{'direct':>8}{'hypnos':>8}{'ratio':>7}  |{'best d':>8}{'best h':>8}{'ratio':>7}")
     for name, (direct, hypnos) in rows.items():
-        d, h = median_of(direct), median_of(hypnos)
-        print(f"{name:<46}{d:>9.3f}{h:>9.3f}{d / h:>7.2f}x")
+        d, h, bd, bh = median_of(direct), median_of(hypnos), min(direct), min(hypnos)
+        print(f"{name:<42}{d:>8.3f}{h:>8.3f}{d / h:>6.2f}x  |{bd:>8.3f}{bh:>8.3f}{bd / bh:>6.2f}x")
 
 
 def compare(direct: Direct, hypnos: Any, repeat: int, wav: bytes, pid: int | None) -> dict[str, Any]:

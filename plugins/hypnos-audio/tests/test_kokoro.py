@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 
 import numpy as np
 import pytest
@@ -48,6 +50,10 @@ async def test_tier_moves(starter_settings: Settings) -> None:
     await engine.demote(MemoryTier.TIER3)
     assert engine.tier == MemoryTier.TIER3 and engine._model_bytes is None and engine.voices() == []
     await engine.unload()
+    # the scheduler may load again after an unload (it unloads after a failed load)
+    await engine.load(LayerPlacementPlan(primary_tier=MemoryTier.TIER2))
+    assert engine.tier == MemoryTier.TIER2 and engine._model_bytes is not None
+    await engine.unload()
 
 
 async def test_voice_fallback_logs_and_uses_the_first_voice(
@@ -82,6 +88,28 @@ async def test_first_chunk_arrives_before_the_last_phrase_is_synthesized(kokoro:
         head = np.frombuffer(chunk.pcm16, dtype="<i2")[:pause]
         assert len(head) == pause and not head.any()
     assert np.frombuffer(chunks[0].pcm16, dtype="<i2")[:pause].any()
+
+
+async def test_synthesis_never_blocks_the_event_loop(kokoro: KokoroEngine) -> None:
+    gaps: list[float] = []
+    done = asyncio.Event()
+
+    async def tick() -> None:
+        last = time.perf_counter()
+        while not done.is_set():
+            await asyncio.sleep(0.01)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+
+    ticker = asyncio.create_task(tick())
+    started = time.perf_counter()
+    await _collect(kokoro, SpeechInput(text=FOUR_PHRASES, voice="jf_alpha"))
+    took = time.perf_counter() - started
+    done.set()
+    await ticker
+    assert took > 0.3 and len(gaps) > 10
+    assert max(gaps) < max(0.25, took / 4), (max(gaps), took)
 
 
 async def test_cancel_stops_between_phrases(kokoro: KokoroEngine) -> None:

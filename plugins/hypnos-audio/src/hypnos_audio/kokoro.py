@@ -7,7 +7,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,6 +29,7 @@ from hypnos.types import LayerPlacementPlan, MemoryTier, TierSwitchPhases
 from hypnos_audio import onnx_session
 from hypnos_audio.phonemes import EspeakPhonemizer, group_phrases, split_phonemes, split_phrases, tokenize
 from hypnos_audio.wav import to_pcm16
+from hypnos_audio.worker import ModelWorker
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +102,7 @@ class KokoroEngine(Engine):
         self._session: Any = None
         self._token_input = "tokens"
         self._phonemize: EspeakPhonemizer | None = None
-        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"kokoro-{model.id}")
+        self._worker = ModelWorker(f"kokoro-{model.id}")
 
     def _required(self, relative: str | None, key: str) -> Path:
         path = self.model.resolve(self.context.models_dir, relative)
@@ -122,19 +123,16 @@ class KokoroEngine(Engine):
 
     async def load(self, plan: LayerPlacementPlan) -> TierSwitchPhases:
         """Read the bytes (tier 2), then build the session, the phonemizer and warm it up (tier 1)."""
-        return await self._run(self._load_blocking, plan.primary_tier)
+        return await self._worker.run(self._load_blocking, plan.primary_tier)
 
     async def demote(self, tier: MemoryTier) -> None:
         """Drop the session (tier 2 keeps the bytes warm) or everything (tier 3)."""
-        await self._run(self._demote_blocking, tier)
+        await self._worker.run(self._demote_blocking, tier)
 
     async def unload(self) -> None:
         """Free everything and stop the worker thread."""
         await self.demote(MemoryTier.TIER3)
-        self._worker.shutdown(wait=False)
-
-    async def _run(self, function: Any, *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self._worker, function, *args)
+        self._worker.close()
 
     def _load_blocking(self, tier: MemoryTier) -> TierSwitchPhases:
         started = time.perf_counter()
@@ -207,20 +205,17 @@ class KokoroEngine(Engine):
         if not phrases:
             raise invalid_request("`input` has nothing to speak")
         pause = np.zeros(SAMPLE_RATE * self.options.phrase_pause_ms // 1000, dtype="<i2").tobytes()
-        loop = asyncio.get_running_loop()
         pending: asyncio.Future[np.ndarray] | None = None
         produced = 0
         try:
-            pending = loop.run_in_executor(self._worker, self._synthesize, phrases[0], voice, speed, cancel)
+            pending = self._worker.submit(self._synthesize, phrases[0], voice, speed, cancel)
             for index in range(len(phrases)):
                 audio = await pending
                 pending = None
                 if cancel.cancelled:
                     return
                 if index + 1 < len(phrases):
-                    pending = loop.run_in_executor(
-                        self._worker, self._synthesize, phrases[index + 1], voice, speed, cancel
-                    )
+                    pending = self._worker.submit(self._synthesize, phrases[index + 1], voice, speed, cancel)
                 if audio.size == 0:
                     continue
                 pcm = to_pcm16(audio)

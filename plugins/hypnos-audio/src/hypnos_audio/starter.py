@@ -54,6 +54,7 @@ def write_verified(target: Path, sources: Iterable[Any], expected_sha256: str) -
             os.fsync(handle.fileno())
         if digest.hexdigest() != expected_sha256:
             raise ValueError(f"{target.name}: sha256 {digest.hexdigest()} is not the expected {expected_sha256}")
+        os.chmod(handle.name, 0o644)  # temp files are created 0600; model files are plain readable files
         os.replace(handle.name, target)
     except BaseException:
         Path(handle.name).unlink(missing_ok=True)

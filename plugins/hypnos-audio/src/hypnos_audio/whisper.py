@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import io
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,6 +25,7 @@ from hypnos.errors import invalid_request, server_error
 from hypnos.types import EngineTiming, LayerPlacementPlan, MemoryTier, TierSwitchPhases
 
 from hypnos_audio.wav import read_wav
+from hypnos_audio.worker import ModelWorker
 
 logger = logging.getLogger(__name__)
 
@@ -107,7 +106,7 @@ class WhisperEngine(Engine):
         self.device = "cpu"
         self._files: dict[str, bytes] | None = None
         self._whisper: Any = None
-        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"whisper-{model.id}")
+        self._worker = ModelWorker(f"whisper-{model.id}")
 
     def _model_files(self) -> list[Path]:
         if not (self.model_dir / "model.bin").is_file():
@@ -124,19 +123,16 @@ class WhisperEngine(Engine):
 
     async def load(self, plan: LayerPlacementPlan) -> TierSwitchPhases:
         """Read the files (tier 2), then build the CTranslate2 model from them (tier 1)."""
-        return await self._run(self._load_blocking, plan.primary_tier)
+        return await self._worker.run(self._load_blocking, plan.primary_tier)
 
     async def demote(self, tier: MemoryTier) -> None:
         """Drop the model (tier 2 keeps the files warm) or everything (tier 3)."""
-        await self._run(self._demote_blocking, tier)
+        await self._worker.run(self._demote_blocking, tier)
 
     async def unload(self) -> None:
         """Free everything and stop the worker thread."""
         await self.demote(MemoryTier.TIER3)
-        self._worker.shutdown(wait=False)
-
-    async def _run(self, function: Any, *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self._worker, function, *args)
+        self._worker.close()
 
     def _resolve_device(self) -> str:
         if self.options.device != "auto":
@@ -189,7 +185,7 @@ class WhisperEngine(Engine):
         """The transcript, the duration (WAV header when WAV), engine.audio_secs and engine.rtf."""
         if self._whisper is None:
             raise server_error(f"the model `{self.model.id}` is not loaded")
-        return await self._run(self._transcribe_blocking, audio, cancel)
+        return await self._worker.run(self._transcribe_blocking, audio, cancel)
 
     def _transcribe_blocking(self, job: TranscriptionInput, cancel: CancelToken) -> TranscriptionResult:
         started = time.perf_counter()
