@@ -5,9 +5,10 @@ from __future__ import annotations
 import codecs
 
 from hypnos.engine import ChatFinished, ContentDelta
-from hypnos_llama.batch_loop import BatchLoop, ChatJob, Slot, common_prefix
+from hypnos_llama.batch_loop import BatchLoop
 from hypnos_llama.runtime import ContextShape
 from hypnos_llama.sampling import SamplingParams
+from hypnos_llama.slots import ChatJob, Slot, common_prefix
 
 
 class _Model:

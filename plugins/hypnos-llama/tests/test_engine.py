@@ -288,3 +288,18 @@ async def test_a_broken_worker_fails_requests_instead_of_hanging(engine, monkeyp
         await collect(engine, chat_request("one"), max_tokens=4)
     with pytest.raises(HypnosError):
         await asyncio.wait_for(collect(engine, chat_request("two"), max_tokens=4), timeout=10)
+
+
+async def test_idle_slots_are_emptied_after_the_timeout(tiny_gguf: Path) -> None:
+    engine = make_engine(tiny_gguf, llama={"kv_idle_timeout_secs": 0.2})
+    await engine.load(tier1())
+    try:
+        await collect(engine, chat_request("keep me"), max_tokens=4)
+        assert any(slot.cached for slot in engine._batch.slots)
+        for _ in range(100):
+            if not any(slot.cached for slot in engine._batch.slots):
+                break
+            await asyncio.sleep(0.05)
+        assert not any(slot.cached for slot in engine._batch.slots)
+    finally:
+        await engine.unload()

@@ -9,78 +9,27 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
-from hypnos.engine import CancelToken, ChatEvent, ChatFinished, ContentDelta
+from hypnos.engine import ChatEvent, ChatFinished, ContentDelta
 from hypnos.errors import server_error
 from hypnos.types import EngineTiming
 
 from hypnos_llama.runtime import ContextShape, LlamaContext, LlamaModel
-from hypnos_llama.sampling import SamplingParams, build_sampler_chain, free_sampler_chain
+from hypnos_llama.sampling import build_sampler_chain, free_sampler_chain
+from hypnos_llama.slots import ChatJob, Slot, common_prefix
 
 logger = logging.getLogger(__name__)
 _STOP = object()
-
-
-@dataclass
-class ChatJob:
-    """One chat request as the worker sees it: prompt tokens, limits, sampling and where events go."""
-
-    prompt: list[int]
-    max_tokens: int
-    required_ctx: int
-    sampling: SamplingParams
-    emit: Callable[[ChatEvent | BaseException], None]
-    cancel: CancelToken = field(default_factory=CancelToken)
-    submitted: float = field(default_factory=time.perf_counter)
-    abandoned: bool = False
-    context_ms: float | None = None
-
-    @property
-    def reserve(self) -> int:
-        """KV cells this request can fill at most (prompt plus generation)."""
-        return min(self.required_ctx, len(self.prompt) + self.max_tokens)
-
-    def stopped(self) -> bool:
-        """True once the client went away or the token was cancelled."""
-        return self.abandoned or self.cancel.cancelled
-
-
-@dataclass
-class Slot:
-    """An execution slot: one llama.cpp sequence, its cached tokens and the request it runs now."""
-
-    seq_id: int
-    cached: list[int] = field(default_factory=list)
-    job: ChatJob | None = None
-    pending: list[int] = field(default_factory=list)
-    next_token: int | None = None
-    sampler: Any = None
-    decoder: Any = None
-    completion: int = 0
-    reused: int = 0
-    concurrent: int = 0
-    admitted: float = 0.0
-    first_token: float | None = None
-    last_used: float = 0.0
-
-
-def common_prefix(a: list[int], b: list[int]) -> int:
-    """Length of the shared prefix of two token lists."""
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
 
 
 class BatchLoop:
     """Owns a model's context on one thread: admits jobs into slots, steps them together, streams the results."""
 
     def __init__(self, model: LlamaModel, context: LlamaContext, rebuild: Callable[[int], LlamaContext],
-                 *, prefill_chunk: int, name: str) -> None:
+                 *, prefill_chunk: int, name: str, idle_timeout_s: float | None = None) -> None:
         self.model = model
+        self.idle_timeout_s = idle_timeout_s
         self.context = context
         self._rebuild = rebuild
         self.prefill_chunk = max(1, prefill_chunk)
@@ -135,7 +84,10 @@ class BatchLoop:
     def _drain_inbox(self, *, block: bool) -> bool:
         """Move submitted jobs into the waiting line; False when asked to stop."""
         try:
-            item = self._inbox.get() if block else self._inbox.get_nowait()
+            if block and self.idle_timeout_s:
+                item = self._wait_clearing_idle_slots()
+            else:
+                item = self._inbox.get() if block else self._inbox.get_nowait()
             while True:
                 if item is _STOP:
                     return False
@@ -143,6 +95,19 @@ class BatchLoop:
                 item = self._inbox.get_nowait()
         except queue.Empty:
             return True
+
+    def _wait_clearing_idle_slots(self) -> Any:
+        """Block for the next item; meanwhile empty slots idle longer than the timeout (kv_idle_timeout_secs)."""
+        assert self.idle_timeout_s
+        while True:
+            try:
+                return self._inbox.get(timeout=self.idle_timeout_s / 4)
+            except queue.Empty:
+                cutoff = time.perf_counter() - self.idle_timeout_s
+                for slot in self.slots:
+                    if slot.job is None and slot.cached and slot.last_used < cutoff:
+                        self.context.seq_trim(slot.seq_id, 0)
+                        slot.cached = []
 
     def _drop_cancelled(self) -> None:
         for job in [j for j in self._waiting if j.stopped()]:

@@ -26,12 +26,13 @@ from hypnos.errors import HypnosError
 from hypnos.openai import ChatCompletionRequest
 from hypnos.types import LayerPlacementPlan, MemoryTier, TierSwitchPhases
 
-from hypnos_llama.batch_loop import BatchLoop, ChatJob, context_shape
+from hypnos_llama.batch_loop import BatchLoop, context_shape
 from hypnos_llama.estimate import estimate_gguf
 from hypnos_llama.gguf_meta import GgufFile, read_gguf
 from hypnos_llama.options import LlamaOptions
 from hypnos_llama.output import output_parser_for
 from hypnos_llama.sampling import SamplingParams
+from hypnos_llama.slots import ChatJob
 from hypnos_llama.template import CHATML_FALLBACK, ChatTemplate
 from hypnos_llama.warm_pages import WarmPages
 
@@ -153,7 +154,9 @@ class LlamaEngine(Engine):
             old.close()
             return LlamaContext(model, self.options, shape)
 
-        batch = BatchLoop(model, context, rebuild, prefill_chunk=self.options.prefill_chunk, name=self.model.id)
+        idle = self.options.kv_idle_timeout_secs or self.context.extra.get("kv_idle_timeout_secs")
+        batch = BatchLoop(model, context, rebuild, prefill_chunk=self.options.prefill_chunk, name=self.model.id,
+                          idle_timeout_s=float(idle) if idle else None)
         batch.start()
         self._runtime_model, self._template, self._batch = model, template, batch
         return weights_ms, context_ms

@@ -27,6 +27,7 @@ class LlamaOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     kv_unified: bool = True
     type_k: str = "f16"
     type_v: str = "f16"
+    kv_idle_timeout_secs: float | None = None
     chat_template: str | None = None
     verbose: bool = False
 

@@ -1,0 +1,64 @@
+"""What the batch loop works with: a chat job (one request) and an execution slot (one llama.cpp sequence)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypnos.engine import CancelToken, ChatEvent
+
+from hypnos_llama.sampling import SamplingParams
+
+
+@dataclass
+class ChatJob:
+    """One chat request as the worker sees it: prompt tokens, limits, sampling and where events go."""
+
+    prompt: list[int]
+    max_tokens: int
+    required_ctx: int
+    sampling: SamplingParams
+    emit: Callable[[ChatEvent | BaseException], None]
+    cancel: CancelToken = field(default_factory=CancelToken)
+    submitted: float = field(default_factory=time.perf_counter)
+    abandoned: bool = False
+    context_ms: float | None = None
+
+    @property
+    def reserve(self) -> int:
+        """KV cells this request can fill at most (prompt plus generation)."""
+        return min(self.required_ctx, len(self.prompt) + self.max_tokens)
+
+    def stopped(self) -> bool:
+        """True once the client went away or the token was cancelled."""
+        return self.abandoned or self.cancel.cancelled
+
+
+@dataclass
+class Slot:
+    """An execution slot: one llama.cpp sequence, its cached tokens and the request it runs now."""
+
+    seq_id: int
+    cached: list[int] = field(default_factory=list)
+    job: ChatJob | None = None
+    pending: list[int] = field(default_factory=list)
+    next_token: int | None = None
+    sampler: Any = None
+    decoder: Any = None
+    completion: int = 0
+    reused: int = 0
+    concurrent: int = 0
+    admitted: float = 0.0
+    first_token: float | None = None
+    last_used: float = 0.0
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    """Length of the shared prefix of two token lists."""
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
