@@ -102,9 +102,20 @@ def test_openai_sdk_speech_and_transcription(client: Any) -> None:
     assert word_error_rate(TEXT, result.text) <= 0.2, result.text
 
 
+def _tier_soon(client: Any, model_id: str, tier: str, seconds: float = 10.0) -> bool:
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        models = client.get("/v1/memory/status").json()["models"]
+        if next(m for m in models if m["id"] == model_id)["current_tier"] == tier:
+            return True
+        time.sleep(0.05)
+    return False
+
+
 def test_voice_turn_workflow(client: Any) -> None:
     speech = client.post("/v1/audio/speech", json={"model": "kokoro-82m", "input": TEXT, "voice": "alloy"})
     workflow = {"x-hypnos-workflow": "voice/turn-1"}
+    assert _tier_soon(client, "fake-chat", "tier3_nvme_ssd")  # not loaded yet: nothing has used it
     heard = client.post(
         "/v1/audio/transcriptions",
         files={"file": ("question.wav", speech.content, "audio/wav")},
@@ -116,6 +127,8 @@ def test_voice_turn_workflow(client: Any) -> None:
     assert word_error_rate(TEXT, answer["text"]) <= 0.2 and answer["language"] == "en"
     assert answer["duration_secs"] == pytest.approx((len(speech.content) - 44) / 2 / 24000, abs=0.01)
     assert answer["hypnos_telemetry"]["engine"]["rtf"] > 0
+    # x-hypnos-next-model: the chat model was brought up while (or right after) the transcription ran
+    assert _tier_soon(client, "fake-chat", "tier1_gpu_vram")
     chat = client.post(
         "/v1/chat/completions",
         json={"model": "fake-chat", "messages": [{"role": "user", "content": answer["text"]}]},
@@ -135,3 +148,13 @@ def test_voice_turn_workflow(client: Any) -> None:
         pytest.skip("/v1/memory/status has no latency.workflows yet (built by another engineer)")
     voice = workflows["voice"]
     assert voice["count"] >= 1 and 0 < voice["p50"] <= voice["p95"] <= voice["p99"]
+
+
+def test_transcription_json_form(client: Any) -> None:
+    request = {"model": "kokoro-82m", "input": "Good morning.", "voice": "jf_alpha"}
+    speech = client.post("/v1/audio/speech", json=request)
+    body = {"model": "whisper-tiny.en", "audio_bytes": list(speech.content), "filename": "clip.wav"}
+    response = client.post("/v1/audio/transcriptions", json=body)
+    assert response.status_code == 200, response.text
+    assert word_error_rate("Good morning.", response.json()["text"]) <= 0.2
+    assert "language" not in response.json()

@@ -124,9 +124,18 @@ def test_missing_library_errors_name_the_extra(monkeypatch: pytest.MonkeyPatch, 
     expected = r"`faster-whisper` is not installed \(pip install 'hypnos-audio\[whisper\]'"
     with pytest.raises(EngineUnavailable, match=expected):
         plugin.make_whisper_engine(_model("faster_whisper"), context)
+    monkeypatch.setattr(onnx_session, "installed_distribution", lambda: "onnxruntime")
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "phonemizer" else real(name))
     with pytest.raises(EngineUnavailable, match=r"phonemizer.*hypnos-audio\[cpu\]"):
         plugin.make_kokoro_engine(_model("kokoro_onnx"), context)
+
+
+def test_missing_onnxruntime_makes_the_model_unavailable(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    context = EngineContext(models_dir=tmp_path, limits=LimitsConfig())
+    monkeypatch.setattr(onnx_session, "_installed", lambda name: False)
+    with pytest.raises(EngineUnavailable, match=r"`onnxruntime` is not installed.*hypnos-audio\[cpu\]") as caught:
+        plugin.make_kokoro_engine(_model("kokoro_onnx"), context)
+    assert caught.value.status == 503 and caught.value.type == "model_not_available"
 
 
 def test_engine_kinds_and_options() -> None:
