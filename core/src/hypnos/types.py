@@ -127,7 +127,7 @@ class ErrorDetail(msgspec.Struct, kw_only=True, omit_defaults=True):
 
     message: str
     type: str
-    param: None | msgspec.UnsetType = msgspec.UNSET
+    param: msgspec.UnsetType | None = msgspec.UNSET
     code: str | msgspec.UnsetType = msgspec.UNSET
 
 
