@@ -7,6 +7,7 @@ import os
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypnos_llama.testing import make_engine, tier1, write_tiny_llama
@@ -55,3 +56,20 @@ def qwen_models_dir() -> Path:
     starter_models(models_dir)
     return models_dir
 
+
+
+@pytest.fixture(scope="session")
+def tiny_vision() -> Any:
+    """The tiny random Qwen2-VL GGUF + mmproj (built once, cached across sessions; skips without torch)."""
+    pytest.importorskip("PIL", reason="the vision tests need pillow")
+    pytest.importorskip("torch", reason="building the tiny vision model needs the `vision-test` extra (torch)")
+    pytest.importorskip("transformers", reason="building the tiny vision model needs the `vision-test` extra")
+    import subprocess
+
+    from hypnos_llama.testing_vision import build_tiny_qwen2vl
+
+    try:
+        return build_tiny_qwen2vl()
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, StopIteration) as error:
+        pytest.skip(f"llama.cpp's convert_hf_to_gguf.py is not available (pip download of the llama-cpp-python sdist "
+                    f"failed; set HYPNOS_LLAMA_CPP_CONVERT_DIR): {error}")

@@ -1,0 +1,328 @@
+"""Images and audio in chat prompts through llama.cpp's multimodal library (mtmd) and the model's projector file."""
+
+from __future__ import annotations
+
+import ctypes
+import io
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hypnos.config import LimitsConfig
+from hypnos.errors import HypnosError, invalid_request
+from hypnos.openai import ChatCompletionRequest
+from hypnos.types import Modality
+
+from hypnos_llama.template import MEDIA_MARKER
+
+logger = logging.getLogger(__name__)
+
+MEDIA_PLACEHOLDER = -1  # the token id a media position holds in a job's prompt (never a real token)
+IMAGE, AUDIO = "image", "audio"
+
+
+def import_mtmd() -> Any:
+    """The llama_cpp.mtmd_cpp bindings (libmtmd)."""
+    from hypnos.engine import missing_library
+
+    try:
+        import llama_cpp.mtmd_cpp as mtmd
+    except (ImportError, OSError) as error:
+        raise missing_library("llama-cpp-python (built with libmtmd)") from error
+    return mtmd
+
+
+def _route_logs(mtmd: Any) -> None:
+    """Send mtmd's and clip's logs through llama-cpp-python's callback (quiet unless the model is verbose)."""
+    try:
+        from llama_cpp import _logger
+
+        mtmd.mtmd_log_set(_logger.llama_log_callback, ctypes.c_void_p(0))
+        mtmd.mtmd_helper_log_set(_logger.llama_log_callback, ctypes.c_void_p(0))
+    except (ImportError, AttributeError, ctypes.ArgumentError):  # older bindings: leave the default
+        logger.debug("mtmd logs stay on stderr")
+
+
+# ---- media parts of a request -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MediaItem:
+    """One media part's decoded payload: RGB pixels for an image, mono float32 samples for audio."""
+
+    kind: str
+    width: int = 0
+    height: int = 0
+    data: bytes = b""  # RGB bytes (image) or little-endian float32 samples (audio)
+
+    @property
+    def samples(self) -> int:
+        """Number of audio samples."""
+        return len(self.data) // 4
+
+
+def media_kinds(request: ChatCompletionRequest) -> list[str]:
+    """The kinds of the request's media parts, in prompt order."""
+    kinds = []
+    for message in request.messages:
+        if isinstance(message.content, list):
+            for part in message.content:
+                if part.type == "image_url":
+                    kinds.append(IMAGE)
+                elif part.type == "input_audio":
+                    kinds.append(AUDIO)
+    return kinds
+
+
+def decode_image(data: bytes, *, max_bytes: int) -> MediaItem:
+    """Image bytes (PNG, JPEG, WebP, GIF, BMP ...) to RGB pixels; 400 when unreadable or above max_bytes decoded."""
+    from PIL import Image, UnidentifiedImageError
+
+    if len(data) > max_bytes:
+        raise invalid_request(f"the image is larger than the server's limit of {max_bytes} bytes")
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            width, height = image.size
+            if width * height * 3 > max_bytes:
+                raise invalid_request(f"the image decodes to {width}x{height} pixels, larger than the server's "
+                                      f"limit of {max_bytes} bytes")
+            rgb = image.convert("RGB")
+            return MediaItem(IMAGE, width, height, rgb.tobytes())
+    except HypnosError:
+        raise
+    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as error:
+        raise invalid_request(f"the image could not be decoded: {error}") from None
+
+
+def decode_wav(data: bytes, *, sample_rate: int) -> MediaItem:
+    """WAV bytes (PCM 8/16/24/32-bit or float) to mono float32 samples at the projector's rate; 400 otherwise."""
+    import numpy as np
+
+    try:
+        samples, rate = _read_wav(data)
+    except (ValueError, EOFError) as error:
+        raise invalid_request(f"the audio could not be decoded as WAV: {error}") from None
+    if samples.size == 0:
+        raise invalid_request("the audio clip is empty")
+    if rate != sample_rate:  # linear resampling is enough for speech features
+        count = max(1, round(samples.size * sample_rate / rate))
+        samples = np.interp(np.linspace(0, samples.size - 1, count), np.arange(samples.size), samples)
+    return MediaItem(AUDIO, data=np.ascontiguousarray(samples, dtype="<f4").tobytes())
+
+
+def _read_wav(data: bytes) -> tuple[Any, int]:
+    import numpy as np
+
+    if len(data) < 12 or data[:4] != b"RIFF" or data[8:12] != b"WAVE":
+        raise ValueError("not a RIFF/WAVE file")
+    offset, fmt, payload = 12, None, None
+    while offset + 8 <= len(data):
+        chunk_id, size = data[offset:offset + 4], int.from_bytes(data[offset + 4:offset + 8], "little")
+        body = data[offset + 8:offset + 8 + size]
+        if chunk_id == b"fmt ":
+            fmt = body
+        elif chunk_id == b"data":
+            payload = body
+        offset += 8 + size + (size & 1)
+    if fmt is None or payload is None or len(fmt) < 16:
+        raise ValueError("missing fmt or data chunk")
+    tag = int.from_bytes(fmt[0:2], "little")
+    channels = max(1, int.from_bytes(fmt[2:4], "little"))
+    rate = int.from_bytes(fmt[4:8], "little")
+    bits = int.from_bytes(fmt[14:16], "little")
+    if tag == 0xFFFE and len(fmt) >= 26:  # WAVE_FORMAT_EXTENSIBLE: the subformat's first two bytes
+        tag = int.from_bytes(fmt[24:26], "little")
+    width = bits // 8
+    usable = len(payload) - len(payload) % (width * channels or 1)
+    raw = payload[:usable]
+    if tag == 3 and bits in (32, 64):
+        samples = np.frombuffer(raw, dtype="<f4" if bits == 32 else "<f8").astype(np.float32)
+    elif tag == 1 and bits == 8:
+        samples = (np.frombuffer(raw, dtype=np.uint8).astype(np.float32) - 128) / 128
+    elif tag == 1 and bits == 16:
+        samples = np.frombuffer(raw, dtype="<i2").astype(np.float32) / 32768
+    elif tag == 1 and bits == 24:
+        triples = np.frombuffer(raw, dtype=np.uint8).reshape(-1, 3).astype(np.int32)
+        values = triples[:, 0] | (triples[:, 1] << 8) | (triples[:, 2] << 16)
+        samples = (np.where(values >= 1 << 23, values - (1 << 24), values)).astype(np.float32) / (1 << 23)
+    elif tag == 1 and bits == 32:
+        samples = np.frombuffer(raw, dtype="<i4").astype(np.float32) / (1 << 31)
+    else:
+        raise ValueError(f"unsupported WAV encoding (format {tag}, {bits} bits)")
+    if channels > 1:
+        samples = samples.reshape(-1, channels).mean(axis=1)
+    return samples, rate
+
+
+async def load_request_media(request: ChatCompletionRequest, limits: LimitsConfig, *, sample_rate: int) -> list[Any]:
+    """Fetch and decode every media part of a request in order (data: or checked http(s) URLs, base64 audio)."""
+    import asyncio
+
+    from hypnos.media import decode_base64, load_media_url
+
+    items: list[Any] = []
+    for message in request.messages:
+        if not isinstance(message.content, list):
+            continue
+        for part in message.content:
+            if part.type == "image_url":
+                if part.image_url is None:
+                    raise invalid_request("an image_url part has no `image_url`")
+                media = await load_media_url(part.image_url.url, max_bytes=limits.max_image_bytes,
+                                             allow_remote=limits.allow_remote_image_urls,
+                                             allow_private=limits.allow_private_urls, what="image")
+                items.append(await asyncio.to_thread(decode_image, media.data, max_bytes=limits.max_image_bytes))
+            elif part.type == "input_audio":
+                if part.input_audio is None:
+                    raise invalid_request("an input_audio part has no `input_audio`")
+                raw = decode_base64(part.input_audio.data, max_bytes=limits.max_audio_bytes, what="audio")
+                items.append(await asyncio.to_thread(decode_wav, raw, sample_rate=sample_rate))
+    return items
+
+
+# ---- the projector ------------------------------------------------------------------------------------------------
+
+
+def projector_modalities(path: Path) -> list[Modality]:
+    """The modalities a projector file adds (vision, speech_to_text), read from its GGUF header."""
+    from hypnos_llama.gguf_meta import read_gguf
+
+    meta = read_gguf(path).metadata
+    out = []
+    if meta.get("clip.has_vision_encoder"):
+        out.append(Modality.VISION)
+    if meta.get("clip.has_audio_encoder"):
+        out.append(Modality.SPEECH_TO_TEXT)
+    return out
+
+
+class Projector:
+    """An mtmd context: the projector (mmproj GGUF) loaded against a llama model."""
+
+    def __init__(self, path: Path, model_pointer: Any, *, n_threads: int, use_gpu: bool) -> None:
+        self.mtmd = mtmd = import_mtmd()
+        _route_logs(mtmd)
+        params = mtmd.mtmd_context_params_default()
+        params.use_gpu = use_gpu
+        params.n_threads = n_threads
+        params.print_timings = False
+        params.warmup = False
+        params.media_marker = MEDIA_MARKER.encode()
+        self._marker = params.media_marker  # kept alive while the context may read it
+        self.pointer = mtmd.mtmd_init_from_file(str(path).encode(), model_pointer, params)
+        if not self.pointer:
+            raise RuntimeError(f"llama.cpp could not load the projector {path}")
+        self.vision = bool(mtmd.mtmd_support_vision(self.pointer))
+        self.audio = bool(mtmd.mtmd_support_audio(self.pointer))
+        self.sample_rate = int(mtmd.mtmd_get_audio_sample_rate(self.pointer)) if self.audio else 16000
+        self._lock = threading.Lock()  # tokenizing (image preprocessing) from request threads, one at a time
+
+    def close(self) -> None:
+        """Free the mtmd context (idempotent; before the llama model it was built on)."""
+        if self.pointer:
+            self.mtmd.mtmd_free(self.pointer)
+            self.pointer = None
+
+    def kinds(self) -> set[str]:
+        """The media kinds this projector takes."""
+        return {k for k, ok in ((IMAGE, self.vision), (AUDIO, self.audio)) if ok}
+
+    def check_kinds(self, kinds: Sequence[str], model_id: str) -> None:
+        """400 invalid_request_error when the request holds a media kind the projector does not take."""
+        for kind in dict.fromkeys(kinds):
+            if kind not in self.kinds():
+                raise invalid_request(f"the model `{model_id}` does not take {kind} input (its projector has no "
+                                      f"{'vision' if kind == IMAGE else 'audio'} encoder)")
+
+    def tokenize(self, text: str, items: Sequence[MediaItem]) -> MediaPrompt:
+        """The prompt as mtmd chunks, each media item where its marker sits in the text."""
+        mtmd = self.mtmd
+        bitmaps = []
+        chunks = None
+        try:
+            for item in items:
+                if item.kind == IMAGE:
+                    pixels = (ctypes.c_uint8 * len(item.data)).from_buffer_copy(item.data)
+                    bitmap = mtmd.mtmd_bitmap_init(item.width, item.height, pixels)
+                else:
+                    samples = (ctypes.c_float * item.samples).from_buffer_copy(item.data)
+                    bitmap = mtmd.mtmd_bitmap_init_from_audio(item.samples, samples)
+                if not bitmap:
+                    raise invalid_request(f"the {item.kind} could not be prepared for the model")
+                bitmaps.append(bitmap)
+            encoded = text.encode("utf-8")
+            source = mtmd.mtmd_input_text(encoded, len(encoded), True, True)
+            array = (mtmd.mtmd_bitmap_p_ctypes * max(1, len(bitmaps)))(*bitmaps)
+            chunks = mtmd.mtmd_input_chunks_init()
+            with self._lock:
+                status = mtmd.mtmd_tokenize(self.pointer, chunks, ctypes.byref(source), array, len(bitmaps))
+            if status == 1:
+                raise invalid_request("the prompt's media markers do not match its media parts")
+            if status != 0:
+                raise invalid_request(f"the media could not be prepared for the model (mtmd status {status})")
+            prompt = MediaPrompt(self, chunks)
+            chunks = None
+            return prompt
+        finally:
+            if chunks is not None:
+                mtmd.mtmd_input_chunks_free(chunks)
+            for bitmap in bitmaps:
+                mtmd.mtmd_bitmap_free(bitmap)
+
+
+@dataclass
+class MediaPrompt:
+    """A tokenized multimodal prompt: mtmd chunks (freed by close) and its tokens with media as placeholders."""
+
+    projector: Projector
+    chunks: Any
+    tokens: list[int] = field(default_factory=list)
+    tail: list[int] = field(default_factory=list)  # the final text chunk, prefilled by the batch loop
+
+    def __post_init__(self) -> None:
+        mtmd = self.projector.mtmd
+        count = mtmd.mtmd_input_chunks_size(self.chunks)
+        for index in range(count):
+            chunk = mtmd.mtmd_input_chunks_get(self.chunks, index)
+            if mtmd.mtmd_input_chunk_get_type(chunk) == mtmd.MTMD_INPUT_CHUNK_TYPE_TEXT:
+                n = ctypes.c_size_t()
+                pointer = mtmd.mtmd_input_chunk_get_tokens_text(chunk, ctypes.byref(n))
+                text = [int(pointer[i]) for i in range(n.value)]
+                self.tokens.extend(text)
+                self.tail = text if index == count - 1 else []
+            else:
+                self.tokens.extend([MEDIA_PLACEHOLDER] * mtmd.mtmd_input_chunk_get_n_tokens(chunk))
+        self._head_chunks = count - 1 if self.tail else count
+
+    def close(self) -> None:
+        """Free the chunks (idempotent)."""
+        if self.chunks is not None:
+            self.projector.mtmd.mtmd_input_chunks_free(self.chunks)
+            self.chunks = None
+
+    def __del__(self) -> None:
+        self.close()
+
+    @property
+    def head_tokens(self) -> int:
+        """Cells the chunks before the final text fill (evaluated by mtmd)."""
+        return len(self.tokens) - len(self.tail)
+
+    def eval_head(self, context_pointer: Any, seq_id: int, n_batch: int) -> int:
+        """Evaluate every chunk but the final text into a sequence from position 0; returns the next position."""
+        mtmd = self.projector.mtmd
+        if self.projector.pointer is None or self.chunks is None:
+            raise RuntimeError("the projector was unloaded")
+        n_past = 0
+        new_n_past = ctypes.c_int32(0)
+        for index in range(self._head_chunks):
+            chunk = mtmd.mtmd_input_chunks_get(self.chunks, index)
+            status = mtmd.mtmd_helper_eval_chunk_single(self.projector.pointer, context_pointer, chunk, n_past,
+                                                        seq_id, n_batch, False, ctypes.byref(new_n_past))
+            if status != 0:
+                raise RuntimeError(f"evaluating the prompt's media failed (mtmd status {status})")
+            n_past = int(new_n_past.value)
+        return n_past
