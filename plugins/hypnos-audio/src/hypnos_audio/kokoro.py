@@ -95,7 +95,7 @@ class KokoroEngine(Engine):
         self.vocab_file = vocab if vocab is not None else self.weights_file.parent / "vocab.json"
         self.tier = MemoryTier.TIER3
         self.device = "cpu"
-        self.phrases_synthesized = 0
+        self.chunks_synthesized = 0
         self._model_bytes: bytes | None = None
         self._voices: dict[str, np.ndarray] | None = None
         self._vocab: dict[str, int] | None = None
@@ -103,6 +103,7 @@ class KokoroEngine(Engine):
         self._token_input = "tokens"
         self._phonemize: EspeakPhonemizer | None = None
         self._worker = ModelWorker(f"kokoro-{model.id}")
+        self._fallbacks_logged: set[str] = set()
 
     def _required(self, relative: str | None, key: str) -> Path:
         path = self.model.resolve(self.context.models_dir, relative)
@@ -183,14 +184,17 @@ class KokoroEngine(Engine):
         return list(self._voices or {})
 
     def pick_voice(self, requested: str) -> str:
-        """The requested voice when the pack has it, else the pack's first voice (logged)."""
+        """The requested voice when the pack has it, else the pack's first voice (logged: a warning once per voice)."""
         if not self._voices:
             raise server_error(f"the model `{self.model.id}` is not loaded")
         if requested in self._voices:
             return requested
         fallback = next(iter(self._voices))
-        logger.warning(
-            "model %s: the voice pack %s has no voice `%s`; using its first voice `%s`",
+        # a warning the first time per voice, then debug lines, so a pack without OpenAI voices does not flood the log
+        level = logging.DEBUG if requested in self._fallbacks_logged else logging.WARNING
+        self._fallbacks_logged.add(requested)
+        logger.log(
+            level, "model %s: the voice pack %s has no voice `%s`; using its first voice `%s`",
             self.model.id, self.voices_file.name, requested, fallback,
         )
         return fallback
@@ -234,7 +238,7 @@ class KokoroEngine(Engine):
         vocab = self._vocab
         phonemes = "".join(p for p in self._phonemize(phrase) if p in vocab)
         parts = [self._infer_phonemes(piece, voice, speed) for piece in split_phonemes(phonemes)]
-        self.phrases_synthesized += 1
+        self.chunks_synthesized += 1
         parts = [part for part in parts if part.size]
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
 
