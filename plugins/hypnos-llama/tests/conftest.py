@@ -58,18 +58,29 @@ def qwen_models_dir() -> Path:
 
 
 
-@pytest.fixture(scope="session")
-def tiny_vision() -> Any:
-    """The tiny random Qwen2-VL GGUF + mmproj (built once, cached across sessions; skips without torch)."""
+def _build_tiny_multimodal(kind: str) -> Any:
+    """Build (or take from the cache) a tiny multimodal model; skips when torch/transformers or the converter miss."""
     pytest.importorskip("PIL", reason="the vision tests need pillow")
-    pytest.importorskip("torch", reason="building the tiny vision model needs the `vision-test` extra (torch)")
-    pytest.importorskip("transformers", reason="building the tiny vision model needs the `vision-test` extra")
+    pytest.importorskip("torch", reason="building the tiny multimodal models needs the `vision-test` extra (torch)")
+    pytest.importorskip("transformers", reason="building the tiny multimodal models needs the `vision-test` extra")
     import subprocess
 
-    from hypnos_llama.testing_vision import build_tiny_qwen2vl
+    from hypnos_llama import testing_vision
 
     try:
-        return build_tiny_qwen2vl()
+        return testing_vision.build_tiny_qwen2vl() if kind == "vision" else testing_vision.build_tiny_qwen2audio()
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired, StopIteration) as error:
         pytest.skip(f"llama.cpp's convert_hf_to_gguf.py is not available (pip download of the llama-cpp-python sdist "
                     f"failed; set HYPNOS_LLAMA_CPP_CONVERT_DIR): {error}")
+
+
+@pytest.fixture(scope="session")
+def tiny_vision() -> Any:
+    """The tiny random Qwen2-VL GGUF + mmproj (built once, cached across sessions; skips without torch)."""
+    return _build_tiny_multimodal("vision")
+
+
+@pytest.fixture(scope="session")
+def tiny_audio() -> Any:
+    """The tiny random Qwen2-Audio GGUF + mmproj (audio input), built like tiny_vision."""
+    return _build_tiny_multimodal("audio")

@@ -326,3 +326,55 @@ class MediaPrompt:
                 raise RuntimeError(f"evaluating the prompt's media failed (mtmd status {status})")
             n_past = int(new_n_past.value)
         return n_past
+
+
+# ---- what the engine calls ------------------------------------------------------------------------------------------
+
+
+def advertise_projector_modalities(model: Any, path: Path | None) -> None:
+    """Add the projector's modalities (vision, speech_to_text) to a model config that does not list them."""
+    if path is None or not path.is_file():
+        return
+    try:
+        found = projector_modalities(path)
+    except Exception as error:  # an unreadable projector fails at load with a clear message instead
+        logger.warning("could not read the projector header %s: %s", path, error)
+        return
+    missing = [m for m in found if m not in model.all_modalities]
+    if missing:
+        model.modalities = [*model.modalities, *missing]
+
+
+def load_projector(path: Path | None, model: Any, options: Any, model_id: str,
+                   *, use_gpu: bool) -> tuple[Projector | None, float | None]:
+    """The projector loaded against a llama model (on the loading thread), and the milliseconds it took."""
+    import time
+
+    from hypnos.engine import EngineUnavailable
+
+    if path is None:
+        return None, None
+    if not path.is_file():
+        raise EngineUnavailable(f"the projector (aux_path) of `{model_id}` is missing: {path}")
+    started = time.perf_counter()
+    projector = Projector(path, model.pointer, n_threads=options.batch_threads(), use_gpu=use_gpu)
+    return projector, (time.perf_counter() - started) * 1000
+
+
+async def media_prompt(projector: Projector | None, template: Any, request: ChatCompletionRequest,
+                       limits: LimitsConfig, model_id: str) -> MediaPrompt:
+    """Check, fetch, decode and tokenize a request with media parts into an mtmd prompt."""
+    import asyncio
+
+    kinds = media_kinds(request)
+    if projector is None:
+        raise invalid_request(f"the model `{model_id}` does not take {kinds[0]} input (it has no projector file, "
+                              f"aux_path)")
+    projector.check_kinds(kinds, model_id)
+    items = await load_request_media(request, limits, sample_rate=projector.sample_rate)
+    text = await asyncio.to_thread(template.render, request)
+    prompt = await asyncio.to_thread(projector.tokenize, text, items)
+    if not prompt.tail:
+        prompt.close()
+        raise invalid_request("the chat template ended the prompt with a media part; it must end with text")
+    return prompt

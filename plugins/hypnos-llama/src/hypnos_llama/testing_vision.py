@@ -91,11 +91,12 @@ from pathlib import Path
 from typing import Any
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers, decoders, trainers
-from transformers import PreTrainedTokenizerFast, Qwen2VLConfig, Qwen2VLForConditionalGeneration
+from transformers import (PreTrainedTokenizerFast, Qwen2AudioConfig, Qwen2AudioForConditionalGeneration,
+                          Qwen2VLConfig, Qwen2VLForConditionalGeneration)
 
 out = Path(sys.argv[1])
 special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
-           "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>"]
+           "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>", "<|audio_bos|>", "<|AUDIO|>", "<|audio_eos|>"]
 tok = Tokenizer(models.BPE())
 tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
 tok.decoder = decoders.ByteLevel()
@@ -110,22 +111,32 @@ fast.chat_template = (
 fast.save_pretrained(out)
 vocab = tok.get_vocab_size()
 ids = {name: tok.token_to_id(name) for name in special}
-config = Qwen2VLConfig(
-    text_config=dict(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
-                     rms_norm_eps=1e-6, tie_word_embeddings=False,
-                     rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]},
-                     bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"]),
-    vision_config=dict(depth=3, embed_dim=32, hidden_size=64, mlp_ratio=2, num_heads=2, in_channels=3,
-                       patch_size=14, spatial_merge_size=2, temporal_patch_size=2),
-    image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
-    vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
-    tie_word_embeddings=False,
-)
+text = dict(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, max_position_embeddings=4096, rms_norm_eps=1e-6, tie_word_embeddings=False,
+            bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"])
+if sys.argv[2] == "qwen2vl":
+    text["rope_parameters"] = {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]}
+    config = Qwen2VLConfig(
+        text_config=text,
+        vision_config=dict(depth=3, embed_dim=32, hidden_size=64, mlp_ratio=2, num_heads=2, in_channels=3,
+                           patch_size=14, spatial_merge_size=2, temporal_patch_size=2),
+        image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
+        tie_word_embeddings=False,
+    )
+    model_class = Qwen2VLForConditionalGeneration
+else:  # qwen2audio: a whisper-style encoder (128 mel bins; >= 3 layers, its conv names count as blocks)
+    config = Qwen2AudioConfig(
+        text_config={"model_type": "qwen2", **text},
+        audio_config=dict(num_mel_bins=128, encoder_layers=3, encoder_attention_heads=2, encoder_ffn_dim=64,
+                          d_model=32, max_source_positions=1500),
+        audio_token_index=ids["<|AUDIO|>"],
+    )
+    model_class = Qwen2AudioForConditionalGeneration
 torch.manual_seed(0)
-model = Qwen2VLForConditionalGeneration(config).eval()
+model = model_class(config).eval()
 model.save_pretrained(out)
-(out / "preprocessor_config.json").write_text(json.dumps({
+(out / "preprocessor_config.json").write_text(json.dumps({"feature_size": 128, "sampling_rate": 16000,
     "image_processor_type": "Qwen2VLImageProcessor", "do_resize": True, "do_normalize": True,
     "image_mean": [0.48145466, 0.4578275, 0.40821073], "image_std": [0.26862954, 0.26130258, 0.27577711],
     "min_pixels": 3136, "max_pixels": 12845056, "patch_size": 14, "merge_size": 2, "temporal_patch_size": 2}))
@@ -159,20 +170,29 @@ def _run(code: str, *args: str, cwd: Path | None = None) -> None:
 
 
 def build_tiny_qwen2vl(cache: Path | None = None) -> TinyVisionModel:
-    """The tiny Qwen2-VL GGUF + mmproj, built once (write-once folder keyed by recipe and llama-cpp version)."""
+    """The tiny Qwen2-VL GGUF + mmproj (vision), built once (write-once folder keyed by recipe and version)."""
+    return _build("qwen2vl", cache)
+
+
+def build_tiny_qwen2audio(cache: Path | None = None) -> TinyVisionModel:
+    """The tiny Qwen2-Audio GGUF + mmproj (audio input), built the same way."""
+    return _build("qwen2audio", cache)
+
+
+def _build(kind: str, cache: Path | None) -> TinyVisionModel:
     root = cache or cache_root()
     version = importlib.metadata.version("llama-cpp-python")
     key = hashlib.sha256(f"{BUILD_VERSION}/{version}/{_WRITE_HF}/{_CONVERT}".encode()).hexdigest()[:12]
-    target = root / f"tiny-qwen2vl-{key}"
-    built = TinyVisionModel(weights=target / "tiny-qwen2vl.gguf", projector=target / "mmproj-tiny-qwen2vl.gguf")
+    target = root / f"tiny-{kind}-{key}"
+    built = TinyVisionModel(weights=target / f"tiny-{kind}.gguf", projector=target / f"mmproj-tiny-{kind}.gguf")
     if built.weights.is_file() and built.projector.is_file():
         return built
     convert = converter_dir(root)
     root.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix="tiny-qwen2vl-", dir=root))
+    staging = Path(tempfile.mkdtemp(prefix=f"tiny-{kind}-", dir=root))
     try:
         hf = staging / "hf"
-        _run(_WRITE_HF, str(hf))
+        _run(_WRITE_HF, str(hf), kind)
         _run(_CONVERT, str(convert), str(hf), "--outtype", "f32", "--outfile", str(staging / built.weights.name))
         _run(_CONVERT, str(convert), str(hf), "--outtype", "f32", "--mmproj",
              "--outfile", str(staging / built.projector.name))
