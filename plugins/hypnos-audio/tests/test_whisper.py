@@ -83,7 +83,10 @@ async def test_undecodable_audio_is_a_400(whisper: WhisperEngine) -> None:
 
 async def test_tier_moves(starter_settings: Settings) -> None:
     engine = make_engine(starter_settings, "whisper-tiny.en")
-    assert engine.estimate().weight_bytes > 70_000_000
+    on_disk = sum(p.stat().st_size for p in engine.model_dir.iterdir())
+    # tiny.en is stored in float16; on a CPU CTranslate2 widens it to float32, so it needs about twice its size
+    expected = (1.8, 2.1) if engine._resolve_device() == "cpu" else (0.95, 1.05)
+    assert on_disk * expected[0] < engine.estimate().weight_bytes < on_disk * expected[1]
     await engine.load(LayerPlacementPlan(primary_tier=MemoryTier.TIER2))
     assert engine.tier == MemoryTier.TIER2 and engine._files and engine._whisper is None
     await engine.load(LayerPlacementPlan(primary_tier=MemoryTier.TIER1))

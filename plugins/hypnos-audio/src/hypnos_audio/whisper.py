@@ -24,6 +24,7 @@ from hypnos.engine import (
 from hypnos.errors import invalid_request, server_error
 from hypnos.types import EngineTiming, LayerPlacementPlan, MemoryTier, TierSwitchPhases
 
+from hypnos_audio.ct2_model import resident_bytes
 from hypnos_audio.wav import read_wav
 from hypnos_audio.worker import ModelWorker
 
@@ -105,6 +106,7 @@ class WhisperEngine(Engine):
         self.tier = MemoryTier.TIER3
         self.device = "cpu"
         self._files: dict[str, bytes] | None = None
+        self._auto_device: str | None = None
         self._whisper: Any = None
         self._worker = ModelWorker(f"whisper-{model.id}")
 
@@ -116,8 +118,12 @@ class WhisperEngine(Engine):
     # ---- lifecycle ----------------------------------------------------------------------------------------------
 
     def estimate(self) -> MemoryEstimate:
-        """The model folder's files as sized on disk, and a fixed decoding workspace."""
-        weights = sum(p.stat().st_size for p in self._model_files())
+        """model.bin's weights as they will sit in memory (read from its headers: float16 widens to float32 on a
+        CPU, int8 halves it), the other files as sized on disk, and a fixed decoding workspace."""
+        files = self._model_files()
+        model_bin = self.model_dir / "model.bin"
+        loaded = resident_bytes(model_bin, self.options.compute_type, self._resolve_device())
+        weights = sum(p.stat().st_size for p in files if loaded is None or p != model_bin) + (loaded or 0)
         workspace = self.options.workspace_bytes
         return MemoryEstimate(weight_bytes=weights, non_layer_bytes=weights, workspace_bytes=workspace)
 
@@ -137,9 +143,13 @@ class WhisperEngine(Engine):
     def _resolve_device(self) -> str:
         if self.options.device != "auto":
             return self.options.device
-        import ctranslate2
-
-        return "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
+        if self._auto_device is None:
+            try:
+                import ctranslate2
+            except ImportError as error:
+                raise missing_library("faster-whisper", "hypnos-audio[whisper]") from error
+            self._auto_device = "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
+        return self._auto_device
 
     def _load_blocking(self, tier: MemoryTier) -> TierSwitchPhases:
         started = time.perf_counter()
