@@ -30,7 +30,8 @@ async def _collect(engine: KokoroEngine, speech: SpeechInput, cancel: CancelToke
 async def test_tier_moves(starter_settings: Settings) -> None:
     engine = make_engine(starter_settings, "kokoro-82m")
     estimate = engine.estimate()
-    assert estimate.weight_bytes == engine.weights_file.stat().st_size + engine.voices_file.stat().st_size
+    assert estimate.weight_bytes == 2 * engine.weights_file.stat().st_size + engine.voices_file.stat().st_size
+    assert estimate.workspace_bytes == 384 * 1024 * 1024
     assert engine.tier == MemoryTier.TIER3 and engine._model_bytes is None
 
     await engine.load(LayerPlacementPlan(primary_tier=MemoryTier.TIER2))
