@@ -280,6 +280,19 @@ class BatchLoop:
         if slot.completion >= job.max_tokens or len(slot.cached) + 1 > job.reserve:
             self._finish(slot, "length")
             return
+        injection = job.take_injection()
+        if injection is not None:
+            forced, forced_text = injection
+            if slot.completion + len(forced) >= job.max_tokens or len(slot.cached) + 1 + len(forced) > job.reserve:
+                self._finish(slot, "length")
+                return
+            # The sampled token and the inserted ones decode together; the last one's logits give the next token.
+            tail = slot.decoder.decode(b"", final=True)
+            _send(job, ContentDelta(tail + forced_text))
+            slot.completion += len(forced)
+            slot.pending = [token, *forced]
+            slot.next_token = None
+            return
         slot.next_token = token
 
     def _finish(self, slot: Slot, reason: str) -> None:

@@ -16,6 +16,7 @@ from hypnos_llama.formats import (
     detect_thinking_format,
     detect_tool_format,
 )
+from hypnos_llama.slots import ChatJob
 
 
 @dataclass
@@ -91,3 +92,25 @@ def plan_chat(chat_template: str | None, request: ChatCompletionRequest, options
             plan.thinking_budget = 0
         plan.template_variables["enable_thinking"] = plan.thinking_on
     return plan
+
+
+class ThinkingBudget:
+    """Counts the pieces a request thinks and, once its budget is spent, has the worker close the block."""
+
+    def __init__(self, plan: ChatPlan, job: ChatJob, model: Any) -> None:
+        self.plan = plan
+        self.job = job
+        self.model = model
+        self.spent = 0
+        self.closed = False
+
+    def after_piece(self, parser: OutputSplitter) -> None:
+        """Call after each generated piece was fed to the parser."""
+        thinking, budget = self.plan.thinking, self.plan.thinking_budget
+        if self.closed or thinking is None or budget is None or not parser.in_reasoning:
+            return
+        self.spent += 1
+        if self.spent > budget:
+            close = thinking.close_text
+            self.job.inject(self.model.tokenize(close, add_special=False, parse_special=True), close)
+            self.closed = True

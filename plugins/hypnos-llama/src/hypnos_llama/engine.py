@@ -27,10 +27,10 @@ from hypnos.openai import ChatCompletionRequest
 from hypnos.types import LayerPlacementPlan, MemoryTier, TierSwitchPhases
 
 from hypnos_llama.batch_loop import BatchLoop, context_shape
+from hypnos_llama.chat_plan import ChatPlan, ThinkingBudget, plan_chat
 from hypnos_llama.estimate import estimate_gguf
 from hypnos_llama.gguf_meta import GgufFile, read_gguf
 from hypnos_llama.options import LlamaOptions
-from hypnos_llama.output import output_parser_for
 from hypnos_llama.sampling import SamplingParams
 from hypnos_llama.slots import ChatJob
 from hypnos_llama.template import CHATML_FALLBACK, ChatTemplate
@@ -190,10 +190,11 @@ class LlamaEngine(Engine):
 
     # ---- chat ----------------------------------------------------------------------------------------------------
 
-    def _tokenize_prompt(self, request: ChatCompletionRequest) -> list[int]:
+    def _tokenize_prompt(self, request: ChatCompletionRequest, plan: ChatPlan) -> tuple[list[int], str]:
         assert self._template is not None and self._runtime_model is not None
-        text = self._template.render(request)
-        return self._runtime_model.tokenize(text, add_special=True, parse_special=True)
+        text = self._template.render(plan.render_request(request), extra=plan.template_variables)
+        text = plan.finish_prompt(text)
+        return self._runtime_model.tokenize(text, add_special=True, parse_special=True), text
 
     async def chat(  # type: ignore[override]
         self, request: ChatCompletionRequest, options: ChatOptions, cancel: CancelToken
@@ -203,7 +204,8 @@ class LlamaEngine(Engine):
         if batch is None or model is None:
             raise EngineUnavailable(f"the model `{self.model.id}` is not loaded")
         arrived = time.perf_counter()  # ttft and queue_ms count the prompt's rendering and tokenizing too
-        prompt = await asyncio.to_thread(self._tokenize_prompt, request)
+        plan = plan_chat(self._template.source if self._template else None, request, options)
+        prompt, prompt_text = await asyncio.to_thread(self._tokenize_prompt, request, plan)
         max_tokens = max(1, options.max_tokens)
         limit = int(model.n_ctx_train or batch.context.shape.n_ctx)
         if len(prompt) >= limit:
@@ -220,8 +222,10 @@ class LlamaEngine(Engine):
 
         job = ChatJob(prompt=prompt, max_tokens=max_tokens, required_ctx=required,
                       sampling=SamplingParams.from_request(request), emit=emit, cancel=cancel, submitted=arrived)
-        parser = output_parser_for(self.gguf().arch, self._template.source if self._template else "", request)
+        parser = plan.output_parser(prompt_text)
+        budget = ThinkingBudget(plan, job, model)
         batch.submit(job)
+        called = False
         try:
             while True:
                 event = await events.get()
@@ -229,13 +233,15 @@ class LlamaEngine(Engine):
                     raise event
                 if isinstance(event, ContentDelta):
                     for parsed in parser.feed(event.text):
+                        called = called or isinstance(parsed, ToolCallEvent)
                         yield parsed
+                    budget.after_piece(parser)
                     continue
                 if isinstance(event, ChatFinished):
-                    tail = parser.finish()
-                    for parsed in tail:
+                    for parsed in parser.finish():
+                        called = called or isinstance(parsed, ToolCallEvent)
                         yield parsed
-                    if any(isinstance(e, ToolCallEvent) for e in tail) and event.finish_reason == "stop":
+                    if called and event.finish_reason == "stop":
                         event.finish_reason = "tool_calls"
                     yield event
                     return

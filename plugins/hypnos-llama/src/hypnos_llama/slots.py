@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import queue
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +26,19 @@ class ChatJob:
     submitted: float = field(default_factory=time.perf_counter)
     abandoned: bool = False
     context_ms: float | None = None
+    # Tokens (and their text) the server inserts after the next sampled token, e.g. to close a thinking block.
+    injections: queue.SimpleQueue[tuple[list[int], str]] = field(default_factory=queue.SimpleQueue)
+
+    def inject(self, tokens: list[int], text: str) -> None:
+        """Insert `tokens` into the answer after the next sampled token (thread-safe)."""
+        self.injections.put((tokens, text))
+
+    def take_injection(self) -> tuple[list[int], str] | None:
+        """The next pending injection, if any."""
+        try:
+            return self.injections.get_nowait()
+        except queue.Empty:
+            return None
 
     @property
     def reserve(self) -> int:

@@ -24,12 +24,19 @@ CHATML_TEMPLATE = (
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
 )
 
+# ChatML whose generation prompt opens a thinking block (Qwen 3 style) unless enable_thinking is false.
+THINKING_TEMPLATE = CHATML_TEMPLATE.replace(
+    "{{ '<|im_start|>assistant\\n' }}",
+    "{{ '<|im_start|>assistant\\n' }}{% if enable_thinking is defined and not enable_thinking %}"
+    "{{ '<think>\\n\\n</think>\\n\\n' }}{% else %}{{ '<think>\\n' }}{% endif %}",
+)
+
 SPECIAL = ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]
 WORDS = ["\u2581the", "\u2581a", "\u2581is", "\u2581of", "\u2581Paris", "\u2581capital", "\u2581France", "\u2581and"]
 
 
 def write_tiny_llama(path: Path, *, layers: int = 2, dim: int = 64, heads: int = 4, kv_heads: int = 2,
-                     ff: int = 128, context: int = 4096, seed: int = 0) -> Path:
+                     ff: int = 128, context: int = 4096, seed: int = 0, chat_template: str = CHATML_TEMPLATE) -> Path:
     """Write the model to path and return it."""
     import gguf
     import numpy as np
@@ -61,7 +68,7 @@ def write_tiny_llama(path: Path, *, layers: int = 2, dim: int = 64, heads: int =
     writer.add_eos_token_id(4)
     writer.add_unk_token_id(0)
     writer.add_bool("tokenizer.ggml.add_bos_token", False)
-    writer.add_chat_template(CHATML_TEMPLATE)
+    writer.add_chat_template(chat_template)
 
     def weight(*shape: int) -> Any:
         return (rng.standard_normal(shape) * 0.2).astype(np.float32)

@@ -45,7 +45,9 @@ def test_tool_choice_none_hides_tools_even_without_a_format() -> None:
 
 def test_required_and_named_calls_are_forced_and_parsed() -> None:
     required = plan_chat(QWEN, _request(tools=TOOLS, tool_choice="required"), ChatOptions(max_tokens=8))
-    assert required.finish_prompt("P").endswith("<tool_call>\n")
+    assert required.finish_prompt("P").endswith('<tool_call>\n{"name": "')
+    events = _events(required.output_parser(required.finish_prompt("P")), 'get_weather", "arguments": {}}')
+    assert [e.call.function.name for e in events if isinstance(e, ToolCallEvent)] == ["get_weather"]
     named_choice = ToolChoiceObject(function=ToolChoiceFunction(name="get_weather"))
     named = plan_chat(QWEN, _request(tools=TOOLS, tool_choice=named_choice), ChatOptions(max_tokens=8))
     prompt = named.finish_prompt("P")
@@ -94,4 +96,4 @@ def test_forced_call_on_a_thinking_model_skips_thinking() -> None:
                      ChatOptions(max_tokens=8, thinking=True))
     assert plan.thinking_budget == 0 and plan.template_variables["enable_thinking"] is False
     prompt = plan.finish_prompt("assistant\n<think>\n")
-    assert prompt.endswith("</think>\n\n<tool_call>\n")
+    assert prompt.endswith('</think>\n\n<tool_call>\n{"name": "')

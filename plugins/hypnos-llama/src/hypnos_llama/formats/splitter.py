@@ -114,6 +114,8 @@ class OutputSplitter:
             self._buffer = self._buffer[index + len(marker) :]
             if self.thinking is not None and marker == self.thinking.open:
                 self.in_reasoning = True
+            elif self.thinking is not None and marker == self.thinking.close:
+                pass  # a stray close (the model closed its block as the server did): never shown
             else:
                 self._region = self._region_for(marker)
             return True
@@ -124,8 +126,10 @@ class OutputSplitter:
 
     def _openers(self) -> list[str]:
         markers = [region.open for region in self.tool_format.regions] if self.tool_format else []
-        if self.thinking is not None and not self._answer_started and not self.calls:
-            markers.append(self.thinking.open)
+        if self.thinking is not None:
+            markers.append(self.thinking.close)
+            if not self._answer_started and not self.calls:
+                markers.append(self.thinking.open)
         return markers
 
     def _may_open(self, index: int, marker: str) -> bool:

@@ -113,7 +113,8 @@ class HermesFormat(ToolCallFormat):
     def forced_prefix(self, function_name: str | None) -> str:
         if function_name:
             return '<tool_call>\n{"name": ' + json.dumps(function_name) + ', "arguments": '
-        return "<tool_call>\n"
+        # Small models stop right after a bare <tool_call>; opening the name makes them write the call.
+        return '<tool_call>\n{"name": "'
 
 
 class Qwen3CoderFormat(ToolCallFormat):
