@@ -18,6 +18,8 @@ class LlamaOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     n_threads: int | None = None
     n_threads_batch: int | None = None
     n_batch: int = 512
+    # Embedding models: tokens packed into one decode (attention over a packed batch grows with its square).
+    embedding_batch_tokens: int = 128
     n_ubatch: int = 512
     prefill_chunk: int = 256
     use_mmap: bool = True

@@ -62,7 +62,7 @@ async def test_many_short_inputs_share_decodes_and_keep_order(loaded) -> None:
     texts = [f"sentence number {i} about topic {i % 7}" for i in range(64)]
     batcher = loaded._batcher
     vectors, tokens, decodes = batcher.embed(texts, CancelToken())
-    assert decodes <= -(-tokens // batcher.n_batch) + 1 < len(texts)
+    assert decodes <= -(-tokens // batcher.pack_tokens) + 1 < len(texts)
     one_by_one = [batcher.embed([text], CancelToken())[0][0] for text in texts[:5]]
     assert np.allclose(np.array(vectors[:5]), np.array(one_by_one), atol=1e-4)
 
@@ -79,3 +79,12 @@ async def test_tier_moves(minilm_models_dir) -> None:
     await engine.load(LayerPlacementPlan(primary_tier=MemoryTier.TIER1))
     assert np.allclose((await engine.embed(["hello"], CancelToken())).vectors, first)
     await engine.demote(MemoryTier.TIER3)
+
+
+async def test_vectors_match_sentence_transformers_when_installed(loaded, minilm_source) -> None:
+    """The issue's reference: sentence-transformers on the same weights (skipped where torch is not installed)."""
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    model = sentence_transformers.SentenceTransformer(str(minilm_source), device="cpu")
+    reference = model.encode(TEXTS, normalize_embeddings=True)
+    ours = np.array((await loaded.embed(TEXTS, CancelToken())).vectors)
+    assert (ours * reference).sum(1).min() >= 0.99

@@ -47,6 +47,7 @@ class EmbeddingBatcher:
             verbose=options.verbose,
         )
         self.n_batch = n_batch
+        self.pack_tokens = max(1, min(options.embedding_batch_tokens, n_batch))
         self.n_seq_max = int(self.llama.context_params.n_seq_max)
         self.n_embd = int(self.llama.n_embd())
         self.sep = int(lib.llama_vocab_sep(self.llama._model.vocab)) if hasattr(lib, "llama_vocab_sep") else -1
@@ -98,7 +99,7 @@ class EmbeddingBatcher:
                 raise HypnosError(499, "cancelled", "the client went away")
             tokens = self._tokens(text)
             total += len(tokens)
-            if used + len(tokens) > self.n_batch or len(pending) >= self.n_seq_max:
+            if pending and (used + len(tokens) > self.pack_tokens or len(pending) >= self.n_seq_max):
                 flush()
             llama._batch.add_sequence(tokens, len(pending), True)
             pending.append(len(tokens))
