@@ -19,7 +19,6 @@ import asyncio
 import importlib.util
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from hypnos_server.testing import free_port
 
 HOST = "127.0.0.1"
 # llama.cpp threads for both servers alike (llama_cpp.server's own default: half the CPUs).
@@ -136,13 +137,6 @@ async def load(
 
 
 # ---- the servers ----------------------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    """An unused loopback port."""
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_http(url: str, process: subprocess.Popen[bytes], timeout: float = 90.0) -> None:

@@ -186,7 +186,7 @@ def main() -> None:
                         help="a [models.llama] option for the like-for-like Hypnos server (JSON value), repeatable")
     parser.add_argument("--skip-defaults", action="store_true", help="skip Hypnos with its default [models.llama]")
     args = parser.parse_args()
-    from hypnos_llama.testing import free_port
+    from hypnos_server.testing import free_port
     from llama_cpp import Llama
 
     gguf = _resolve_model(args.model)

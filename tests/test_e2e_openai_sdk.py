@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import openai
 import pytest
+from hypnos_server.testing import live_server
 
 API_KEY = "e2e-key"
 CONFIG = """
@@ -28,55 +23,14 @@ engine = "fake"
 """
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def hypnos_command() -> list[str]:
-    script = Path(sys.executable).parent / "hypnos"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "hypnos_server.cli"]
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    folder = tmp_path_factory.mktemp("e2e")
-    config = folder / "hypnos.toml"
+    """The real server with the fake engine plugin (through its entry point) and an API key."""
+    config = tmp_path_factory.mktemp("e2e") / "hypnos.toml"
     config.write_text(CONFIG)
-    port = free_port()
-    env = {**os.environ, "HYPNOS_API_KEYS": API_KEY, "HYPNOS_PLUGINS": "fake"}
-    env.pop("HYPNOS_CONFIG", None)
-    log = (folder / "server.log").open("w")
-    process = subprocess.Popen(
-        [*hypnos_command(), "serve", "--config", str(config), "--port", str(port)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=env,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                raise AssertionError(f"the server exited: {(folder / 'server.log').read_text()}")
-            try:
-                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise AssertionError(f"the server never answered: {(folder / 'server.log').read_text()}")
-            time.sleep(0.1)
+    env = {"HYPNOS_API_KEYS": API_KEY, "HYPNOS_PLUGINS": "fake"}
+    with live_server(config, env=env, ready_timeout=60, ready_path="/health") as base:
         yield base
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
 
 
 @pytest.fixture

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 from hypnos_llama.starter import QWEN_CODER_0_5B
-from hypnos_llama.testing import live_server, toml_model_config
+from hypnos_llama.testing import toml_model_config
+from hypnos_server.testing import live_server
 
 pytestmark = pytest.mark.model
 MODEL = "qwen2.5:0.5b"

@@ -2,13 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
-import socket
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -141,13 +134,6 @@ async def collect(engine: Any, request: ChatCompletionRequest, max_tokens: int =
     return text, events[-1], events
 
 
-def free_port() -> int:
-    """A TCP port nobody listens on now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def toml_model_config(models_dir: Path, models: list[dict[str, Any]], extra: str = "") -> str:
     """A minimal config file text: models_dir and [[models]] tables (flat values and one level of sub-tables)."""
     def value(v: Any) -> str:
@@ -166,40 +152,3 @@ def toml_model_config(models_dir: Path, models: list[dict[str, Any]], extra: str
             lines.append(f"[models.{name}]")
             lines += [f"{k} = {value(v)}" for k, v in table.items()]
     return "\n".join(lines) + "\n"
-
-
-@contextlib.contextmanager
-def live_server(config_path: Path, *, port: int | None = None, ready_timeout: float = 120.0,
-                env: dict[str, str] | None = None) -> Iterator[str]:
-    """Run `hypnos serve` (granian) in a subprocess for this config; yields the base URL once /ready answers."""
-    import httpx
-
-    port = port or free_port()
-    code = "import sys; from hypnos_server.cli import main; sys.exit(main())"
-    command = [sys.executable, "-c", code, "serve", "--config", str(config_path), "--port", str(port)]
-    environment = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
-    log = open(config_path.with_suffix(".log"), "wb")
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=environment)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + ready_timeout
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"the server exited with {process.returncode}; see {log.name}")
-            try:
-                if httpx.get(f"{base}/ready", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the server was not ready in {ready_timeout} s; see {log.name}")
-            time.sleep(0.1)
-        yield base
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()

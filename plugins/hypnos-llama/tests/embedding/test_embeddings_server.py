@@ -8,7 +8,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypnos_llama.testing import live_server, toml_model_config
+from hypnos_llama.testing import toml_model_config
+from hypnos_server.testing import live_server
 
 pytestmark = pytest.mark.model
 

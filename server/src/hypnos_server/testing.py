@@ -1,0 +1,67 @@
+"""Test and bench kit: run the real `hypnos serve` (granian) in a subprocess on a free loopback port."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 nobody listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def live_server(
+    config_path: Path,
+    *,
+    port: int | None = None,
+    ready_timeout: float = 120.0,
+    env: dict[str, str] | None = None,
+    ready_path: str = "/ready",
+) -> Iterator[str]:
+    """Run `hypnos serve --config config_path` and yield its base URL once `ready_path` answers 200.
+
+    granian prints "Listening" before its worker answers, so readiness is polled over HTTP. The server's output
+    goes to `<config>.log`; it is terminated (then killed) on exit.
+    """
+    import httpx
+
+    port = port or free_port()
+    code = "import sys; from hypnos_server.cli import main; sys.exit(main())"
+    command = [sys.executable, "-c", code, "serve", "--config", str(config_path), "--port", str(port)]
+    environment = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
+    environment.pop("HYPNOS_CONFIG", None)
+    log_path = config_path.with_suffix(".log")
+    base = f"http://127.0.0.1:{port}"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=environment)
+        try:
+            deadline = time.monotonic() + ready_timeout
+            while True:
+                if process.poll() is not None:
+                    raise RuntimeError(f"the server exited with {process.returncode}: {log_path.read_text()[-2000:]}")
+                try:
+                    if httpx.get(f"{base}{ready_path}", timeout=2).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the server was not ready in {ready_timeout} s: {log_path.read_text()[-2000:]}")
+                time.sleep(0.1)
+            yield base
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
