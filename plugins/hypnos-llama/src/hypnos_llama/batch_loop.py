@@ -166,21 +166,42 @@ class BatchLoop:
             slot.cached = []
 
     def _start(self, slot: Slot, job: ChatJob) -> None:
-        reuse = min(common_prefix(slot.cached, job.prompt), len(job.prompt) - 1)
+        reuse = 0 if job.media is not None else min(common_prefix(slot.cached, job.prompt), len(job.prompt) - 1)
         if not self.context.seq_trim(slot.seq_id, reuse):
             self.context.seq_trim(slot.seq_id, 0)
             reuse = 0
         slot.cached = job.prompt[:reuse]
         slot.pending = job.prompt[reuse:]
+        slot.pos_offset = 0
+        slot.admitted = time.perf_counter()
+        if job.media is not None and not self._prefill_media(slot, job):
+            return
         slot.job = job
         slot.reused = reuse
         slot.next_token = None
         slot.completion = 0
         slot.concurrent = 0
         slot.first_token = None
-        slot.admitted = time.perf_counter()
         slot.sampler = build_sampler_chain(self.model.lib, job.sampling)
         slot.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def _prefill_media(self, slot: Slot, job: ChatJob) -> bool:
+        """Evaluate a media prompt's chunks (all but its final text) into the slot's sequence with mtmd."""
+        media = job.media
+        try:
+            position = media.eval_head(self.context.pointer, slot.seq_id, self.context.shape.n_batch)
+        except Exception as error:  # this request fails; the others keep running
+            logger.warning("mtmd prefill failed: %s", error)
+            self.context.seq_trim(slot.seq_id, 0)
+            slot.cached, slot.pending = [], []
+            _send(job, server_error(f"the llama engine could not read the prompt's media: {error}"))
+            return False
+        finally:
+            media.close()
+        slot.cached = job.prompt[: media.head_tokens]
+        slot.pending = job.prompt[media.head_tokens:]
+        slot.pos_offset = position - media.head_tokens
+        return True
 
     def _rebuild_context(self, required: int) -> float:
         """Replace the context with one of at least `required` cells; returns the milliseconds it took."""
@@ -203,7 +224,7 @@ class BatchLoop:
         for slot in generating:
             token = slot.next_token
             assert token is not None
-            outputs.append((slot, context.batch_add(token, len(slot.cached), slot.seq_id, True)))
+            outputs.append((slot, context.batch_add(token, len(slot.cached) + slot.pos_offset, slot.seq_id, True)))
             slot.cached.append(token)
         budget = context.shape.n_batch - len(generating)
         if generating:
@@ -222,7 +243,7 @@ class BatchLoop:
             prefilled += len(take)
             for offset, token in enumerate(take):
                 last = not slot.pending and offset == len(take) - 1
-                index = context.batch_add(token, len(slot.cached), slot.seq_id, last)
+                index = context.batch_add(token, len(slot.cached) + slot.pos_offset, slot.seq_id, last)
                 slot.cached.append(token)
                 if last:
                     outputs.append((slot, index))

@@ -30,6 +30,13 @@ from hypnos_llama.batch_loop import BatchLoop, context_shape
 from hypnos_llama.chat_plan import ChatPlan, ThinkingBudget, plan_chat
 from hypnos_llama.estimate import estimate_gguf
 from hypnos_llama.gguf_meta import GgufFile, read_gguf
+from hypnos_llama.multimodal import (
+    Projector,
+    advertise_projector_modalities,
+    load_projector,
+    media_kinds,
+    media_prompt,
+)
 from hypnos_llama.options import LlamaOptions
 from hypnos_llama.sampling import SamplingParams
 from hypnos_llama.slots import ChatJob
@@ -70,6 +77,10 @@ class LlamaEngine(Engine):
         if path is None:
             raise EngineUnavailable(f"the model `{model.id}` has no weights_path")
         self.path: Path = path
+        self.projector_path = model.resolve(context.models_dir, model.aux_path)
+        advertise_projector_modalities(model, self.projector_path)
+        self._projector: Projector | None = None
+        self._projector_ms: float | None = None
         self.tier = MemoryTier.TIER3
         self._gguf: GgufFile | None = None
         self._warm = WarmPages(self.path, lock=self.options.lock_warm_pages)
@@ -122,6 +133,7 @@ class LlamaEngine(Engine):
             self.tier = MemoryTier.TIER1
             total = (time.perf_counter() - started) * 1000
             return TierSwitchPhases(load_mode=self.load_mode, weights_ms=warm_ms + weights_ms, context_ms=context_ms,
+                                    projector_ms=self._projector_ms,
                                     total_ms=total)
 
     def _build(self, plan: LayerPlacementPlan) -> tuple[float, float]:
@@ -134,7 +146,10 @@ class LlamaEngine(Engine):
         n_gpu_layers = -1 if estimate_layers and gpu_layers >= estimate_layers else gpu_layers
         model = LlamaModel(self.path, self.options, n_gpu_layers)
         weights_ms = (time.perf_counter() - started) * 1000
+        projector = None
         try:
+            projector, self._projector_ms = load_projector(self.projector_path, model, self.options, self.model.id,
+                                                           use_gpu=gpu_layers > 0)
             source = self.options.chat_template or self.gguf().chat_template or CHATML_FALLBACK
             bos, eos = model.bos_eos()
             template = ChatTemplate(source, bos_token=bos, eos_token=eos)
@@ -144,6 +159,8 @@ class LlamaEngine(Engine):
             context = LlamaContext(model, self.options, self._shape(n_ctx))
             context_ms = (time.perf_counter() - built) * 1000
         except BaseException:
+            if projector is not None:
+                projector.close()
             model.close()
             raise
 
@@ -159,6 +176,7 @@ class LlamaEngine(Engine):
                           idle_timeout_s=float(idle) if idle else None)
         batch.start()
         self._runtime_model, self._template, self._batch = model, template, batch
+        self._projector = projector
         return weights_ms, context_ms
 
     def _shape(self, n_ctx: int):  # type: ignore[no-untyped-def]
@@ -173,27 +191,33 @@ class LlamaEngine(Engine):
             await self._demote_locked(tier)
 
     async def _demote_locked(self, tier: MemoryTier) -> None:
-        batch, model = self._batch, self._runtime_model
-        self._batch = self._runtime_model = None
+        batch, model, projector = self._batch, self._runtime_model, self._projector
+        self._batch = self._runtime_model = self._projector = None
         if batch is not None:
-            await asyncio.to_thread(self._teardown, batch, model)
+            await asyncio.to_thread(self._teardown, batch, model, projector)
         if tier == MemoryTier.TIER3:
             self._warm.release()
         self.tier = tier if tier != MemoryTier.TIER1 else self.tier
 
     @staticmethod
-    def _teardown(batch: BatchLoop, model) -> None:  # type: ignore[no-untyped-def]
+    def _teardown(batch: BatchLoop, model, projector=None) -> None:  # type: ignore[no-untyped-def]
         batch.stop()
         batch.context.close()
+        if projector is not None:  # before the model it was built on
+            projector.close()
         if model is not None:
             model.close()
 
     # ---- chat ----------------------------------------------------------------------------------------------------
 
-    def _tokenize_prompt(self, request: ChatCompletionRequest, plan: ChatPlan) -> tuple[list[int], str]:
-        assert self._template is not None and self._runtime_model is not None
+    def _render_prompt(self, request: ChatCompletionRequest, plan: ChatPlan) -> str:
+        assert self._template is not None
         text = self._template.render(plan.render_request(request), extra=plan.template_variables)
-        text = plan.finish_prompt(text)
+        return plan.finish_prompt(text)
+
+    def _tokenize_prompt(self, request: ChatCompletionRequest, plan: ChatPlan) -> tuple[list[int], str]:
+        assert self._runtime_model is not None
+        text = self._render_prompt(request, plan)
         return self._runtime_model.tokenize(text, add_special=True, parse_special=True), text
 
     async def chat(  # type: ignore[override]
@@ -205,7 +229,13 @@ class LlamaEngine(Engine):
             raise EngineUnavailable(f"the model `{self.model.id}` is not loaded")
         arrived = time.perf_counter()  # ttft and queue_ms count the prompt's rendering and tokenizing too
         plan = plan_chat(self._template.source if self._template else None, request, options)
-        prompt, prompt_text = await asyncio.to_thread(self._tokenize_prompt, request, plan)
+        media = None
+        if media_kinds(request):
+            media = await media_prompt(self._projector, lambda: self._render_prompt(request, plan), request,
+                                       self.context.limits, self.model.id)
+            prompt, prompt_text = media.tokens, media.text
+        else:
+            prompt, prompt_text = await asyncio.to_thread(self._tokenize_prompt, request, plan)
         max_tokens = max(1, options.max_tokens)
         limit = int(model.n_ctx_train or batch.context.shape.n_ctx)
         if len(prompt) >= limit:
@@ -221,7 +251,8 @@ class LlamaEngine(Engine):
             loop.call_soon_threadsafe(events.put_nowait, event)
 
         job = ChatJob(prompt=prompt, max_tokens=max_tokens, required_ctx=required,
-                      sampling=SamplingParams.from_request(request), emit=emit, cancel=cancel, submitted=arrived)
+                      sampling=SamplingParams.from_request(request), emit=emit, cancel=cancel, submitted=arrived,
+                      media=media)
         parser = plan.output_parser(prompt_text)
         budget = ThinkingBudget(plan, job, model)
         batch.submit(job)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -143,6 +143,7 @@ class MediaPrompt:
     chunks: Any
     tokens: list[int] = field(default_factory=list)
     tail: list[int] = field(default_factory=list)  # the final text chunk, prefilled by the batch loop
+    text: str = ""  # the rendered prompt, markers included
 
     def __post_init__(self) -> None:
         mtmd = self.projector.mtmd
@@ -223,7 +224,7 @@ def load_projector(path: Path | None, model: Any, options: Any, model_id: str,
     return projector, (time.perf_counter() - started) * 1000
 
 
-async def media_prompt(projector: Projector | None, template: Any, request: ChatCompletionRequest,
+async def media_prompt(projector: Projector | None, render: Callable[[], str], request: ChatCompletionRequest,
                        limits: LimitsConfig, model_id: str) -> MediaPrompt:
     """Check, fetch, decode and tokenize a request with media parts into an mtmd prompt."""
     import asyncio
@@ -234,8 +235,9 @@ async def media_prompt(projector: Projector | None, template: Any, request: Chat
                               f"aux_path)")
     projector.check_kinds(kinds, model_id)
     items = await load_request_media(request, limits, sample_rate=projector.sample_rate)
-    text = await asyncio.to_thread(template.render, request)
+    text = await asyncio.to_thread(render)
     prompt = await asyncio.to_thread(projector.tokenize, text, items)
+    prompt.text = text
     if not prompt.tail:
         prompt.close()
         raise invalid_request("the chat template ended the prompt with a media part; it must end with text")

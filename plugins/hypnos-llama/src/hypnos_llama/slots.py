@@ -26,6 +26,7 @@ class ChatJob:
     submitted: float = field(default_factory=time.perf_counter)
     abandoned: bool = False
     context_ms: float | None = None
+    media: Any = None  # a multimodal.MediaPrompt: chunks mtmd evaluates before the final text is prefilled
     # Tokens (and their text) the server inserts after the next sampled token, e.g. to close a thinking block.
     injections: queue.SimpleQueue[tuple[list[int], str]] = field(default_factory=queue.SimpleQueue)
 
@@ -67,6 +68,7 @@ class Slot:
     admitted: float = 0.0
     first_token: float | None = None
     last_used: float = 0.0
+    pos_offset: int = 0  # position minus cell index after media (M-RoPE images take fewer positions than cells)
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:

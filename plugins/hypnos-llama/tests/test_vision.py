@@ -1,0 +1,237 @@
+"""Images in chat on a tiny random Qwen2-VL (GGUF + mmproj from llama.cpp's converter): the image reaches the model."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import wave
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypnos.config import LimitsConfig
+from hypnos.errors import HypnosError
+from hypnos.types import Modality
+from hypnos_llama.testing import chat_request, collect, make_engine, tier1
+
+pytest.importorskip("PIL", reason="the vision tests need pillow")
+
+from hypnos_llama.media_input import decode_image, decode_wav
+from hypnos_llama.multimodal import projector_modalities
+from hypnos_llama.testing_vision import image_part, make_vision_engine, png_bytes, vision_request
+
+
+@pytest.fixture(scope="module")
+def vl_engine(tiny_vision: Any) -> Iterator[Any]:
+    """The tiny vision engine loaded in tier 1 (2 slots), shared by the module's tests (each runs its own loop)."""
+    engine = make_vision_engine(tiny_vision)
+    engine.test_phases = asyncio.run(engine.load(tier1(4096)))
+    yield engine
+    asyncio.run(engine.unload())
+
+
+def _wav(seconds: float = 0.2, rate: int = 8000, channels: int = 1, frequency: float = 440.0) -> bytes:
+    import numpy as np
+
+    times = np.arange(int(seconds * rate)) / rate
+    samples = (8000 * np.sin(2 * np.pi * frequency * times)).astype("<i2")
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as out:
+        out.setnchannels(channels)
+        out.setsampwidth(2)
+        out.setframerate(rate)
+        out.writeframes(np.repeat(samples, channels).tobytes())
+    return buffer.getvalue()
+
+
+def _audio_part(data: bytes) -> dict[str, Any]:
+    return {"type": "input_audio", "input_audio": {"data": base64.b64encode(data).decode(), "format": "wav"}}
+
+
+# ---- decoding, without a model -------------------------------------------------------------------------------------
+
+
+def test_images_decode_to_rgb_and_the_limit_counts_decoded_bytes() -> None:
+    for image_format in ("PNG", "JPEG", "WEBP", "GIF"):
+        item = decode_image(png_bytes((30, 20), image_format=image_format), max_bytes=1 << 20)
+        assert (item.width, item.height) == (30, 20) and len(item.data) == 30 * 20 * 3
+    small_file = png_bytes((400, 400))  # a few hundred bytes of PNG, 480 000 bytes of pixels
+    assert len(small_file) < 10_000
+    with pytest.raises(HypnosError) as raised:
+        decode_image(small_file, max_bytes=100_000)
+    assert raised.value.status == 400 and "400x400" in raised.value.message
+    with pytest.raises(HypnosError) as raised:
+        decode_image(b"\x89PNG\r\n\x1a\nnot really", max_bytes=1 << 20)
+    assert raised.value.status == 400 and "could not be decoded" in raised.value.message
+
+
+def test_wav_decodes_to_mono_float_at_the_projector_rate() -> None:
+    item = decode_wav(_wav(0.5, rate=8000, channels=2), sample_rate=16000)
+    assert item.kind == "audio" and abs(item.samples - 8000) <= 2
+    with pytest.raises(HypnosError) as raised:
+        decode_wav(b"RIFF....WAVEjunk", sample_rate=16000)
+    assert raised.value.status == 400
+
+
+# ---- the tiny vision model -----------------------------------------------------------------------------------------
+
+
+def test_projector_header_says_vision(tiny_vision: Any) -> None:
+    assert projector_modalities(tiny_vision.projector) == [Modality.VISION]
+
+
+async def test_projector_counts_in_estimate_load_and_modalities(vl_engine: Any, tiny_vision: Any) -> None:
+    estimate = vl_engine.estimate()
+    assert estimate.projector_bytes > 0.8 * tiny_vision.projector.stat().st_size
+    assert vl_engine.test_phases.projector_ms is not None and vl_engine.test_phases.projector_ms >= 0
+    assert Modality.VISION in vl_engine.model.all_modalities
+    assert Modality.SPEECH_TO_TEXT not in vl_engine.model.all_modalities
+
+
+async def test_the_image_reaches_the_model(vl_engine: Any) -> None:
+    _, plain, _ = await collect(vl_engine, vision_request("What is  this?", temperature=0), max_tokens=2)
+    _, small, _ = await collect(vl_engine, vision_request("What is ", image_part(png_bytes((56, 56))), " this?",
+                                                          temperature=0), max_tokens=2)
+    _, large, _ = await collect(vl_engine, vision_request("What is ", image_part(png_bytes((280, 280))), " this?",
+                                                          temperature=0), max_tokens=2)
+    # Qwen2-VL: one token per merged 28x28 px patch; 56x56 px = 2x2 (raised to the projector's minimum), 280x280
+    # px = 10x10 = 100 tokens; the image's begin/end markers add a token or two
+    assert small.prompt_tokens >= plain.prompt_tokens + 4
+    assert large.prompt_tokens >= plain.prompt_tokens + 100
+    assert small.completion_tokens == 2 and large.completion_tokens == 2
+
+
+async def test_the_answer_depends_on_the_pixels(vl_engine: Any) -> None:
+    answers = set()
+    for color in ((255, 0, 0), (0, 0, 255), (0, 0, 255)):
+        text, final, _ = await collect(
+            vl_engine, vision_request("Describe", image_part(png_bytes((84, 84), color)), temperature=0, seed=1),
+            max_tokens=12)
+        assert final.completion_tokens >= 1
+        answers.add(text)
+    assert len(answers) == 2  # blue twice gives the same answer; red another one
+
+
+async def test_png_jpeg_and_webp_all_work(vl_engine: Any) -> None:
+    for image_format, mime in (("PNG", "image/png"), ("JPEG", "image/jpeg"), ("WEBP", "image/webp")):
+        part = image_part(png_bytes((60, 40), image_format=image_format), mime)
+        _, final, _ = await collect(vl_engine, vision_request("look", part), max_tokens=3)
+        assert final.finish_reason in ("length", "stop") and final.prompt_tokens > 8, image_format
+
+
+async def test_a_corrupt_image_is_a_400_and_the_engine_keeps_serving(vl_engine: Any) -> None:
+    corrupt = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(b"nope").decode()}}
+    with pytest.raises(HypnosError) as raised:
+        await collect(vl_engine, vision_request("look", corrupt))
+    assert raised.value.status == 400 and raised.value.type == "invalid_request_error"
+    _, final, _ = await collect(vl_engine, vision_request("still there?"), max_tokens=2)
+    assert final.completion_tokens == 2
+
+
+async def test_audio_to_a_vision_only_projector_is_a_400(vl_engine: Any) -> None:
+    with pytest.raises(HypnosError) as raised:
+        await collect(vl_engine, vision_request("what is said?", _audio_part(_wav())))
+    assert raised.value.status == 400 and "audio" in raised.value.message
+
+
+async def test_images_and_text_requests_batch_together(vl_engine: Any) -> None:
+    async def one(i: int) -> Any:
+        if i % 2:
+            request = vision_request(f"picture {i}", image_part(png_bytes((56 + 28 * i, 56))), temperature=0)
+        else:
+            request = chat_request(f"text {i}", model="tiny-vl", temperature=0)
+        return await collect(vl_engine, request, max_tokens=6)
+
+    results = await asyncio.gather(*(one(i) for i in range(4)))
+    assert all(final.completion_tokens >= 1 for _, final, _ in results)
+    alone, _, _ = await collect(vl_engine, vision_request("picture 1", image_part(png_bytes((84, 56))),
+                                                              temperature=0), max_tokens=6)
+    assert alone == results[1][0]  # the same answer alone as beside other requests
+
+
+async def test_a_too_large_image_is_a_400(tiny_vision: Any) -> None:
+    engine = make_vision_engine(tiny_vision, limits=LimitsConfig(max_image_bytes=10_000), model_id="tiny-vl-small")
+    await engine.load(tier1(2048))
+    try:
+        with pytest.raises(HypnosError) as raised:
+            await collect(engine, vision_request("look", image_part(png_bytes((200, 200)))))
+        assert raised.value.status == 400
+    finally:
+        await engine.unload()
+
+
+async def test_an_image_to_a_model_without_projector_is_a_400(tiny_gguf: Path) -> None:
+    engine = make_engine(tiny_gguf, slots=1, model_id="no-projector")
+    await engine.load(tier1(2048))
+    try:
+        with pytest.raises(HypnosError) as raised:
+            await collect(engine, vision_request("look", image_part(png_bytes()), model="no-projector"))
+        assert raised.value.status == 400 and "image" in raised.value.message
+    finally:
+        await engine.unload()
+
+
+# ---- the tiny audio model (Qwen2-Audio: a whisper-style encoder) ---------------------------------------------------
+
+
+async def test_audio_reaches_the_model_and_images_are_refused(tiny_audio: Any) -> None:
+    engine = make_vision_engine(tiny_audio, slots=1, model_id="tiny-audio")
+    await engine.load(tier1(4096))
+    try:
+        assert Modality.SPEECH_TO_TEXT in engine.model.all_modalities
+        assert Modality.VISION not in engine.model.all_modalities
+        _, plain, _ = await collect(engine, vision_request("What is  said?", model="tiny-audio"), max_tokens=2)
+        _, heard, _ = await collect(
+            engine, vision_request("What is ", _audio_part(_wav(1.0, rate=22050, channels=2)), " said?",
+                                   model="tiny-audio"), max_tokens=2)
+        # whisper's encoder sees a 30 s window: 1500 frames, pooled by 2 into 750 tokens
+        assert heard.prompt_tokens >= plain.prompt_tokens + 700  # a random model may end its answer at once
+        assert heard.finish_reason in ("length", "stop")
+        with pytest.raises(HypnosError) as raised:
+            await collect(engine, vision_request("look", image_part(png_bytes()), model="tiny-audio"))
+        assert raised.value.status == 400 and "image" in raised.value.message
+        with pytest.raises(HypnosError) as raised:
+            await collect(engine, vision_request("hear", _audio_part(b"RIFFxxxxWAVEnothing"), model="tiny-audio"))
+        assert raised.value.status == 400
+    finally:
+        await engine.unload()
+
+
+async def test_remote_images_on_private_hosts_are_refused_unless_allowed(tiny_vision: Any) -> None:
+    import http.server
+    import threading
+
+    picture = png_bytes((56, 56))
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("content-type", "image/png")
+            self.send_header("content-length", str(len(picture)))
+            self.end_headers()
+            self.wfile.write(picture)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/picture.png"
+    remote = {"type": "image_url", "image_url": {"url": url}}
+    refusing = make_vision_engine(tiny_vision, slots=1, model_id="tiny-vl-refusing")
+    allowing = make_vision_engine(tiny_vision, slots=1, model_id="tiny-vl-allowing",
+                                  limits=LimitsConfig(allow_private_urls=True))
+    try:
+        await refusing.load(tier1(2048))
+        with pytest.raises(HypnosError) as raised:
+            await collect(refusing, vision_request("look", remote))
+        assert raised.value.status == 400 and "127.0.0.1" in raised.value.message
+        await allowing.load(tier1(2048))
+        _, final, _ = await collect(allowing, vision_request("look", remote), max_tokens=2)
+        assert final.prompt_tokens > 10 and final.completion_tokens == 2
+    finally:
+        server.shutdown()
+        await refusing.unload()
+        await allowing.unload()
