@@ -298,6 +298,8 @@ class BatchLoop:
         text = slot.decoder.decode(self.model.piece(token))
         if text:
             _send(job, ContentDelta(text))
+            if job.thinking_guard is not None and (close := job.thinking_guard.after_text(text)) is not None:
+                job.inject(*close)
         if slot.completion >= job.max_tokens or len(slot.cached) + 1 > job.reserve:
             self._finish(slot, "length")
             return

@@ -16,7 +16,6 @@ from hypnos_llama.formats import (
     detect_thinking_format,
     detect_tool_format,
 )
-from hypnos_llama.slots import ChatJob
 
 
 @dataclass
@@ -94,23 +93,51 @@ def plan_chat(chat_template: str | None, request: ChatCompletionRequest, options
     return plan
 
 
-class ThinkingBudget:
-    """Counts the pieces a request thinks and, once its budget is spent, has the worker close the block."""
+class ThinkingGuard:
+    """Runs on the model's worker: counts the tokens a request thinks and closes the block at its budget.
 
-    def __init__(self, plan: ChatPlan, job: ChatJob, model: Any) -> None:
-        self.plan = plan
-        self.job = job
-        self.model = model
+    It reads the decoded text itself (a thinking block opened by the prompt or by the model, closed by the model
+    or not), so the cut-off lands exactly at the budget whatever the event loop is doing.
+    """
+
+    def __init__(self, thinking: ThinkingFormat, budget: int, close_tokens: list[int], *, in_reasoning: bool) -> None:
+        self.thinking = thinking
+        self.budget = budget
+        self.close_tokens = close_tokens
+        self.in_reasoning = in_reasoning
         self.spent = 0
-        self.closed = False
+        self.done = False
+        self._tail = ""
 
-    def after_piece(self, parser: OutputSplitter) -> None:
-        """Call after each generated piece was fed to the parser."""
-        thinking, budget = self.plan.thinking, self.plan.thinking_budget
-        if self.closed or thinking is None or budget is None or not parser.in_reasoning:
-            return
+    def after_text(self, text: str) -> tuple[list[int], str] | None:
+        """Given one accepted token's text: the tokens and text to insert now, or None."""
+        if self.done:
+            return None
+        self._tail = (self._tail + text)[-4 * max(len(self.thinking.open), len(self.thinking.close)) :]
+        if not self.in_reasoning:
+            opened = self._tail.lstrip()
+            if self.thinking.open in opened:
+                self.in_reasoning = True
+                self._tail = opened.split(self.thinking.open, 1)[1]
+            elif not self.thinking.open.startswith(opened[: len(self.thinking.open)]):
+                self.done = True  # the answer started without a thinking block
+                return None
+            else:
+                return None
+        if self.thinking.close in self._tail:
+            self.done = True  # the model closed its block itself
+            return None
         self.spent += 1
-        if self.spent > budget:
-            close = thinking.close_text
-            self.job.inject(self.model.tokenize(close, add_special=False, parse_special=True), close)
-            self.closed = True
+        if self.spent >= self.budget:
+            self.done = True
+            return self.close_tokens, self.thinking.close_text
+        return None
+
+
+def thinking_guard(plan: ChatPlan, prompt_text: str, tokenize: Any) -> ThinkingGuard | None:
+    """The worker-side guard for a plan with a thinking budget (None when thinking is unbounded or absent)."""
+    if plan.thinking is None or plan.thinking_budget is None:
+        return None
+    close = tokenize(plan.thinking.close_text)
+    in_reasoning = prompt_text.rstrip().endswith(plan.thinking.open)
+    return ThinkingGuard(plan.thinking, plan.thinking_budget, close, in_reasoning=in_reasoning)

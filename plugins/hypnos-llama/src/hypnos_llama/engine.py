@@ -27,7 +27,7 @@ from hypnos.openai import ChatCompletionRequest
 from hypnos.types import LayerPlacementPlan, MemoryTier, TierSwitchPhases
 
 from hypnos_llama.batch_loop import BatchLoop, context_shape
-from hypnos_llama.chat_plan import ChatPlan, ThinkingBudget, plan_chat
+from hypnos_llama.chat_plan import ChatPlan, plan_chat, thinking_guard
 from hypnos_llama.estimate import estimate_gguf
 from hypnos_llama.gguf_meta import GgufFile, read_gguf
 from hypnos_llama.multimodal import (
@@ -253,8 +253,10 @@ class LlamaEngine(Engine):
         job = ChatJob(prompt=prompt, max_tokens=max_tokens, required_ctx=required,
                       sampling=SamplingParams.from_request(request), emit=emit, cancel=cancel, submitted=arrived,
                       media=media)
+        job.thinking_guard = thinking_guard(
+            plan, prompt_text, lambda text: model.tokenize(text, add_special=False, parse_special=True)
+        )
         parser = plan.output_parser(prompt_text)
-        budget = ThinkingBudget(plan, job, model)
         batch.submit(job)
         called = False
         try:
@@ -266,7 +268,6 @@ class LlamaEngine(Engine):
                     for parsed in parser.feed(event.text):
                         called = called or isinstance(parsed, ToolCallEvent)
                         yield parsed
-                    budget.after_piece(parser)
                     continue
                 if isinstance(event, ChatFinished):
                     for parsed in parser.finish():

@@ -29,6 +29,8 @@ class ChatJob:
     media: Any = None  # a multimodal.MediaPrompt: chunks mtmd evaluates before the final text is prefilled
     # Tokens (and their text) the server inserts after the next sampled token, e.g. to close a thinking block.
     injections: queue.SimpleQueue[tuple[list[int], str]] = field(default_factory=queue.SimpleQueue)
+    # Worker-side thinking budget (hypnos_llama.chat_plan.ThinkingGuard), when the request has one.
+    thinking_guard: Any = None
 
     def inject(self, tokens: list[int], text: str) -> None:
         """Insert `tokens` into the answer after the next sampled token (thread-safe)."""

@@ -97,3 +97,23 @@ def test_forced_call_on_a_thinking_model_skips_thinking() -> None:
     assert plan.thinking_budget == 0 and plan.template_variables["enable_thinking"] is False
     prompt = plan.finish_prompt("assistant\n<think>\n")
     assert prompt.endswith('</think>\n\n<tool_call>\n{"name": "')
+
+
+def test_worker_guard_closes_at_the_budget_in_either_opening() -> None:
+    from hypnos_llama.chat_plan import ThinkingGuard
+    from hypnos_llama.formats.thinking import THINK_TAGS
+
+    opened_by_prompt = ThinkingGuard(THINK_TAGS, 3, [9, 9], in_reasoning=True)
+    assert [opened_by_prompt.after_text(t) for t in ["a", "b"]] == [None, None]
+    assert opened_by_prompt.after_text("c") == ([9, 9], THINK_TAGS.close_text)
+    assert opened_by_prompt.after_text("d") is None  # closes once
+
+    opened_by_model = ThinkingGuard(THINK_TAGS, 1, [9], in_reasoning=False)
+    assert opened_by_model.after_text("<thi") is None
+    assert opened_by_model.after_text("nk>") == ([9], THINK_TAGS.close_text)
+
+    closes_itself = ThinkingGuard(THINK_TAGS, 5, [9], in_reasoning=True)
+    assert [closes_itself.after_text(t) for t in ["x", "</think>", "y", "z", "w", "v"]] == [None] * 6
+
+    answers_at_once = ThinkingGuard(THINK_TAGS, 0, [9], in_reasoning=False)
+    assert [answers_at_once.after_text(t) for t in ["Paris", "<think>"]] == [None, None]
