@@ -40,10 +40,6 @@ CHAT_BODY = {
     "max_tokens": 1,
     "temperature": 0.0,
 }
-CHATML = (
-    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
-    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
-)
 
 
 @dataclass
@@ -153,59 +149,6 @@ def wait_http(url: str, process: subprocess.Popen[bytes], timeout: float = 90.0)
             pass
         time.sleep(0.1)
     raise RuntimeError(f"{url} did not answer within {timeout} s")
-
-
-def write_tiny_gguf(path: Path, *, layers: int = 2, dim: int = 64, heads: int = 4, ff: int = 128) -> Path:
-    """A random-weight llama GGUF with a byte-level vocabulary (fast to load, real code paths)."""
-    import gguf
-    import numpy as np
-
-    rng = np.random.default_rng(0)
-    special = ["<unk>", "<s>", "</s>"]
-    tokens = special + [f"<0x{b:02X}>" for b in range(256)] + ["▁the", "▁a", "▁fox", "▁dog"]
-    types = [gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL]
-    types += [gguf.TokenType.BYTE] * 256 + [gguf.TokenType.NORMAL] * 4
-    scores = [0.0] * 3 + [-1000.0] * 256 + [-1.0, -2.0, -3.0, -4.0]
-    writer = gguf.GGUFWriter(str(path), "llama")
-    writer.add_name("bench-tiny")
-    writer.add_block_count(layers)
-    writer.add_context_length(2048)
-    writer.add_embedding_length(dim)
-    writer.add_feed_forward_length(ff)
-    writer.add_head_count(heads)
-    writer.add_head_count_kv(heads)
-    writer.add_layer_norm_rms_eps(1e-5)
-    writer.add_rope_dimension_count(dim // heads)
-    writer.add_vocab_size(len(tokens))
-    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
-    writer.add_tokenizer_model("llama")
-    writer.add_token_list(tokens)
-    writer.add_token_scores(scores)
-    writer.add_token_types(types)
-    writer.add_bos_token_id(1)
-    writer.add_eos_token_id(2)
-    writer.add_unk_token_id(0)
-    writer.add_chat_template(CHATML)
-
-    def weight(*shape: int) -> Any:
-        return (rng.standard_normal(shape) * 0.2).astype(np.float32)
-
-    writer.add_tensor("token_embd.weight", weight(len(tokens), dim))
-    for i in range(layers):
-        writer.add_tensor(f"blk.{i}.attn_norm.weight", np.ones(dim, dtype=np.float32))
-        for name in ("attn_q", "attn_k", "attn_v", "attn_output"):
-            writer.add_tensor(f"blk.{i}.{name}.weight", weight(dim, dim))
-        writer.add_tensor(f"blk.{i}.ffn_norm.weight", np.ones(dim, dtype=np.float32))
-        writer.add_tensor(f"blk.{i}.ffn_gate.weight", weight(ff, dim))
-        writer.add_tensor(f"blk.{i}.ffn_up.weight", weight(ff, dim))
-        writer.add_tensor(f"blk.{i}.ffn_down.weight", weight(dim, ff))
-    writer.add_tensor("output_norm.weight", np.ones(dim, dtype=np.float32))
-    writer.add_tensor("output.weight", weight(len(tokens), dim))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
 
 
 HYPNOS_CONFIG = """
@@ -352,7 +295,9 @@ def main(argv: list[str] | None = None) -> int:
     rounds: dict[str, dict[str, list[RouteResult]]] = {"hypnos": {}, "llama_cpp.server": {}}
     with tempfile.TemporaryDirectory(prefix="hypnos-http-bench-") as tmp:
         workdir = Path(tmp)
-        model = write_tiny_gguf(workdir / "tiny.gguf")
+        from hypnos_llama.testing import write_tiny_llama
+
+        model = write_tiny_llama(workdir / "tiny.gguf", context=2048)
         ports = {"hypnos": free_port(), "llama_cpp.server": free_port()}
         processes = [start_hypnos(workdir, ports["hypnos"], with_llama, args.slots)]
         try:
