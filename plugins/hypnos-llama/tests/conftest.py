@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -84,3 +84,20 @@ def tiny_vision() -> Any:
 def tiny_audio() -> Any:
     """The tiny random Qwen2-Audio GGUF + mmproj (audio input), built like tiny_vision."""
     return _build_tiny_multimodal("audio")
+
+
+@pytest.fixture(scope="session")
+def qwen_server(qwen_models_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One real server (granian) with the Qwen starter model (4 slots, 2048 cells each), staged warm in tier 2."""
+    pytest.importorskip("hypnos_server.cli")
+    from hypnos_llama.starter import QWEN_CODER_0_5B
+    from hypnos_llama.testing import toml_model_config
+    from hypnos_server.testing import live_server
+
+    config = tmp_path_factory.mktemp("qwen-server") / "hypnos.toml"
+    model = {"id": "qwen2.5:0.5b", "modality": "text_generation", "engine": "ggml_llama",
+             "weights_path": QWEN_CODER_0_5B.filename, "slots": 4, "context_len": 2048,
+             "initial_tier": "tier2_pinned_ram"}
+    config.write_text(toml_model_config(qwen_models_dir, [model]))
+    with live_server(config) as base:
+        yield base

@@ -3,15 +3,10 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from hypnos_llama.starter import QWEN_CODER_0_5B
-from hypnos_llama.testing import toml_model_config
-from hypnos_server.testing import live_server
 
 pytestmark = pytest.mark.model
 MODEL = "qwen2.5:0.5b"
@@ -19,16 +14,9 @@ QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
 
 
 @pytest.fixture(scope="module")
-def server(qwen_models_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A server with the Qwen starter model (4 slots, 2048 cells each), staged warm in tier 2."""
-    pytest.importorskip("hypnos_server.cli")
-    config = tmp_path_factory.mktemp("qwen-server") / "hypnos.toml"
-    model = {"id": MODEL, "modality": "text_generation", "engine": "ggml_llama",
-             "weights_path": QWEN_CODER_0_5B.filename, "slots": 4, "context_len": 2048,
-             "initial_tier": "tier2_pinned_ram"}
-    config.write_text(toml_model_config(qwen_models_dir, [model]))
-    with live_server(config) as base:
-        yield base
+def server(qwen_server: str) -> str:
+    """The shared Qwen server (conftest)."""
+    return qwen_server
 
 
 @pytest.fixture
