@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypnos.engine import ContentDelta, ReasoningDelta, ToolCallEvent
 from hypnos_llama.formats import OutputSplitter, detect_thinking_format, detect_tool_format
-from hypnos_llama.formats.thinking import THINK_TAGS, thinking_budget
+from hypnos_llama.formats.thinking import THINK_TAGS
 
 
 def _run(splitter: OutputSplitter, pieces: list[str]):
@@ -54,22 +54,6 @@ def test_thoughts_then_tool_call() -> None:
 def test_think_tag_after_the_answer_started_is_text() -> None:
     events = _run(OutputSplitter(thinking=THINK_TAGS), ["Use <think> tags."])
     assert _texts(events, ContentDelta) == "Use <think> tags."
-
-
-@pytest.mark.parametrize(
-    ("think", "effort", "expected"),
-    [
-        (None, None, (False, None)),
-        (True, None, (True, None)),
-        (True, "none", (False, 0)),
-        (None, "minimal", (True, 512)),
-        (None, "low", (True, 512)),
-        (None, "medium", (True, 2048)),
-        (False, "high", (True, 6144)),
-    ],
-)
-def test_reasoning_effort_budgets(think, effort, expected) -> None:
-    assert thinking_budget(think, effort) == expected
 
 
 def test_detect_thinking_format() -> None:

@@ -1,10 +1,8 @@
-"""Thinking blocks: the delimiters a model family wraps its thoughts in, and the budgets of reasoning_effort."""
+"""Thinking blocks: the delimiters a model family wraps its thoughts in (budgets come from the server's ChatOptions)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-EFFORT_BUDGETS = {"minimal": 512, "low": 512, "medium": 2048, "high": 6144}
 
 
 @dataclass(frozen=True)
@@ -29,14 +27,3 @@ def detect_thinking_format(chat_template: str | None) -> ThinkingFormat | None:
     if chat_template and THINK_TAGS.open in chat_template and THINK_TAGS.close in chat_template:
         return THINK_TAGS
     return None
-
-
-def thinking_budget(think: bool | None, reasoning_effort: str | None) -> tuple[bool, int | None]:
-    """(thinking on?, token budget or None for unbounded) from the request's think and reasoning_effort."""
-    if reasoning_effort is not None:
-        effort = reasoning_effort.strip().lower()
-        if effort == "none":
-            return False, 0
-        if effort in EFFORT_BUDGETS:
-            return True, EFFORT_BUDGETS[effort]
-    return bool(think), None
