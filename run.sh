@@ -11,7 +11,6 @@ VENV="${HYPNOS_VENV:-.venv}"
 MODELS_DIR="${HYPNOS_MODELS_DIR:-models}"
 STARTER_CONFIG="${HYPNOS_STARTER_CONFIG:-hypnos.starter.toml}"
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 2)}"
-export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=off}"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
 log() { printf '[run.sh] %s\n' "$*" >&2; }
@@ -41,8 +40,13 @@ install_all() {
     extras=""
     [ -f "$dir/run-extras.txt" ] && extras="[$(tr -d ' \n' < "$dir/run-extras.txt")]"
     args+=(-e "$dir$extras")
+    # a plugin's prebuild.py builds and installs what must match this machine (llama.cpp for this CPU)
+    if [ -f "$dir/prebuild.py" ]; then
+      log "preparing $dir for this machine (a first build of its native library takes several minutes)"
+      "$VENV/bin/python" "$dir/prebuild.py" < /dev/null
+    fi
   done < <(plugin_dirs)
-  log "installing ${args[*]} (a first llama-cpp-python build takes several minutes; pip caches it)"
+  log "installing ${args[*]}"
   "$VENV/bin/python" -m pip install -q "${args[@]}"
   while IFS= read -r dir; do
     [ -n "$dir" ] || continue

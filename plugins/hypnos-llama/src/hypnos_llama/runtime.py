@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,16 @@ def import_llama_cpp() -> Any:
     return llama_cpp
 
 
+def same_answer_batched_or_not(options: LlamaOptions) -> None:
+    """Keep llama.cpp's tiled K-quant matmul off unless `repack` allows it (it is the process's choice, read once).
+
+    With AVX-512 the tiled kernels give a row slightly different sums depending on where it falls in a tile, so a
+    prompt prefilled beside other sequences could continue differently than alone. GGML_CPU_TILED_MM is read at
+    the process's first matmul: the first model loaded decides, unless the environment already sets it.
+    """
+    os.environ.setdefault("GGML_CPU_TILED_MM", "1" if options.repack else "0")
+
+
 class LlamaModel:
     """A loaded llama.cpp model and its vocabulary: tokenize, pieces, EOG and control tokens, metadata."""
 
@@ -38,6 +49,7 @@ class LlamaModel:
         else:  # older bindings
             params.use_mmap = options.use_mmap
         params.use_extra_bufts = options.repack
+        same_answer_batched_or_not(options)
         self.pointer = lib.llama_model_load_from_file(str(path).encode(), params)
         if not self.pointer:
             raise RuntimeError(f"llama.cpp could not load {path}")
