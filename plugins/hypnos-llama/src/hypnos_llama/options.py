@@ -10,16 +10,18 @@ import msgspec
 class LlamaOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Engine options read from a model's `[models.llama]` table; every key is optional.
 
-    `repack` lets llama.cpp repack quantized weights for its CPU gemm kernels: faster prompt processing, but a
-    sequence's logits then depend on how many sequences share the step, so greedy answers can differ between a
-    request run alone and the same request batched. Off by default: batching never changes an answer.
+    `repack` lets llama.cpp repack quantized weights for its CPU gemm kernels and use its tiled K-quant matmul:
+    faster prompt processing, but a sequence's logits then depend on how many sequences share the step, so greedy
+    answers can differ between a request run alone and the same request batched. Off by default: batching never
+    changes an answer.
     """
 
     n_threads: int | None = None
     n_threads_batch: int | None = None
     n_batch: int = 512
-    # Embedding models: tokens packed into one decode (attention over a packed batch grows with its square).
-    embedding_batch_tokens: int = 128
+    # Embedding models: tokens packed into one decode (with flash attention on, the masked cells between packed
+    # inputs cost nothing, so bigger packs only buy wider matmuls).
+    embedding_batch_tokens: int = 256
     n_ubatch: int = 512
     prefill_chunk: int = 256
     use_mmap: bool = True

@@ -56,8 +56,25 @@ def _vocab(model_dir: Path) -> tuple[list[str], list[int]]:
     return texts, types
 
 
-def convert_bert(model_dir: Path, out_path: Path, *, half: bool = True) -> Path:
-    """Write `out_path` (atomically: temp file, fsync, rename) from a sentence-transformers BERT folder."""
+WEIGHT_TYPES = ("f32", "f16", "bf16")
+
+
+def _matrix_data(array, weight_type: str):  # type: ignore[no-untyped-def]
+    """A matmul weight in the chosen type: (data, raw_dtype for add_tensor)."""
+    import gguf
+    import numpy as np
+
+    if weight_type == "bf16":
+        qtype = gguf.GGMLQuantizationType.BF16
+        return gguf.quants.quantize(array.astype(np.float32), qtype), qtype
+    return array.astype(np.float16 if weight_type == "f16" else np.float32), None
+
+
+def convert_bert(model_dir: Path, out_path: Path, *, weight_type: str = "f16") -> Path:
+    """Write `out_path` (atomically: temp file, fsync, rename) from a sentence-transformers BERT folder; matmul
+    weights in `weight_type` (f32, f16 or bf16), the rest in f32."""
+    if weight_type not in WEIGHT_TYPES:
+        raise ValueError(f"weight_type must be one of {WEIGHT_TYPES}, not {weight_type!r}")
     import gguf
     import numpy as np
     from safetensors.numpy import load_file
@@ -83,7 +100,9 @@ def convert_bert(model_dir: Path, out_path: Path, *, half: bool = True) -> Path:
         writer.add_layer_norm_eps(float(config.get("layer_norm_eps", 1e-12)))
         writer.add_causal_attention(False)
         writer.add_pooling_type(_pooling(model_dir))
-        writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if half else gguf.LlamaFileType.ALL_F32)
+        file_types = {"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16,
+                      "bf16": gguf.LlamaFileType.MOSTLY_BF16}
+        writer.add_file_type(file_types[weight_type])
         writer.add_bool(NORMALIZE_KEY, _normalizes(model_dir))
         max_seq = _read_json(model_dir / "sentence_bert_config.json").get("max_seq_length")
         if max_seq:
@@ -104,10 +123,10 @@ def convert_bert(model_dir: Path, out_path: Path, *, half: bool = True) -> Path:
             mapped = name_map.get_name(name, try_suffixes=(".weight", ".bias"))
             if mapped is None:
                 raise ValueError(f"{model_dir}: cannot map tensor {name}")
-            # Matrices used in matmuls go to f16; tensors llama.cpp adds directly (token types) stay f32.
+            # Matrices used in matmuls take weight_type; tensors llama.cpp adds directly (token types) stay f32.
             matmul = array.ndim == 2 and not mapped.startswith(("token_types", "position_embd"))
-            data = array.astype(np.float16 if half and matmul else np.float32)
-            writer.add_tensor(mapped, data)
+            data, raw_dtype = _matrix_data(array, weight_type) if matmul else (array.astype(np.float32), None)
+            writer.add_tensor(mapped, data, raw_dtype=raw_dtype)
 
         writer.write_header_to_file()
         writer.write_kv_data_to_file()

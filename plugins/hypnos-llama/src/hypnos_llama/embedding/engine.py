@@ -24,6 +24,26 @@ from hypnos_llama.warm_pages import WarmPages
 logger = logging.getLogger(__name__)
 
 
+def normalized(rows: Any) -> Any:
+    """Each row scaled to unit length (an all-zero row stays zero)."""
+    import numpy as np
+
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    return rows / np.where(norms > 0, norms, 1.0)
+
+
+def float32_resolution(rows: Any) -> Any:
+    """Rows rounded to 9 significant digits of their largest element: what float32 holds, and half the JSON."""
+    import numpy as np
+
+    out = np.empty_like(rows)
+    for index, row in enumerate(rows):
+        largest = float(np.abs(row).max(initial=0.0))
+        decimals = 8 - int(np.floor(np.log10(largest))) if largest > 0 else 0
+        np.round(row, decimals, out=out[index])
+    return out
+
+
 class EmbeddingBatcher:
     """Owns a llama.cpp embedding context; packs inputs into batches of up to n_batch tokens and n_seq_max sequences."""
 
@@ -41,6 +61,8 @@ class EmbeddingBatcher:
             n_batch=n_batch,
             n_ubatch=n_batch,
             n_gpu_layers=n_gpu_layers,
+            # Flash attention skips the masked cells, so packing many inputs into one decode costs no n_tokens^2.
+            flash_attn=True if options.flash_attn is None else options.flash_attn,
             n_threads=options.threads(),
             n_threads_batch=options.batch_threads(),
             use_mmap=options.use_mmap,
@@ -82,13 +104,11 @@ class EmbeddingBatcher:
             llama._ctx.kv_cache_clear()
             llama._ctx.decode(llama._batch)
             decodes += 1
+            pooled = np.empty((len(pending), self.n_embd), dtype=np.float64)
             for seq in range(len(pending)):
                 pointer = lib.llama_get_embeddings_seq(llama._ctx.ctx, seq)
-                vector = np.ctypeslib.as_array(pointer, shape=(self.n_embd,)).astype(np.float64)
-                if self.normalize:
-                    norm = float(np.linalg.norm(vector))
-                    vector = vector / norm if norm > 0 else vector
-                vectors.append(vector.tolist())
+                pooled[seq] = np.ctypeslib.as_array(pointer, shape=(self.n_embd,))
+            vectors.extend(float32_resolution(normalized(pooled) if self.normalize else pooled).tolist())
             llama._batch.reset()
             pending.clear()
             used = 0
