@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import importlib.util
 import io
 import wave
 from collections.abc import Iterator
@@ -78,6 +79,49 @@ def test_wav_decodes_to_mono_float_at_the_projector_rate() -> None:
 # ---- the tiny vision model -----------------------------------------------------------------------------------------
 
 
+def _encoded(container: str, codec: str, seconds: float = 1.0, rate: int = 22050) -> bytes:
+    """A 440 Hz tone encoded with PyAV (FFmpeg) in another container than WAV."""
+    import av
+    import numpy as np
+
+    buffer = io.BytesIO()
+    with av.open(buffer, mode="w", format=container) as out:
+        stream = out.add_stream(codec, rate=rate)
+        stream.layout = "mono"
+        tone = (0.3 * np.sin(2 * np.pi * 440 * np.arange(int(seconds * rate)) / rate)).astype(np.float32)
+        for start in range(0, tone.size, 1152):
+            frame = av.AudioFrame.from_ndarray(tone[None, start:start + 1152], format="flt", layout="mono")
+            frame.sample_rate = rate
+            for packet in stream.encode(frame):
+                out.mux(packet)
+        for packet in stream.encode(None):
+            out.mux(packet)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize(("container", "codec", "rate"),
+                         [("flac", "flac", 22050), ("mp3", "libmp3lame", 22050), ("ogg", "libopus", 48000)])
+def test_other_audio_containers_decode_to_the_same_tone(container: str, codec: str, rate: int) -> None:
+    import numpy as np
+
+    pytest.importorskip("av", reason="containers other than WAV are decoded with PyAV")
+    from hypnos_llama.media_input import decode_audio
+
+    encoded = _encoded(container, codec, rate=rate)
+    assert encoded[:4] != b"RIFF"
+    item = decode_audio(encoded, sample_rate=16000, max_bytes=1 << 24)
+    samples = np.frombuffer(item.data, dtype="<f4")
+    assert 0.9 * 16000 <= samples.size <= 1.15 * 16000  # codecs pad by up to a frame or two
+    spectrum = np.abs(np.fft.rfft(samples))
+    assert abs(np.argmax(spectrum) * 16000 / samples.size - 440) < 5
+    with pytest.raises(HypnosError) as too_big:
+        decode_audio(encoded, sample_rate=16000, max_bytes=16000)
+    assert too_big.value.status == 400 and "limit" in too_big.value.message
+    with pytest.raises(HypnosError) as garbage:
+        decode_audio(b"ID3 this is not audio at all" * 10, sample_rate=16000, max_bytes=1 << 24)
+    assert garbage.value.status == 400
+
+
 def test_projector_header_says_vision(tiny_vision: Any) -> None:
     assert projector_modalities(tiny_vision.projector) == [Modality.VISION]
 
@@ -88,6 +132,20 @@ async def test_projector_counts_in_estimate_load_and_modalities(vl_engine: Any, 
     assert vl_engine.test_phases.projector_ms is not None and vl_engine.test_phases.projector_ms >= 0
     assert Modality.VISION in vl_engine.model.all_modalities
     assert Modality.SPEECH_TO_TEXT not in vl_engine.model.all_modalities
+
+
+async def test_the_projector_pages_move_with_the_model_between_tiers(tiny_vision: Any) -> None:
+    from hypnos.types import LayerPlacementPlan, MemoryTier
+
+    engine = make_vision_engine(tiny_vision)
+    assert not engine.projector_pages_held
+    phases = await engine.load(LayerPlacementPlan(primary_tier=MemoryTier.TIER2))
+    assert engine.projector_pages_held and phases.context_ms is None
+    await engine.load(tier1(1024))
+    await engine.demote(MemoryTier.TIER2)
+    assert engine.projector_pages_held  # tier 2 keeps them warm for the next promotion
+    await engine.demote(MemoryTier.TIER3)
+    assert not engine.projector_pages_held
 
 
 async def test_the_image_reaches_the_model(vl_engine: Any) -> None:
@@ -195,6 +253,12 @@ async def test_audio_reaches_the_model_and_images_are_refused(tiny_audio: Any) -
         with pytest.raises(HypnosError) as raised:
             await collect(engine, vision_request("hear", _audio_part(b"RIFFxxxxWAVEnothing"), model="tiny-audio"))
         assert raised.value.status == 400
+        if importlib.util.find_spec("av") is not None:  # other containers: decoded with PyAV, same clip tokens
+            flac = {"type": "input_audio", "input_audio": {"data": base64.b64encode(_encoded("flac", "flac")).decode(),
+                                                            "format": "flac"}}
+            _, from_flac, _ = await collect(engine, vision_request("What is ", flac, " said?", model="tiny-audio"),
+                                            max_tokens=2)
+            assert from_flac.prompt_tokens == heard.prompt_tokens
     finally:
         await engine.unload()
 

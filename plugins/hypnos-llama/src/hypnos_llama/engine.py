@@ -84,6 +84,10 @@ class LlamaEngine(Engine):
         self.tier = MemoryTier.TIER3
         self._gguf: GgufFile | None = None
         self._warm = WarmPages(self.path, lock=self.options.lock_warm_pages)
+        # The projector's bytes move with the model: warm at tier 2, released at tier 3.
+        self._projector_warm = (
+            WarmPages(self.projector_path, lock=self.options.lock_warm_pages) if self.projector_path else None
+        )
         self._runtime_model = None
         self._batch: BatchLoop | None = None
         self._template: ChatTemplate | None = None
@@ -122,7 +126,7 @@ class LlamaEngine(Engine):
                 await self._demote_locked(MemoryTier.TIER3)
                 return TierSwitchPhases(total_ms=0.0)
             self.gguf()
-            warm_ms = await asyncio.to_thread(self._warm.acquire)
+            warm_ms = await asyncio.to_thread(self._warm_all)
             if plan.primary_tier == MemoryTier.TIER2:
                 await self._demote_locked(MemoryTier.TIER2)
                 total = (time.perf_counter() - started) * 1000
@@ -135,6 +139,18 @@ class LlamaEngine(Engine):
             return TierSwitchPhases(load_mode=self.load_mode, weights_ms=warm_ms + weights_ms, context_ms=context_ms,
                                     projector_ms=self._projector_ms,
                                     total_ms=total)
+
+    def _warm_all(self) -> float:
+        """Hold the weights' and the projector's pages; the milliseconds it took."""
+        warm_ms = self._warm.acquire()
+        if self._projector_warm is not None and self._projector_warm.path.is_file():
+            warm_ms += self._projector_warm.acquire()
+        return warm_ms
+
+    @property
+    def projector_pages_held(self) -> bool:
+        """True while the projector file's pages are held in RAM (tiers 1 and 2)."""
+        return self._projector_warm is not None and self._projector_warm.held
 
     def _build(self, plan: LayerPlacementPlan) -> tuple[float, float]:
         """Load the model and build the context (runs on a worker thread); returns (weights_ms, context_ms)."""
@@ -197,6 +213,8 @@ class LlamaEngine(Engine):
             await asyncio.to_thread(self._teardown, batch, model, projector)
         if tier == MemoryTier.TIER3:
             self._warm.release()
+            if self._projector_warm is not None:
+                self._projector_warm.release()
         self.tier = tier if tier != MemoryTier.TIER1 else self.tier
 
     @staticmethod

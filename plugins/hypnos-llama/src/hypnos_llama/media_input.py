@@ -1,4 +1,5 @@
-"""Media parts of a chat request: images decoded with Pillow to RGB, WAV clips to mono float samples."""
+"""Media parts of a chat request: images decoded with Pillow to RGB, audio clips (WAV; other containers through
+PyAV) to mono float samples."""
 
 from __future__ import annotations
 
@@ -59,6 +60,49 @@ def decode_image(data: bytes, *, max_bytes: int) -> MediaItem:
         raise
     except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as error:
         raise invalid_request(f"the image could not be decoded: {error}") from None
+
+
+def decode_audio(data: bytes, *, sample_rate: int, max_bytes: int) -> MediaItem:
+    """An audio clip to mono float32 samples at the projector's rate: WAV here, other containers (MP3, FLAC, Ogg,
+    M4A, WebM...) through PyAV when it is installed (best effort, as the spec allows); 400 when it cannot be read."""
+    if data[:4] == b"RIFF" and data[8:12] == b"WAVE":
+        return decode_wav(data, sample_rate=sample_rate)
+    return _decode_container(data, sample_rate=sample_rate, max_bytes=max_bytes)
+
+
+def _decode_container(data: bytes, *, sample_rate: int, max_bytes: int) -> MediaItem:
+    """Any container FFmpeg reads, resampled to mono float32; at most max_bytes of decoded samples."""
+    import numpy as np
+
+    try:
+        import av
+    except ImportError:
+        raise invalid_request("the audio is not WAV, and this server decodes other containers only with PyAV "
+                              "installed (pip install av, or the hypnos-llama[audio] extra)") from None
+    chunks: list[Any] = []
+    decoded = 0
+    try:
+        with av.open(io.BytesIO(data), mode="r") as container:
+            if not container.streams.audio:
+                raise invalid_request("the audio file holds no audio stream")
+            resampler = av.AudioResampler(format="flt", layout="mono", rate=sample_rate)
+            for frame in container.decode(audio=0):
+                for out in resampler.resample(frame):
+                    chunk = out.to_ndarray().reshape(-1)
+                    decoded += chunk.size * 4
+                    if decoded > max_bytes:
+                        raise invalid_request(f"the audio decodes to more than the server's limit of {max_bytes} "
+                                              "bytes of samples")
+                    chunks.append(chunk)
+            chunks += [out.to_ndarray().reshape(-1) for out in resampler.resample(None)]
+    except HypnosError:
+        raise
+    except (av.error.FFmpegError, ValueError, EOFError) as error:
+        raise invalid_request(f"the audio could not be decoded: {error}") from None
+    samples = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.float32)
+    if samples.size == 0:
+        raise invalid_request("the audio clip is empty")
+    return MediaItem(AUDIO, data=np.ascontiguousarray(samples, dtype="<f4").tobytes())
 
 
 def decode_wav(data: bytes, *, sample_rate: int) -> MediaItem:
@@ -143,5 +187,6 @@ async def load_request_media(request: ChatCompletionRequest, limits: LimitsConfi
                 if part.input_audio is None:
                     raise invalid_request("an input_audio part has no `input_audio`")
                 raw = decode_base64(part.input_audio.data, max_bytes=limits.max_audio_bytes, what="audio")
-                items.append(await asyncio.to_thread(decode_wav, raw, sample_rate=sample_rate))
+                items.append(await asyncio.to_thread(decode_audio, raw, sample_rate=sample_rate,
+                                                     max_bytes=limits.max_audio_bytes))
     return items
