@@ -264,3 +264,40 @@ def test_eviction_shows_in_recent_evictions(memory_client: TestClient[Any]) -> N
 
 def _with_tier1(budgets: Any, tier1: int) -> Any:
     return dataclasses.replace(budgets, tier1_bytes=tier1)
+
+
+def test_moe_offload_applies_now_when_idle_and_next_load_when_busy(memory_client: TestClient[Any]) -> None:
+    memory_client.post("/v1/memory/tier", json={"model": "chat", "target_tier": "tier1_gpu_vram"})
+    now = memory_client.post("/v1/models/chat/moe-offload", json={"mode": "auto"})
+    assert now.status_code == 200
+    body = now.json()
+    assert body["model"] == "chat" and body["moe_offload"] == "auto" and body["applies"] == "now"
+    assert body["placement"]["primary_tier"] == "tier2_pinned_ram"  # an idle resident model drops to tier 2
+    assert models_of(memory_client)["chat"]["moe_offload"] == "auto"
+    state = scheduler_of(memory_client).get("chat")
+    state.active_leases += 1  # as if a request held it
+    try:
+        busy = memory_client.post("/v1/models/chat/moe-offload", json={"mode": "on"})
+        assert busy.status_code == 200 and busy.json()["applies"] == "next_load"
+    finally:
+        state.active_leases -= 1
+    assert models_of(memory_client)["chat"]["moe_offload"] == "on"
+    off = memory_client.post("/v1/models/embed/moe-offload", json={"mode": "off"})  # a dense model accepts it
+    assert off.status_code == 200 and off.json()["applies"] == "now"
+
+
+@pytest.mark.parametrize(
+    ("model", "body", "status", "kind"),
+    [
+        ("chat", {"mode": "sometimes"}, 422, "invalid_request_error"),
+        ("ghost", {"mode": "auto"}, 404, "model_not_found"),
+        ("chat", {}, 400, "invalid_request_error"),
+    ],
+)
+def test_moe_offload_refusals(
+    memory_client: TestClient[Any], model: str, body: dict[str, Any], status: int, kind: str
+) -> None:
+    response = memory_client.post(f"/v1/models/{model}/moe-offload", json=body)
+    assert response.status_code == status
+    assert error_of(response)["type"] == kind
+    assert models_of(memory_client)["chat"]["moe_offload"] == "off"

@@ -1,13 +1,16 @@
-"""GET /v1/models (section 6) and POST /v1/models/{id}/enable|disable."""
+"""GET /v1/models (section 6), POST /v1/models/{id}/enable|disable and /v1/models/{id}/moe-offload."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+from hypnos.errors import HypnosError
 from hypnos.scheduler import ModelState
+from hypnos.types import MoeOffload
 from litestar import Request, Response, get, post
 
-from hypnos_server.routes.inference import json_response, ready_guard
+from hypnos_server.routes.inference import decode_json, json_response, ready_guard
 from hypnos_server.state import hypnos_state
 
 
@@ -52,4 +55,25 @@ async def disable_model(request: Request[Any, Any, Any]) -> Response[bytes]:
     return await _set_enabled(request, request.path_params["model_id"], False)
 
 
-ROUTES = [list_models, enable_model, disable_model]
+class MoeOffloadRequest(msgspec.Struct, kw_only=True):
+    """POST /v1/models/{id}/moe-offload body."""
+
+    mode: str
+
+
+@post("/v1/models/{model_id:str}/moe-offload", guards=[ready_guard], status_code=200)
+async def set_moe_offload(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """Set a model's expert offload: "now" when idle (a resident model drops to tier 2), else "next_load"."""
+    body = await decode_json(request, MoeOffloadRequest)
+    try:
+        mode = MoeOffload(body.mode)
+    except ValueError:
+        choices = ", ".join(f'"{m.value}"' for m in MoeOffload)
+        raise HypnosError(422, "invalid_request_error", f"Unknown moe_offload mode {body.mode!r}; use one of {choices}",
+                          code="invalid_value") from None
+    applies, model = await hypnos_state(request).scheduler.set_moe_offload(request.path_params["model_id"], mode)
+    return json_response({"model": model.id, "moe_offload": str(model.moe_offload), "applies": applies,
+                          "placement": model.placement})
+
+
+ROUTES = [list_models, enable_model, disable_model, set_moe_offload]
