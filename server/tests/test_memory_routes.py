@@ -301,3 +301,20 @@ def test_moe_offload_refusals(
     assert response.status_code == status
     assert error_of(response)["type"] == kind
     assert models_of(memory_client)["chat"]["moe_offload"] == "off"
+
+
+def test_kv_park_routes_configure_and_report(memory_client: TestClient[Any]) -> None:
+    shown = memory_client.get("/v1/memory/kv-park")
+    assert shown.status_code == 200
+    assert shown.json() == {"enabled": False, "max_bytes": 4 * GiB, "used_bytes": 0, "models": []}
+    on = memory_client.post("/v1/memory/kv-park", json={"enabled": True})
+    assert on.status_code == 200 and on.json()["enabled"] is True and on.json()["max_bytes"] == 4 * GiB
+    capped = memory_client.post("/v1/memory/kv-park", json={"max_bytes": GiB})
+    assert capped.json() == {"enabled": True, "max_bytes": GiB, "used_bytes": 0, "models": []}
+    assert memory_client.get("/v1/memory/status").json()["kv_park"] == capped.json()
+    for body in ({}, {"max_bytes": -1}, {"enabled": "yes"}):
+        refused = memory_client.post("/v1/memory/kv-park", json=body)
+        assert refused.status_code == 400 and error_of(refused)["type"] == "invalid_request_error"
+    empty = memory_client.post("/v1/memory/kv-park", content=b"")
+    assert empty.status_code == 400
+    assert memory_client.get("/v1/memory/kv-park").json()["max_bytes"] == GiB

@@ -16,6 +16,7 @@ from hypnos.types import EngineTiming, LayerPlacementPlan, MemoryTier, Modality,
 
 if TYPE_CHECKING:
     from hypnos.config import LimitsConfig, ModelConfig
+    from hypnos.scheduler.kv_park import KvParkStore
 
 
 class CancelToken:
@@ -88,6 +89,8 @@ class EngineContext:
     accelerator: str = "cpu"
     cache_dir: Path | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # KV parking (section 14): where engines park their slots' KV states when leaving tier 1; None = no parking
+    kv_park: KvParkStore | None = None
 
 
 # ---- per-modality inputs and results ---------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from hypnos.scheduler.admission import (
     implicit_deadline_ms,
 )
 from hypnos.scheduler.budgets import compute_budgets
+from hypnos.scheduler.kv_park import KvParkStore
 from hypnos.scheduler.lease import Lease
 from hypnos.scheduler.state import ModelState
 from hypnos.scheduler.status import KvParkStatus, MemoryStatus, build_status
@@ -133,8 +134,12 @@ class Scheduler:
         self.clock = clock
         self.hardware: HardwareProbe = hardware or SystemHardware(settings.hardware)
         self.budgets = compute_budgets(settings.hardware, self.hardware.info())
+        self.kv_park = KvParkStore(settings.hardware.kv_park, clock=clock)
         self.context = EngineContext(
-            models_dir=settings.models_path, limits=settings.limits, accelerator=self.hardware.info().accelerator
+            models_dir=settings.models_path,
+            limits=settings.limits,
+            accelerator=self.hardware.info().accelerator,
+            kv_park=self.kv_park,
         )
         self.latency_provider = latency_provider
         self.kv_park_provider = kv_park_provider
@@ -202,7 +207,7 @@ class Scheduler:
             self.tiers,
             self.settings,
             self.clock(),
-            kv_park=self.kv_park_provider() if self.kv_park_provider else None,
+            kv_park=self.kv_park_provider() if self.kv_park_provider else self.kv_park.status(),
             latency=provider() if provider is not None else msgspec.UNSET,
         )
 
@@ -306,6 +311,7 @@ class Scheduler:
                 if error.status == 429:
                     state.enabled = True  # still in use: nothing changed
                 raise
+        self.kv_park.drop(model_id)  # a disabled model's parked conversations are dropped
         return state
 
     async def set_moe_offload(self, model_id: str, mode: MoeOffload) -> tuple[str, ModelState]:

@@ -1,4 +1,4 @@
-"""GET /v1/memory/status and POST /v1/memory/tier (section 14), over the scheduler."""
+"""GET /v1/memory/status, POST /v1/memory/tier and GET|POST /v1/memory/kv-park (section 14), over the scheduler."""
 
 from __future__ import annotations
 
@@ -21,6 +21,13 @@ class TierRequest(msgspec.Struct, kw_only=True):
     context_len: int | None = None
 
 
+class KvParkRequest(msgspec.Struct, kw_only=True):
+    """POST /v1/memory/kv-park body: either field may be left out, not both."""
+
+    enabled: bool | None = None
+    max_bytes: int | None = None
+
+
 @get("/v1/memory/status", sync_to_thread=False)
 def memory_status(request: Request[Any, Any, Any]) -> Response[bytes]:
     """The full tiers snapshot of section 14 (open during staging); latency comes from the observability layer."""
@@ -37,4 +44,23 @@ async def move_tier(request: Request[Any, Any, Any]) -> Response[bytes]:
     return json_response({"model": moved.id, "placement": moved.placement})
 
 
-ROUTES = [memory_status, move_tier]
+@get("/v1/memory/kv-park", sync_to_thread=False)
+def kv_park_status(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """KV parking's state: enabled, cap, bytes held and each model's parked conversations."""
+    return json_response(hypnos_state(request).scheduler.kv_park.status())
+
+
+@post("/v1/memory/kv-park", status_code=200)
+async def configure_kv_park(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """Turn KV parking on or off (off drops every parked state) or change its cap (the oldest go until it fits)."""
+    body = await decode_json(request, KvParkRequest)
+    if body.enabled is None and body.max_bytes is None:
+        raise HypnosError(400, "invalid_request_error", "Send `enabled`, `max_bytes` or both")
+    if body.max_bytes is not None and body.max_bytes < 0:
+        raise HypnosError(400, "invalid_request_error", "max_bytes must be zero or more")
+    store = hypnos_state(request).scheduler.kv_park
+    store.configure(enabled=body.enabled, max_bytes=body.max_bytes)
+    return json_response(store.status())
+
+
+ROUTES = [memory_status, move_tier, kv_park_status, configure_kv_park]

@@ -1,0 +1,112 @@
+"""KV parking (section 14): host-memory copies of a model's per-slot KV states, kept while the model is out of tier 1.
+
+Engines park when a model leaves tier 1 and take their states back when it returns with the same context layout.
+The store caps the bytes held (the least recently parked models go first) and is safe to call from worker threads.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+
+from hypnos.config import KvParkConfig
+from hypnos.scheduler.status import KvParkedModel, KvParkStatus
+
+
+@dataclass(frozen=True)
+class ParkedSlot:
+    """One slot's conversation: the tokens its KV cells hold and llama.cpp's serialized sequence state."""
+
+    seq_id: int
+    tokens: list[int]
+    state: bytes
+
+
+@dataclass
+class ParkedModel:
+    """A model's parked slots and the context layout they were saved from."""
+
+    layout: Hashable
+    slots: list[ParkedSlot]
+    parked_at: float
+    bytes: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.bytes = sum(len(slot.state) for slot in self.slots)
+
+
+class KvParkStore:
+    """Parked KV states of all models, under one byte cap (from [hardware.kv_park], changed by POST kv-park)."""
+
+    def __init__(self, config: KvParkConfig, clock: Callable[[], float] = time.monotonic) -> None:
+        self.enabled = config.enabled
+        self.max_bytes = config.max_bytes
+        self._clock = clock
+        self._models: dict[str, ParkedModel] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def used_bytes(self) -> int:
+        """Bytes of parked state held now."""
+        with self._lock:
+            return sum(parked.bytes for parked in self._models.values())
+
+    def park(self, model_id: str, layout: Hashable, slots: list[ParkedSlot]) -> bool:
+        """Keep these slots for the model (replacing what it had parked); False when off, empty or above the cap."""
+        parked = ParkedModel(layout=layout, slots=slots, parked_at=self._clock())
+        with self._lock:
+            self._models.pop(model_id, None)
+            if not self.enabled or not slots or parked.bytes > self.max_bytes:
+                return False
+            self._models[model_id] = parked
+            self._fit()
+            return model_id in self._models
+
+    def take(self, model_id: str, layout: Hashable) -> list[ParkedSlot]:
+        """The model's parked slots, removed from the store; none when the layout changed (they are dropped)."""
+        with self._lock:
+            parked = self._models.pop(model_id, None)
+        if parked is None or parked.layout != layout:
+            return []
+        return parked.slots
+
+    def drop(self, model_id: str) -> None:
+        """Forget a model's parked state (a disabled model)."""
+        with self._lock:
+            self._models.pop(model_id, None)
+
+    def configure(self, *, enabled: bool | None = None, max_bytes: int | None = None) -> None:
+        """Turn parking on or off (off drops everything) and set the cap (the oldest go until the rest fits)."""
+        with self._lock:
+            if enabled is not None:
+                self.enabled = enabled
+            if max_bytes is not None:
+                self.max_bytes = max_bytes
+            if not self.enabled:
+                self._models.clear()
+            self._fit()
+
+    def _fit(self) -> None:
+        """Drop the least recently parked models until the rest fits the cap (lock held)."""
+        while self._models and sum(p.bytes for p in self._models.values()) > self.max_bytes:
+            oldest = min(self._models, key=lambda model_id: self._models[model_id].parked_at)
+            del self._models[oldest]
+
+    def status(self) -> KvParkStatus:
+        """The kv_park object of /v1/memory/status and /v1/memory/kv-park."""
+        now = self._clock()
+        with self._lock:
+            models = [
+                KvParkedModel(
+                    model=model_id,
+                    slots=len(parked.slots),
+                    tokens=sum(len(slot.tokens) for slot in parked.slots),
+                    bytes=parked.bytes,
+                    parked_secs_ago=round(max(0.0, now - parked.parked_at), 3),
+                )
+                for model_id, parked in sorted(self._models.items(), key=lambda item: item[1].parked_at)
+            ]
+        used = sum(model.bytes for model in models)
+        return KvParkStatus(enabled=self.enabled, max_bytes=self.max_bytes, used_bytes=used, models=models)

@@ -1,0 +1,73 @@
+"""The KV park store: what is kept, what a changed layout or a lower cap drops, and the status it reports."""
+
+from __future__ import annotations
+
+from hypnos.config import KvParkConfig
+from hypnos.scheduler.kv_park import KvParkStore, ParkedSlot
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _slots(*sizes: int) -> list[ParkedSlot]:
+    return [ParkedSlot(seq_id=i, tokens=list(range(size // 10)), state=b"x" * size) for i, size in enumerate(sizes)]
+
+
+def test_parked_slots_come_back_once_with_the_same_layout() -> None:
+    store = KvParkStore(KvParkConfig(enabled=True, max_bytes=1000))
+    assert store.park("chat", ("ctx", 4096), _slots(100, 200))
+    assert store.used_bytes == 300
+    assert store.take("chat", ("ctx", 8192)) == []  # another window: dropped, the conversation prefills again
+    assert store.used_bytes == 0
+    store.park("chat", ("ctx", 4096), _slots(100))
+    assert [slot.seq_id for slot in store.take("chat", ("ctx", 4096))] == [0]
+    assert store.take("chat", ("ctx", 4096)) == []
+
+
+def test_off_empty_or_too_big_parks_nothing() -> None:
+    assert not KvParkStore(KvParkConfig(enabled=False)).park("chat", 1, _slots(10))
+    store = KvParkStore(KvParkConfig(enabled=True, max_bytes=100))
+    assert not store.park("chat", 1, [])
+    assert not store.park("chat", 1, _slots(101))
+    assert store.status().models == []
+
+
+def test_the_cap_drops_the_least_recently_parked_first() -> None:
+    clock = Clock()
+    store = KvParkStore(KvParkConfig(enabled=True, max_bytes=500), clock=clock)
+    store.park("a", 1, _slots(200))
+    clock.now += 1
+    store.park("b", 1, _slots(200))
+    clock.now += 1
+    store.park("c", 1, _slots(200))  # 600 > 500: "a" goes
+    assert [m.model for m in store.status().models] == ["b", "c"]
+    store.configure(max_bytes=250)  # a lower cap: the oldest until the rest fits
+    status = store.status()
+    assert [m.model for m in status.models] == ["c"] and status.used_bytes == 200 and status.max_bytes == 250
+
+
+def test_status_reports_slots_tokens_bytes_and_age() -> None:
+    clock = Clock()
+    store = KvParkStore(KvParkConfig(enabled=True, max_bytes=10_000), clock=clock)
+    store.park("chat", 1, _slots(300, 500))
+    clock.now += 4.25
+    (model,) = store.status().models
+    assert (model.model, model.slots, model.tokens, model.bytes) == ("chat", 2, 80, 800)
+    assert model.parked_secs_ago == 4.25
+
+
+def test_turning_it_off_drops_everything_and_drop_forgets_one_model() -> None:
+    store = KvParkStore(KvParkConfig(enabled=True, max_bytes=10_000))
+    store.park("a", 1, _slots(10))
+    store.park("b", 1, _slots(10))
+    store.drop("a")
+    assert [m.model for m in store.status().models] == ["b"]
+    store.configure(enabled=False)
+    status = store.status()
+    assert status.enabled is False and status.models == [] and status.used_bytes == 0
+    assert not store.park("b", 1, _slots(10))
