@@ -117,3 +117,39 @@ def test_three_streams_share_decode_steps_and_match_alone(client: Any) -> None:
         together = list(pool.map(ask, prompts))
     assert [t[0] for t in together] == alone
     assert max(t[1] for t in together) == 3
+
+
+def test_kv_parking_brings_a_conversation_back_after_a_tier_move(client: Any, server: str) -> None:
+    def kv_park(body: dict[str, Any] | None = None) -> dict[str, Any]:
+        url = f"{server}/v1/memory/kv-park"
+        response = httpx.post(url, json=body, timeout=10) if body else httpx.get(url, timeout=10)
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    def to_tier2() -> None:
+        moved = httpx.post(f"{server}/v1/memory/tier", json={"model": MODEL, "target_tier": "tier2_pinned_ram"},
+                           timeout=60)
+        assert moved.status_code == 200, moved.text
+
+    story = [{"role": "user", "content": "Tell me two facts about the Eiffel Tower."}]
+    first = client.chat.completions.create(model=MODEL, messages=story, temperature=0, max_tokens=40)
+    history = [*story, {"role": "assistant", "content": first.choices[0].message.content},
+               {"role": "user", "content": "How tall is it?"}]
+    to_tier2()  # parking is off: the next turn prefills the whole history
+    plain = client.chat.completions.create(model=MODEL, messages=history, temperature=0, max_tokens=24)
+    assert "kv_restored_tokens" not in plain.model_extra["hypnos_telemetry"]["tier_switch_phases"]
+    details = plain.usage.prompt_tokens_details  # left out when nothing was cached
+    assert details is None or details.cached_tokens == 0
+    try:
+        assert kv_park({"enabled": True})["enabled"] is True
+        to_tier2()
+        (parked,) = [m for m in kv_park()["models"] if m["model"] == MODEL]
+        assert parked["tokens"] >= plain.usage.prompt_tokens and parked["bytes"] > 0 and parked["slots"] >= 1
+        again = client.chat.completions.create(model=MODEL, messages=history, temperature=0, max_tokens=24)
+        phases = again.model_extra["hypnos_telemetry"]["tier_switch_phases"]
+        assert phases["kv_restored_tokens"] >= parked["tokens"] and phases["kv_restore_ms"] >= 0
+        assert again.usage.prompt_tokens_details.cached_tokens >= plain.usage.prompt_tokens - 1
+        assert again.choices[0].message.content == plain.choices[0].message.content  # parking never changes it
+        assert kv_park()["models"] == []  # taken back by the model
+    finally:
+        kv_park({"enabled": False})

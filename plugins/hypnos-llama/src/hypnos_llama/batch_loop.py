@@ -173,6 +173,7 @@ class BatchLoop:
         slot.cached = job.prompt[:reuse]
         slot.pending = job.prompt[reuse:]
         slot.pos_offset = 0
+        slot.media = job.media is not None
         slot.admitted = time.perf_counter()
         if job.media is not None and not self._prefill_media(slot, job):
             return

@@ -30,6 +30,7 @@ from hypnos_llama.batch_loop import BatchLoop, context_shape
 from hypnos_llama.chat_plan import ChatPlan, plan_chat, thinking_guard
 from hypnos_llama.estimate import estimate_gguf
 from hypnos_llama.gguf_meta import GgufFile, read_gguf
+from hypnos_llama.kv_parking import context_layout, park_slots, restore_slots
 from hypnos_llama.multimodal import (
     Projector,
     advertise_projector_modalities,
@@ -81,6 +82,7 @@ class LlamaEngine(Engine):
         advertise_projector_modalities(model, self.projector_path)
         self._projector: Projector | None = None
         self._projector_ms: float | None = None
+        self._kv_restored: tuple[float, int] | None = None
         self.tier = MemoryTier.TIER3
         self._gguf: GgufFile | None = None
         self._warm = WarmPages(self.path, lock=self.options.lock_warm_pages)
@@ -138,6 +140,8 @@ class LlamaEngine(Engine):
             total = (time.perf_counter() - started) * 1000
             return TierSwitchPhases(load_mode=self.load_mode, weights_ms=warm_ms + weights_ms, context_ms=context_ms,
                                     projector_ms=self._projector_ms,
+                                    kv_restore_ms=self._kv_restored and round(self._kv_restored[0], 3),
+                                    kv_restored_tokens=self._kv_restored and self._kv_restored[1],
                                     total_ms=total)
 
     def _warm_all(self) -> float:
@@ -190,6 +194,7 @@ class LlamaEngine(Engine):
         idle = self.options.kv_idle_timeout_secs or self.context.extra.get("kv_idle_timeout_secs")
         batch = BatchLoop(model, context, rebuild, prefill_chunk=self.options.prefill_chunk, name=self.model.id,
                           idle_timeout_s=float(idle) if idle else None)
+        self._kv_restored = restore_slots(self.context.kv_park, self.model.id, self._layout(context), batch)
         batch.start()
         self._runtime_model, self._template, self._batch = model, template, batch
         self._projector = projector
@@ -217,9 +222,15 @@ class LlamaEngine(Engine):
                 self._projector_warm.release()
         self.tier = tier if tier != MemoryTier.TIER1 else self.tier
 
-    @staticmethod
-    def _teardown(batch: BatchLoop, model, projector=None) -> None:  # type: ignore[no-untyped-def]
+    def _layout(self, context) -> tuple:  # type: ignore[no-untyped-def]
+        return context_layout(self.path, self.options, context)
+
+    def _teardown(self, batch: BatchLoop, model, projector=None) -> None:  # type: ignore[no-untyped-def]
         batch.stop()
+        try:  # KV parking: the idle slots' conversations wait in host memory for the model's return
+            park_slots(self.context.kv_park, self.model.id, self._layout(batch.context), batch)
+        except Exception as error:  # parking is an optimisation: a failure only costs a prefill later
+            logger.warning("could not park the KV states of %s: %s", self.model.id, error)
         batch.context.close()
         if projector is not None:  # before the model it was built on
             projector.close()

@@ -162,6 +162,18 @@ class LlamaContext:
         """Drop a sequence's cells from position `keep` on (keep=0 clears it)."""
         return bool(self.lib.llama_memory_seq_rm(self.memory, seq_id, keep, -1))
 
+    def seq_state(self, seq_id: int) -> bytes:
+        """llama.cpp's serialized state of one sequence (its KV cells), for KV parking."""
+        size = self.lib.llama_state_seq_get_size(self.pointer, seq_id)
+        buffer = (ctypes.c_uint8 * size)()
+        written = self.lib.llama_state_seq_get_data(self.pointer, buffer, size, seq_id)
+        return bytes(buffer)[:written]
+
+    def set_seq_state(self, seq_id: int, state: bytes) -> bool:
+        """Load a sequence's state saved by seq_state into `seq_id`; False when llama.cpp refuses it."""
+        buffer = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
+        return self.lib.llama_state_seq_set_data(self.pointer, buffer, len(state), seq_id) > 0
+
     def clear(self) -> None:
         """Drop every sequence's cells."""
         self.lib.llama_memory_clear(self.memory, True)
