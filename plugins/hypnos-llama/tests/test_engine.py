@@ -104,11 +104,12 @@ async def test_closing_the_stream_frees_the_slot(engine) -> None:
 
 async def test_concurrent_requests_share_decode_steps_and_match_alone(engine) -> None:
     prompts = ["first question here", "a second and different one", "third"]
-    alone = [(await collect(engine, chat_request(p, temperature=0), max_tokens=24))[0] for p in prompts]
+    # long enough answers that all three overlap however late the third arrives
+    alone = [(await collect(engine, chat_request(p, temperature=0), max_tokens=96))[0] for p in prompts]
     for slot in engine._batch.slots:  # no prefix reuse: every request prefills from scratch
         engine._batch.context.seq_trim(slot.seq_id, 0)
         slot.cached = []
-    together = await asyncio.gather(*(collect(engine, chat_request(p, temperature=0), max_tokens=24) for p in prompts))
+    together = await asyncio.gather(*(collect(engine, chat_request(p, temperature=0), max_tokens=96) for p in prompts))
     assert [t[0] for t in together] == alone
     assert max(t[1].timing.concurrent_slots for t in together) == 3
     assert engine._batch.max_concurrent == 3

@@ -52,7 +52,7 @@ def write_tiny_llama(path: Path, *, layers: int = 2, dim: int = 64, heads: int =
     writer.add_rope_dimension_count(dim // heads)
     writer.add_rope_freq_base(10000.0)
     writer.add_vocab_size(vocab)
-    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
     writer.add_tokenizer_model("llama")
     writer.add_token_list(tokens)
     writer.add_token_scores(scores)
@@ -66,6 +66,12 @@ def write_tiny_llama(path: Path, *, layers: int = 2, dim: int = 64, heads: int =
     def weight(*shape: int) -> Any:
         return (rng.standard_normal(shape) * 0.2).astype(np.float32)
 
+    def add_matrix(name: str, array: Any) -> None:
+        # Matmul weights in q8_0, as in the quantized models users serve: llama.cpp's q8_0 kernels give a row the
+        # same sums whether one sequence or several share a step (its AVX-512 f32 kernels do not always).
+        qtype = gguf.GGMLQuantizationType.Q8_0
+        writer.add_tensor(name, gguf.quants.quantize(array, qtype), raw_dtype=qtype)
+
     # Dimension 0 of the residual stream is a constant the layers never write to; the output rows of the special
     # tokens weigh it strongly negative, so a random model does not end its answers early (EOG).
     kv_dim = dim // heads * kv_heads
@@ -74,22 +80,22 @@ def write_tiny_llama(path: Path, *, layers: int = 2, dim: int = 64, heads: int =
     writer.add_tensor("token_embd.weight", embeddings)
     for i in range(layers):
         writer.add_tensor(f"blk.{i}.attn_norm.weight", np.ones(dim, dtype=np.float32))
-        writer.add_tensor(f"blk.{i}.attn_q.weight", weight(dim, dim))
-        writer.add_tensor(f"blk.{i}.attn_k.weight", weight(kv_dim, dim))
-        writer.add_tensor(f"blk.{i}.attn_v.weight", weight(kv_dim, dim))
+        add_matrix(f"blk.{i}.attn_q.weight", weight(dim, dim))
+        add_matrix(f"blk.{i}.attn_k.weight", weight(kv_dim, dim))
+        add_matrix(f"blk.{i}.attn_v.weight", weight(kv_dim, dim))
         attn_output = weight(dim, dim)
         attn_output[0, :] = 0.0
-        writer.add_tensor(f"blk.{i}.attn_output.weight", attn_output)
+        add_matrix(f"blk.{i}.attn_output.weight", attn_output)
         writer.add_tensor(f"blk.{i}.ffn_norm.weight", np.ones(dim, dtype=np.float32))
-        writer.add_tensor(f"blk.{i}.ffn_gate.weight", weight(ff, dim))
-        writer.add_tensor(f"blk.{i}.ffn_up.weight", weight(ff, dim))
+        add_matrix(f"blk.{i}.ffn_gate.weight", weight(ff, dim))
+        add_matrix(f"blk.{i}.ffn_up.weight", weight(ff, dim))
         ffn_down = weight(dim, ff)
         ffn_down[0, :] = 0.0
-        writer.add_tensor(f"blk.{i}.ffn_down.weight", ffn_down)
+        add_matrix(f"blk.{i}.ffn_down.weight", ffn_down)
     writer.add_tensor("output_norm.weight", np.ones(dim, dtype=np.float32))
     output = weight(vocab, dim) * 4
     output[: len(SPECIAL), 0] = -40.0
-    writer.add_tensor("output.weight", output)
+    add_matrix("output.weight", output)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
