@@ -172,6 +172,34 @@ async def test_the_answer_depends_on_the_pixels(vl_engine: Any) -> None:
     assert len(answers) == 2  # blue twice gives the same answer; red another one
 
 
+async def test_a_later_turn_about_the_same_image_reuses_its_cells(vl_engine: Any) -> None:
+    import msgspec
+    from hypnos.openai import ChatCompletionRequest
+
+    def turn(image: dict[str, Any], answer: str) -> Any:
+        first = {"role": "user", "content": [{"type": "text", "text": "Describe "}, image,
+                                             {"type": "text", "text": " briefly."}]}
+        body = {"model": "tiny-vl", "temperature": 0, "messages": [
+            first, {"role": "assistant", "content": answer}, {"role": "user", "content": "And its colour?"}]}
+        return msgspec.convert(body, ChatCompletionRequest)
+
+    green = image_part(png_bytes((112, 112), color=(10, 200, 30)))
+    answer, first, _ = await collect(vl_engine, vision_request("Describe ", green, " briefly.", temperature=0),
+                                     max_tokens=4)
+    reply, second, _ = await collect(vl_engine, turn(green, answer), max_tokens=4)
+    # the image (16 cells at 112x112) and the text around it come from the cache: only the new turn is prefilled
+    assert second.cached_tokens >= first.prompt_tokens - 1
+    for slot in vl_engine._batch.slots:  # the same turn with nothing cached gives the same answer
+        vl_engine._batch.context.seq_trim(slot.seq_id, 0)
+        slot.cached, slot.media = [], False
+    fresh_reply, fresh, _ = await collect(vl_engine, turn(green, answer), max_tokens=4)
+    assert fresh.cached_tokens == 0 and fresh_reply == reply
+    blue = image_part(png_bytes((112, 112), color=(10, 30, 200)))
+    _, other, _ = await collect(vl_engine, turn(blue, answer), max_tokens=4)
+    assert other.prompt_tokens == second.prompt_tokens
+    assert other.cached_tokens < 16  # another image at the same place: its cells are computed anew
+
+
 async def test_png_jpeg_and_webp_all_work(vl_engine: Any) -> None:
     for image_format, mime in (("PNG", "image/png"), ("JPEG", "image/jpeg"), ("WEBP", "image/webp")):
         part = image_part(png_bytes((60, 40), image_format=image_format), mime)

@@ -166,17 +166,20 @@ class BatchLoop:
             slot.cached = []
 
     def _start(self, slot: Slot, job: ChatJob) -> None:
-        reuse = 0 if job.media is not None else min(common_prefix(slot.cached, job.prompt), len(job.prompt) - 1)
-        if not self.context.seq_trim(slot.seq_id, reuse):
-            self.context.seq_trim(slot.seq_id, 0)
-            reuse = 0
-        slot.cached = job.prompt[:reuse]
-        slot.pending = job.prompt[reuse:]
-        slot.pos_offset = 0
-        slot.media = job.media is not None
         slot.admitted = time.perf_counter()
-        if job.media is not None and not self._prefill_media(slot, job):
-            return
+        if job.media is not None and self._reuse_media_head(slot, job):
+            reuse = len(slot.cached)  # the slot already holds this prompt's media (an earlier turn)
+        else:
+            reuse = 0 if job.media is not None else min(common_prefix(slot.cached, job.prompt), len(job.prompt) - 1)
+            if not self.context.seq_trim(slot.seq_id, reuse):
+                self.context.seq_trim(slot.seq_id, 0)
+                reuse = 0
+            slot.cached = job.prompt[:reuse]
+            slot.pending = job.prompt[reuse:]
+            slot.pos_offset = 0
+            slot.media = job.media is not None
+            if job.media is not None and not self._prefill_media(slot, job):
+                return
         slot.job = job
         slot.reused = reuse
         slot.next_token = None
@@ -185,6 +188,20 @@ class BatchLoop:
         slot.first_token = None
         slot.sampler = build_sampler_chain(self.model.lib, job.sampling)
         slot.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def _reuse_media_head(self, slot: Slot, job: ChatJob) -> bool:
+        """Keep the slot's cells when they already hold all of this prompt's media and the text before it (same
+        content ids, same places): the positions after the media are then the same too. False: evaluate anew."""
+        media = job.media
+        reuse = min(common_prefix(slot.cached, job.prompt), len(job.prompt) - 1)
+        if not slot.media or reuse < media.head_tokens:
+            return False
+        if not self.context.seq_trim(slot.seq_id, reuse + slot.pos_offset):  # positions, not cells, after media
+            return False
+        media.close()
+        slot.cached = job.prompt[:reuse]
+        slot.pending = job.prompt[reuse:]
+        return True
 
     def _prefill_media(self, slot: Slot, job: ChatJob) -> bool:
         """Evaluate a media prompt's chunks (all but its final text) into the slot's sequence with mtmd."""

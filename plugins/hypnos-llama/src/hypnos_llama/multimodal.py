@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import logging
+import secrets
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -20,7 +22,12 @@ from hypnos_llama.template import MEDIA_MARKER
 
 logger = logging.getLogger(__name__)
 
-MEDIA_PLACEHOLDER = -1  # the token id a media position holds in a job's prompt (never a real token)
+def media_token(chunk_id: bytes | None) -> int:
+    """The (negative, never a real token) id every cell of a media chunk holds in a job's prompt: derived from the
+    media's content, so the same image at the same place gives the same ids and its cells can be reused."""
+    if not chunk_id:
+        return -2 - secrets.randbelow(1 << 30)  # unknown content: an id no other prompt shares
+    return -(1 << 30) - int.from_bytes(hashlib.sha256(chunk_id).digest()[:4], "little") % (1 << 30)
 
 
 def import_mtmd() -> Any:
@@ -115,6 +122,8 @@ class Projector:
                 if not bitmap:
                     raise invalid_request(f"the {item.kind} could not be prepared for the model")
                 bitmaps.append(bitmap)
+                digest = hashlib.sha256(f"{item.kind}:{item.width}x{item.height}:".encode() + item.data)
+                mtmd.mtmd_bitmap_set_id(bitmap, digest.hexdigest().encode())
             encoded = text.encode("utf-8")
             source = mtmd.mtmd_input_text(encoded, len(encoded), True, True)
             array = (mtmd.mtmd_bitmap_p_ctypes * max(1, len(bitmaps)))(*bitmaps)
@@ -157,7 +166,8 @@ class MediaPrompt:
                 self.tokens.extend(text)
                 self.tail = text if index == count - 1 else []
             else:
-                self.tokens.extend([MEDIA_PLACEHOLDER] * mtmd.mtmd_input_chunk_get_n_tokens(chunk))
+                media = media_token(mtmd.mtmd_input_chunk_get_id(chunk))
+                self.tokens.extend([media] * mtmd.mtmd_input_chunk_get_n_tokens(chunk))
         self._head_chunks = count - 1 if self.tail else count
 
     def close(self) -> None:
