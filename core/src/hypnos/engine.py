@@ -91,6 +91,9 @@ class EngineContext:
     extra: dict[str, Any] = field(default_factory=dict)
     # KV parking (section 14): where engines park their slots' KV states when leaving tier 1; None = no parking
     kv_park: KvParkStore | None = None
+    # Called (from any thread) when an engine grows a loaded model's context to `cells` in all: the scheduler books
+    # the larger KV cache (model id, cells)
+    context_resized: Callable[[str, int], None] | None = None
 
 
 # ---- per-modality inputs and results ---------------------------------------------------------------------------

@@ -275,3 +275,21 @@ async def test_moe_offload_applies_now_when_idle() -> None:
     async with scheduler.lease("moe", TEXT):
         applies, _ = await scheduler.set_moe_offload("moe", MoeOffload.OFF)
     assert applies == "next_load"
+
+
+async def test_a_context_grown_by_the_engine_is_booked() -> None:
+    scheduler = make_scheduler([fake_model("a", context_len=1024)])
+    await scheduler.stage_startup()
+    await use(scheduler, "a")
+    assert scheduler.get("a").placement.allocated_context_len == 1024
+    before = scheduler.tiers.booked_tier1
+    # the engine rebuilds its context on its worker thread and says so; the booking follows on the loop
+    await asyncio.to_thread(scheduler.context.context_resized, "a", 4096)
+    await asyncio.sleep(0.01)
+    placement = scheduler.get("a").placement
+    assert placement.allocated_context_len == 4096
+    assert scheduler.tiers.booked_tier1 - before == 1024 * (4096 - 1024)  # 1 KiB of KV per token
+    assert scheduler.status().tier1_vram_used_bytes == scheduler.tiers.booked_tier1
+    await scheduler.move("a", T2)
+    scheduler.context.context_resized("a", 8192)  # a model out of tier 1 books nothing
+    assert scheduler.get("a").placement.allocated_context_len == 0

@@ -156,12 +156,15 @@ async def test_tier2_to_tier1_and_back_mid_conversation(tiny_gguf: Path) -> None
 
 async def test_context_is_rebuilt_when_a_request_needs_more(tiny_gguf: Path) -> None:
     engine = make_engine(tiny_gguf, slots=2, context_len=1024)
+    resized: list[tuple[str, int]] = []
+    engine.context.context_resized = lambda model_id, cells: resized.append((model_id, cells))
     await engine.load(tier1(1024))
     try:
         assert engine._batch.context.shape.n_ctx == 1024
         _, final, _ = await collect(engine, chat_request("long one", num_ctx=3000), max_tokens=4)
         assert engine._batch.context.shape.n_ctx >= 3000
         assert final.timing.context_ms is not None
+        assert resized == [(engine.model.id, engine._batch.context.shape.n_ctx)]  # the scheduler is told
     finally:
         await engine.unload()
 

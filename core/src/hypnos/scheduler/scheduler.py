@@ -140,11 +140,13 @@ class Scheduler:
             limits=settings.limits,
             accelerator=self.hardware.info().accelerator,
             kv_park=self.kv_park,
+            context_resized=self.context_resized,
         )
         self.latency_provider = latency_provider
         self.kv_park_provider = kv_park_provider
         self._implicit_deadline = implicit_deadline_ms(settings.server, settings.limits)
         self._background: set[asyncio.Task] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop serving the scheduler (set when staging)
         self._models: dict[str, ModelState] = {}
         for model in settings.models:
             self._models[model.id] = self._make_state(model)
@@ -331,8 +333,35 @@ class Scheduler:
 
     # ---- lifecycle ----------------------------------------------------------------------------------------------
 
+    def context_resized(self, model_id: str, cells: int) -> None:
+        """An engine grew a loaded model's context to `cells`: book the larger KV cache (safe from any thread)."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            try:
+                running = asyncio.get_running_loop()
+            except RuntimeError:
+                running = None
+            if running is not loop:
+                loop.call_soon_threadsafe(self._book_context, model_id, cells)
+                return
+        self._book_context(model_id, cells)
+
+    def _book_context(self, model_id: str, cells: int) -> None:
+        state = self._models.get(model_id)
+        if state is None or state.placement.primary_tier != MemoryTier.TIER1:
+            return
+        estimate = state.estimate()
+        plan = msgspec.structs.replace(
+            state.placement,
+            allocated_context_len=cells,
+            vram_kv_and_workspace_bytes=estimate.kv_bytes_per_token * cells + estimate.workspace_bytes,
+        )
+        state.placement = plan
+        self.tiers.book(state, plan)
+
     async def stage_startup(self) -> None:
         """Load every enabled model whose initial_tier is tier 1 or 2, then flip `ready`."""
+        self._loop = asyncio.get_running_loop()
         try:
             for state in self.models():
                 if not state.enabled or state.engine is None or state.config.initial_tier == MemoryTier.TIER3:

@@ -189,7 +189,10 @@ class LlamaEngine(Engine):
             cells = required if self.options.kv_unified else required * max(1, self.model.slots)
             shape = self._shape(max(cells, old.shape.n_ctx))
             old.close()
-            return LlamaContext(model, self.options, shape)
+            grown = LlamaContext(model, self.options, shape)
+            if self.context.context_resized is not None:  # the scheduler books the larger KV cache
+                self.context.context_resized(self.model.id, grown.shape.n_ctx)
+            return grown
 
         idle = self.options.kv_idle_timeout_secs or self.context.extra.get("kv_idle_timeout_secs")
         batch = BatchLoop(model, context, rebuild, prefill_chunk=self.options.prefill_chunk, name=self.model.id,
