@@ -31,6 +31,7 @@ from hypnos_llama.chat_plan import ChatPlan, plan_chat, thinking_guard
 from hypnos_llama.estimate import estimate_gguf
 from hypnos_llama.gguf_meta import GgufFile, read_gguf
 from hypnos_llama.kv_parking import context_layout, park_slots, restore_slots
+from hypnos_llama.moe_offload import expert_layers, expert_pattern
 from hypnos_llama.multimodal import (
     Projector,
     advertise_projector_modalities,
@@ -83,6 +84,7 @@ class LlamaEngine(Engine):
         self._projector: Projector | None = None
         self._projector_ms: float | None = None
         self._kv_restored: tuple[float, int] | None = None
+        self.cpu_expert_pattern: str | None = None  # MoE offload: the expert tensors kept on the CPU at tier 1
         self.tier = MemoryTier.TIER3
         self._gguf: GgufFile | None = None
         self._warm = WarmPages(self.path, lock=self.options.lock_warm_pages)
@@ -164,7 +166,10 @@ class LlamaEngine(Engine):
         estimate_layers = len(self.estimate().layer_bytes)
         gpu_layers = plan.gpu_layers
         n_gpu_layers = -1 if estimate_layers and gpu_layers >= estimate_layers else gpu_layers
-        model = LlamaModel(self.path, self.options, n_gpu_layers)
+        experts = expert_pattern(expert_layers(int(self.gguf().arch_value("block_count") or 0),
+                                               plan.cpu_expert_layers))
+        model = LlamaModel(self.path, self.options, n_gpu_layers, cpu_experts=experts)
+        self.cpu_expert_pattern = experts
         weights_ms = (time.perf_counter() - started) * 1000
         projector = None
         try:

@@ -38,7 +38,8 @@ def same_answer_batched_or_not(options: LlamaOptions) -> None:
 class LlamaModel:
     """A loaded llama.cpp model and its vocabulary: tokenize, pieces, EOG and control tokens, metadata."""
 
-    def __init__(self, path: Path, options: LlamaOptions, n_gpu_layers: int) -> None:
+    def __init__(self, path: Path, options: LlamaOptions, n_gpu_layers: int, *, cpu_experts: str | None = None
+                 ) -> None:
         self.lib = lib = import_llama_cpp()
         logging.getLogger("llama-cpp-python").setLevel(logging.DEBUG if options.verbose else logging.ERROR)
         lib.llama_backend_init()
@@ -50,6 +51,12 @@ class LlamaModel:
             params.use_mmap = options.use_mmap
         params.use_extra_bufts = options.repack
         same_answer_batched_or_not(options)
+        self.expert_overrides = None
+        if cpu_experts:  # MoE expert offload: these expert tensors stay in host memory
+            from hypnos_llama.moe_offload import CpuExpertOverrides
+
+            self.expert_overrides = CpuExpertOverrides(cpu_experts, lib)
+            params.tensor_buft_overrides = self.expert_overrides.pointer
         self.pointer = lib.llama_model_load_from_file(str(path).encode(), params)
         if not self.pointer:
             raise RuntimeError(f"llama.cpp could not load {path}")

@@ -29,8 +29,9 @@ WORDS = ["\u2581the", "\u2581a", "\u2581is", "\u2581of", "\u2581Paris", "\u2581c
 
 
 def write_tiny_llama(path: Path, *, layers: int = 2, dim: int = 64, heads: int = 4, kv_heads: int = 2,
-                     ff: int = 128, context: int = 4096, seed: int = 0, chat_template: str = CHATML_TEMPLATE) -> Path:
-    """Write the model to path and return it."""
+                     ff: int = 128, context: int = 4096, seed: int = 0, chat_template: str = CHATML_TEMPLATE,
+                     experts: int = 0) -> Path:
+    """Write the model to path and return it (`experts` > 0: a Mixtral-style MoE, two experts used per token)."""
     import gguf
     import numpy as np
 
@@ -53,6 +54,9 @@ def write_tiny_llama(path: Path, *, layers: int = 2, dim: int = 64, heads: int =
     writer.add_rope_freq_base(10000.0)
     writer.add_vocab_size(vocab)
     writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
+    if experts:
+        writer.add_expert_count(experts)
+        writer.add_expert_used_count(min(2, experts))
     writer.add_tokenizer_model("llama")
     writer.add_token_list(tokens)
     writer.add_token_scores(scores)
@@ -87,6 +91,14 @@ def write_tiny_llama(path: Path, *, layers: int = 2, dim: int = 64, heads: int =
         attn_output[0, :] = 0.0
         add_matrix(f"blk.{i}.attn_output.weight", attn_output)
         writer.add_tensor(f"blk.{i}.ffn_norm.weight", np.ones(dim, dtype=np.float32))
+        if experts:
+            writer.add_tensor(f"blk.{i}.ffn_gate_inp.weight", weight(experts, dim))
+            add_matrix(f"blk.{i}.ffn_gate_exps.weight", weight(experts, ff, dim))
+            add_matrix(f"blk.{i}.ffn_up_exps.weight", weight(experts, ff, dim))
+            ffn_down = weight(experts, dim, ff)
+            ffn_down[:, 0, :] = 0.0
+            add_matrix(f"blk.{i}.ffn_down_exps.weight", ffn_down)
+            continue
         add_matrix(f"blk.{i}.ffn_gate.weight", weight(ff, dim))
         add_matrix(f"blk.{i}.ffn_up.weight", weight(ff, dim))
         ffn_down = weight(dim, ff)
