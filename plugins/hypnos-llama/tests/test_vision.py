@@ -200,6 +200,28 @@ async def test_a_later_turn_about_the_same_image_reuses_its_cells(vl_engine: Any
     assert other.cached_tokens < 16  # another image at the same place: its cells are computed anew
 
 
+async def test_a_conversation_about_an_image_survives_a_tier_move_with_kv_parking(tiny_vision: Any) -> None:
+    from hypnos.config import KvParkConfig
+    from hypnos.scheduler.kv_park import KvParkStore
+    from hypnos.types import MemoryTier
+
+    engine = make_vision_engine(tiny_vision, slots=1)
+    engine.context.kv_park = KvParkStore(KvParkConfig(enabled=True))
+    await engine.load(tier1(2048))
+    try:
+        request = vision_request("Describe ", image_part(png_bytes((112, 112))), " briefly.", temperature=0)
+        _, first, _ = await collect(engine, request, max_tokens=4)
+        await engine.demote(MemoryTier.TIER2)
+        (parked,) = engine.context.kv_park.status().models
+        assert parked.tokens >= first.prompt_tokens
+        phases = await engine.load(tier1(2048))
+        assert phases.kv_restored_tokens == parked.tokens
+        _, again, _ = await collect(engine, request, max_tokens=4)
+        assert again.cached_tokens == first.prompt_tokens - 1  # the image is not encoded again
+    finally:
+        await engine.unload()
+
+
 async def test_png_jpeg_and_webp_all_work(vl_engine: Any) -> None:
     for image_format, mime in (("PNG", "image/png"), ("JPEG", "image/jpeg"), ("WEBP", "image/webp")):
         part = image_part(png_bytes((60, 40), image_format=image_format), mime)

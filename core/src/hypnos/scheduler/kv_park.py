@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from typing import Any
 
 from hypnos.config import KvParkConfig
 from hypnos.scheduler.status import KvParkedModel, KvParkStatus
@@ -22,6 +23,7 @@ class ParkedSlot:
     seq_id: int
     tokens: list[int]
     state: bytes
+    extra: Any = None  # engine-private facts restored with the state (e.g. positions after media)
 
 
 @dataclass

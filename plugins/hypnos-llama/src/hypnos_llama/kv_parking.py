@@ -27,16 +27,17 @@ def context_layout(weights: Path, options: LlamaOptions, context: LlamaContext) 
 
 
 def park_slots(store: KvParkStore | None, model_id: str, layout: tuple[Any, ...], batch: BatchLoop) -> int:
-    """Save every idle slot holding a text conversation (the loop is stopped); returns the slots parked."""
+    """Save every idle slot holding a conversation (the loop is stopped); returns the slots parked."""
     if store is None or not store.enabled:
         return 0
     parked = []
     for slot in batch.slots:
-        if slot.job is not None or not slot.cached or slot.media or slot.pos_offset:
+        if slot.job is not None or not slot.cached:
             continue
         state = batch.context.seq_state(slot.seq_id)
-        if state:
-            parked.append(ParkedSlot(seq_id=slot.seq_id, tokens=list(slot.cached), state=state))
+        if state:  # media cells carry content ids in `cached`, and their positions in pos_offset
+            parked.append(ParkedSlot(seq_id=slot.seq_id, tokens=list(slot.cached), state=state,
+                                     extra=(slot.media, slot.pos_offset)))
     if parked and store.park(model_id, layout, parked):
         logger.info("parked %d slots of %s (%d tokens)", len(parked), model_id, sum(len(p.tokens) for p in parked))
         return len(parked)
@@ -62,6 +63,7 @@ def restore_slots(store: KvParkStore | None, model_id: str, layout: tuple[Any, .
             continue
         slot = batch.slots[item.seq_id]
         slot.cached = list(item.tokens)
+        slot.media, slot.pos_offset = item.extra if item.extra else (False, 0)
         slot.last_used = time.perf_counter()
         tokens += len(item.tokens)
     return (time.perf_counter() - started) * 1000, tokens

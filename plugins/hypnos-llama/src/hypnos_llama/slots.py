@@ -71,7 +71,7 @@ class Slot:
     first_token: float | None = None
     last_used: float = 0.0
     pos_offset: int = 0  # position minus cell index after media (M-RoPE images take fewer positions than cells)
-    media: bool = False  # the cells hold media embeddings (never parked: the tokens alone do not describe them)
+    media: bool = False  # the cells hold media embeddings (`cached` has their content ids; positions: pos_offset)
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
