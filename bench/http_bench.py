@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hypnos_server.testing import free_port
+from hypnos_server.testing import free_port, stop_process
 
 HOST = "127.0.0.1"
 # llama.cpp threads for both servers alike (llama_cpp.server's own default: half the CPUs).
@@ -230,16 +230,6 @@ def start_llama_server(model: Path, port: int) -> subprocess.Popen[bytes]:
     return process
 
 
-def stop(process: subprocess.Popen[bytes]) -> None:
-    """Terminate a server we started and wait for it."""
-    process.terminate()
-    try:
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-
-
 # ---- the run --------------------------------------------------------------------------------------------------------
 
 Route = tuple[str, str, str, Any]
@@ -310,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
                         rounds[name].setdefault(route[0], []).append(result)
         finally:
             for process in processes:
-                stop(process)
+                stop_process(process)
     figures = {
         name: {label: merge(results) for label, results in by_route.items()} for name, by_route in rounds.items()
     }

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hypnos_server.testing import stop_process
+
 PROMPT = "Write a detailed story about a lighthouse keeper who finds a message in a bottle."
 PROMPTS_4 = [
     PROMPT,
@@ -132,11 +134,7 @@ def _process(command: list[str], url: str, ready_path: str, log: Path) -> Iterat
             _wait_ready(url, ready_path, process)
             yield url
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
+            stop_process(process)
 
 
 def _hypnos_command(work: Path, gguf: Path, port: int, threads: int, n_ctx: int, llama: dict[str, Any]) -> list[str]:

@@ -59,9 +59,14 @@ def live_server(
                 time.sleep(0.1)
             yield base
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop_process(process)
+
+
+def stop_process(process: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
+    """Terminate a server process we started, killing it when it does not exit within `timeout` seconds."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

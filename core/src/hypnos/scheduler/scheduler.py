@@ -24,7 +24,7 @@ from hypnos.scheduler.budgets import compute_budgets
 from hypnos.scheduler.kv_park import KvParkStore
 from hypnos.scheduler.lease import Lease
 from hypnos.scheduler.state import ModelState
-from hypnos.scheduler.status import KvParkStatus, MemoryStatus, build_status
+from hypnos.scheduler.status import MemoryStatus, build_status
 from hypnos.scheduler.tiers import EvictionRecord, SchedulerCounters, TierManager
 from hypnos.types import MemoryTier, Modality, MoeOffload
 
@@ -126,7 +126,6 @@ class Scheduler:
         hardware: HardwareProbe | None = None,
         clock: Callable[[], float] = time.monotonic,
         latency_provider: Callable[[], Any] | None = None,
-        kv_park_provider: Callable[[], KvParkStatus] | None = None,
     ) -> None:
         self.settings = settings
         self.engine_kinds = engine_kinds
@@ -143,7 +142,6 @@ class Scheduler:
             context_resized=self.context_resized,
         )
         self.latency_provider = latency_provider
-        self.kv_park_provider = kv_park_provider
         self._implicit_deadline = implicit_deadline_ms(settings.server, settings.limits)
         self._background: set[asyncio.Task] = set()
         self._loop: asyncio.AbstractEventLoop | None = None  # the loop serving the scheduler (set when staging)
@@ -209,7 +207,7 @@ class Scheduler:
             self.tiers,
             self.settings,
             self.clock(),
-            kv_park=self.kv_park_provider() if self.kv_park_provider else self.kv_park.status(),
+            kv_park=self.kv_park.status(),
             latency=provider() if provider is not None else msgspec.UNSET,
         )
 

@@ -145,7 +145,7 @@ def build_status(
     settings: Settings,
     now: float,
     *,
-    kv_park: KvParkStatus | None = None,
+    kv_park: KvParkStatus,
     latency: Any = msgspec.UNSET,
 ) -> MemoryStatus:
     """The full snapshot; `latency` comes from the observability layer when it provides one."""
@@ -157,7 +157,6 @@ def build_status(
     profile: ProfileStatus | msgspec.UnsetType = msgspec.UNSET
     if settings.server.profile:
         profile = ProfileStatus(name=settings.server.profile, objective=profile_objective(settings.server.profile))
-    park = settings.hardware.kv_park
     return MemoryStatus(
         capabilities=Capabilities(
             accelerator=info.accelerator,
@@ -188,7 +187,7 @@ def build_status(
         process_memory_cap_bytes=budgets.process_cap_bytes,
         models=[model_status(state, tiers, now) for state in models],
         recent_evictions=list(reversed(tiers.recent_evictions)),
-        kv_park=kv_park or KvParkStatus(enabled=park.enabled, max_bytes=park.max_bytes),
+        kv_park=kv_park,
         gpu=gpu if gpu is not None else msgspec.UNSET,
         profile=profile,
         latency=latency,
