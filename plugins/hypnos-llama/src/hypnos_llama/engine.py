@@ -23,6 +23,7 @@ from hypnos.engine import (
     ToolCallEvent,
 )
 from hypnos.errors import HypnosError
+from hypnos.kit.warm_pages import WarmPages
 from hypnos.openai import ChatCompletionRequest
 from hypnos.types import LayerPlacementPlan, MemoryTier, TierSwitchPhases
 
@@ -43,7 +44,6 @@ from hypnos_llama.options import LlamaOptions
 from hypnos_llama.sampling import SamplingParams
 from hypnos_llama.slots import ChatJob
 from hypnos_llama.template import CHATML_FALLBACK, ChatTemplate
-from hypnos.kit.warm_pages import WarmPages
 
 logger = logging.getLogger(__name__)
 
