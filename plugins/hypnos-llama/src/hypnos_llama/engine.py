@@ -199,7 +199,7 @@ class LlamaEngine(Engine):
                 self.context.context_resized(self.model.id, grown.shape.n_ctx)
             return grown
 
-        idle = self.options.kv_idle_timeout_secs or self.context.extra.get("kv_idle_timeout_secs")
+        idle = self.options.kv_idle_timeout_secs or self.context.kv_idle_timeout_secs
         batch = BatchLoop(model, context, rebuild, prefill_chunk=self.options.prefill_chunk, name=self.model.id,
                           idle_timeout_s=float(idle) if idle else None)
         self._kv_restored = restore_slots(self.context.kv_park, self.model.id, self._layout(context), batch)
