@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
 from hypnos.config import LimitsConfig, ModelConfig
-from hypnos.engine import CancelToken, ChatOptions, EngineContext
+from hypnos.engine import CancelToken, EngineContext
 from hypnos.testing.conformance import ConformanceTarget, MissingLibrary
 from hypnos_llama import plugin
 from hypnos_llama.testing import chat_request
 
 
 async def _chat(engine, cancel: CancelToken) -> list:  # type: ignore[no-untyped-def]
-    request = chat_request("Tell me a story about a fox.", temperature=0.0)
-    return [event async for event in engine.chat(request, ChatOptions(max_tokens=12), cancel)]
+    if importlib.util.find_spec("hypnos.chat") is None:  # before the core chat input (issue 14): wire request
+        from hypnos.engine import ChatOptions
+
+        request = chat_request("Tell me a story about a fox.", temperature=0.0)
+        stream = engine.chat(request, ChatOptions(max_tokens=12), cancel)
+    else:  # chat(ChatInput, cancel)
+        stream = engine.chat(chat_request("Tell me a story about a fox.", temperature=0.0, max_tokens=12), cancel)
+    return [event async for event in stream]
 
 
 @pytest.fixture
