@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from hypnos.engine import CancelToken, Engine, EngineContext
+from hypnos.engine import CancelToken, Engine, EngineContext, EngineUnavailable
 from hypnos.errors import HypnosError
 from hypnos.kit.worker import ModelWorker
 from hypnos.types import LayerPlacementPlan, MemoryTier, TierSwitchPhases
@@ -87,6 +88,13 @@ class StagedEngine(Engine):
         return phases
 
     # ---- helpers ------------------------------------------------------------------------------------------------
+
+    def model_path(self, key: str = "weights_path") -> Path:
+        """The absolute path of one of the model's path keys (weights_path, voices_path...); 503 when unset."""
+        path = self.model.resolve(self.context.models_dir, getattr(self.model, key))
+        if path is None:
+            raise EngineUnavailable(f"the model `{self.model.id}` needs `{key}` for the `{self.model.engine}` engine")
+        return path
 
     async def run_blocking(self, function: Callable[..., Any], *args: Any) -> Any:
         """Run function(*args) on the model's worker thread (never on the event loop)."""

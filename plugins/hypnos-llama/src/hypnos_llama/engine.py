@@ -75,10 +75,7 @@ class LlamaEngine(StagedEngine):
     def __init__(self, model: ModelConfig, context: EngineContext) -> None:
         super().__init__(model, context)
         self.options: LlamaOptions
-        path = model.resolve(context.models_dir, model.weights_path)
-        if path is None:
-            raise EngineUnavailable(f"the model `{model.id}` has no weights_path")
-        self.path: Path = path
+        self.path: Path = self.model_path()
         self.projector_path = model.resolve(context.models_dir, model.aux_path)
         advertise_projector_modalities(model, self.projector_path)
         self._projector: Projector | None = None
