@@ -12,12 +12,15 @@ nox.options.sessions = ["tests"]
 
 PYTHON = os.environ.get("HYPNOS_PYTHON", "python3")
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+OPENAI_PIN = "openai==3.57.0"  # the SDK the e2e tests drive the server with
+SCHEMATHESIS_PIN = "schemathesis==4.32.5"  # the fuzz session's generator
 
 # package folder -> what its tests install (editable) besides itself; heavy engine libraries stay in their own venv.
 PACKAGES: dict[str, list[str]] = {
     "core": ["core[test]"],
     "server": ["core[test]", "server[test]", "tests/fake-plugin"],
 }
+
 
 def _listed_extras(folder: str, name: str) -> list[str]:
     """Extras named in a plugin's `name` file (comma or newline separated)."""
@@ -70,10 +73,18 @@ def package(session: nox.Session, package: str) -> None:
 
 @nox.session(python=PYTHON)
 def e2e(session: nox.Session) -> None:
-    """Cross-package tests: a real server process (granian) and the OpenAI SDK."""
+    """Cross-package tests: a real server process (granian) and the OpenAI SDK, plus the load-and-fault test."""
     _install(session, ["core[test]", "server[test]", "tests/fake-plugin"])
-    session.install("openai>=1.40")
-    _pytest(session, "tests")
+    session.install(OPENAI_PIN)
+    _pytest(session, "tests", "--ignore=tests/fuzz")
+
+
+@nox.session(python=PYTHON)
+def fuzz(session: nox.Session) -> None:
+    """Schemathesis over the served OpenAPI schema and a hostile-input corpus, against a real server (fake engines)."""
+    _install(session, ["core[test]", "server[test]", "tests/fake-plugin"])
+    session.install(OPENAI_PIN, SCHEMATHESIS_PIN)
+    _pytest(session, "tests/fuzz")
 
 
 @nox.session(python=PYTHON)
@@ -92,8 +103,9 @@ def bench(session: nox.Session) -> None:
 
 @nox.session(python=False)
 def tests(session: nox.Session) -> None:
-    """The umbrella: lint, every package, then e2e."""
+    """The umbrella: lint, every package, then e2e and fuzz."""
     session.notify("lint")
     for name in PACKAGES:
         session.notify(f"package(package='{name}')")
     session.notify("e2e")
+    session.notify("fuzz")
