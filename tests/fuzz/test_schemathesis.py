@@ -19,7 +19,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-EXAMPLES = int(os.environ.get("HYPNOS_FUZZ_EXAMPLES", "25"))  # per operation and generation mode
+EXAMPLES = int(os.environ.get("HYPNOS_FUZZ_EXAMPLES", "50"))  # per operation and generation mode
 CONFORMANCE = [status_code_conformance, content_type_conformance, response_headers_conformance,
                response_schema_conformance]  # fmt: skip
 MODES = [schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE]

@@ -8,7 +8,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 
@@ -27,11 +27,13 @@ def live_server(
     ready_timeout: float = 120.0,
     env: dict[str, str] | None = None,
     ready_path: str = "/ready",
+    on_start: Callable[[subprocess.Popen[bytes]], None] | None = None,
 ) -> Iterator[str]:
     """Run `hypnos serve --config config_path` and yield its base URL once `ready_path` answers 200.
 
     granian prints "Listening" before its worker answers, so readiness is polled over HTTP. The server's output
-    goes to `<config>.log`; it is terminated (then killed) on exit.
+    goes to `<config>.log`; it is terminated (then killed) on exit. `on_start` is handed the process (its pid, for
+    fault tests that signal it).
     """
     import httpx
 
@@ -44,6 +46,8 @@ def live_server(
     base = f"http://127.0.0.1:{port}"
     with log_path.open("wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=environment)
+        if on_start is not None:
+            on_start(process)
         try:
             deadline = time.monotonic() + ready_timeout
             while True:
