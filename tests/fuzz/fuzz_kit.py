@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -100,22 +101,31 @@ class Answer:
     body: bytes
 
 
-def raw_request(base: str, method: str, target: str, headers: dict[str, str], body: bytes = b"") -> Answer:
-    """Send exactly these bytes (no path or header normalisation) over one connection and read the whole answer."""
+def raw_request(
+    base: str, method: str, target: str, headers: dict[str, str], body: bytes = b"", length: int | None = None
+) -> Answer:
+    """Send exactly these bytes (no path or header normalisation) over one connection and read the whole answer.
+
+    `length` declares a Content-Length other than the body's (a body too large to send, refused from its header).
+    """
     import socket
     from urllib.parse import urlsplit
 
     where = urlsplit(base)
     lines = [f"{method} {target} HTTP/1.1", f"Host: {where.netloc}", "Connection: close"]
     lines += [f"{name}: {value}" for name, value in headers.items()]
-    if body or method in {"POST", "PUT", "PATCH"}:
-        lines.append(f"Content-Length: {len(body)}")
+    if length is not None or body or method in {"POST", "PUT", "PATCH"}:
+        lines.append(f"Content-Length: {len(body) if length is None else length}")
     head = ("\r\n".join(lines) + "\r\n\r\n").encode("utf-8", "surrogateescape")
     with socket.create_connection((where.hostname, where.port), timeout=60) as sock:
-        sock.sendall(head + body)
+        try:
+            sock.sendall(head + body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server answered (413) and closed before reading it all: its answer is still there to read
         chunks = []
-        while chunk := sock.recv(65536):
-            chunks.append(chunk)
+        with contextlib.suppress(ConnectionResetError):
+            while chunk := sock.recv(65536):
+                chunks.append(chunk)
     raw = b"".join(chunks)
     header_block, _, payload = raw.partition(b"\r\n\r\n")
     status_line, *header_lines = header_block.decode("latin-1").split("\r\n")
