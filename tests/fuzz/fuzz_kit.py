@@ -76,6 +76,7 @@ class Tally:
 
     cases: dict[str, int] = field(default_factory=dict)
     server_errors: dict[str, int] = field(default_factory=dict)
+    ok: dict[str, int] = field(default_factory=dict)
     findings: list[str] = field(default_factory=list)
 
     def note(self, source: str, label: str, status: int, found: list[str]) -> None:
@@ -83,11 +84,14 @@ class Tally:
         self.cases[source] = self.cases.get(source, 0) + 1
         if status >= 500:
             self.server_errors[source] = self.server_errors.get(source, 0) + 1
+        if status < 300:
+            self.ok[source] = self.ok.get(source, 0) + 1
         self.findings.extend(f"{label}: {problem}" for problem in found)
 
     def summary(self) -> str:
         """One line: cases tried and 5xx answers per source."""
-        parts = [f"{source}: {count} cases, {self.server_errors.get(source, 0)} answers >= 500"
+        parts = [f"{source}: {count} cases ({self.ok.get(source, 0)} answered 2xx), "
+                 f"{self.server_errors.get(source, 0)} answers >= 500"
                  for source, count in sorted(self.cases.items())]  # fmt: skip
         return "; ".join(parts) or "no cases"
 
