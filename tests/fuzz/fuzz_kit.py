@@ -39,6 +39,17 @@ modality = "image_generation"
 engine = "fake"
 image = {{ edit = true }}
 """
+FAKE_SERVED = {"text_generation": "fake-chat", "embeddings": "fake-embed", "image_generation": "fake-image",
+               "speech_to_text": "fake-chat", "text_to_speech": "fake-chat"}  # fmt: skip
+# appended to the starter config in the second pass: small answers, the same body limit
+STARTER_LIMITS = f"""
+[limits]
+max_body_bytes = {MAX_BODY_BYTES}
+max_tokens_cap = 8
+max_prompt_chars = 4000
+max_queue_per_model = 64
+request_timeout_secs = 120
+"""
 
 
 def problems(status: int, headers: dict[str, str], body: bytes) -> list[str]:

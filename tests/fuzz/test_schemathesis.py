@@ -24,8 +24,10 @@ EXAMPLES = int(os.environ.get("HYPNOS_FUZZ_EXAMPLES", "50"))  # per operation an
 CONFORMANCE = [status_code_conformance, content_type_conformance, response_headers_conformance,
                response_schema_conformance]  # fmt: skip
 MODES = [schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE]
-# half the generated bodies name a served model, so that cases get past the model lookup into the engines
-SERVED = {"/v1/images/generations": "fake-image", "/v1/images/edits": "fake-image", "/v1/embeddings": "fake-embed"}
+# half the generated bodies name a served model of the route's modality, so that cases reach the engines
+MODALITY = {"/v1/images/generations": "image_generation", "/v1/images/edits": "image_generation",
+            "/v1/embeddings": "embeddings", "/v1/audio/speech": "text_to_speech",
+            "/v1/audio/transcriptions": "speech_to_text"}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +57,14 @@ CASES = [
 
 @pytest.mark.parametrize(("method", "path", "mode"), CASES)
 def test_operation(
-    schema: Any, server: str, session: requests.Session, tally: Tally, method: str, path: str, mode: Any
+    schema: Any,
+    server: str,
+    served: dict[str, str],
+    session: requests.Session,
+    tally: Tally,
+    method: str,
+    path: str,
+    mode: Any,
 ) -> None:
     """Bounded generated cases for one operation: each answer is checked, every problem reported at once."""
     operation = schema[path][method]
@@ -63,10 +72,11 @@ def test_operation(
 
     @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
               phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))  # fmt: skip
-    @given(case=operation.as_strategy(generation_mode=mode), served=st.booleans())
-    def run(case: Any, served: bool) -> None:
-        if served and isinstance(case.body, dict) and "model" in case.body:
-            case.body["model"] = SERVED.get(path, "fake-chat")
+    @given(case=operation.as_strategy(generation_mode=mode), swap=st.booleans())
+    def run(case: Any, swap: bool) -> None:
+        model = served.get(MODALITY.get(path, "text_generation"))
+        if swap and model and isinstance(case.body, dict) and "model" in case.body:
+            case.body["model"] = model
         response = case.call(base_url=server, session=session, headers=AUTH, timeout=30)
         headers = {k.lower(): v[0] if isinstance(v, list) else v for k, v in response.headers.items()}
         label = f"{method} {path} {case.body!r:.200}"

@@ -28,18 +28,19 @@ def live_server(
     env: dict[str, str] | None = None,
     ready_path: str = "/ready",
     on_start: Callable[[subprocess.Popen[bytes]], None] | None = None,
+    python: str | None = None,
 ) -> Iterator[str]:
     """Run `hypnos serve --config config_path` and yield its base URL once `ready_path` answers 200.
 
     granian prints "Listening" before its worker answers, so readiness is polled over HTTP. The server's output
     goes to `<config>.log`; it is terminated (then killed) on exit. `on_start` is handed the process (its pid, for
-    fault tests that signal it).
+    fault tests that signal it). `python` runs the server from another environment (default: this interpreter).
     """
     import httpx
 
     port = port or free_port()
     code = "import sys; from hypnos_server.cli import main; sys.exit(main())"
-    command = [sys.executable, "-c", code, "serve", "--config", str(config_path), "--port", str(port)]
+    command = [python or sys.executable, "-c", code, "serve", "--config", str(config_path), "--port", str(port)]
     environment = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
     environment.pop("HYPNOS_CONFIG", None)
     log_path = config_path.with_suffix(".log")
