@@ -12,6 +12,7 @@ JSON_TYPE = {"content-type": "application/json"}
 BOUNDARY = "corpusboundary"
 MULTIPART_TYPE = {"content-type": f"multipart/form-data; boundary={BOUNDARY}"}
 DEEP = 10_000
+FOREIGN_PREFLIGHT = {"Origin": "http://evil.example", "Access-Control-Request-Method": "POST"}
 # a valid request for each route that takes a body, so that a header or a field alone can be made hostile
 VALID: dict[str, dict[str, object]] = {
     "/v1/chat/completions": {"model": "fake-chat", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2},
@@ -78,6 +79,9 @@ def _route_cases(method: str, path: str) -> list[Hostile]:
         Hostile("encoded-nul", method, target + "%00", headers=AUTH),
         Hostile("long-path", method, target + "/" + "a" * 60_000, headers=AUTH, owner=SEC),  # the 404 echoes it whole
         Hostile("wrong-method", "PATCH", target, headers=AUTH),
+        Hostile("head", "HEAD", target, headers=AUTH),
+        Hostile("trace", "TRACE", target, headers=AUTH),
+        Hostile("preflight-foreign-origin", "OPTIONS", target, headers=FOREIGN_PREFLIGHT),
         Hostile("no-key", method, target),
         Hostile("huge-key", method, target, headers={"Authorization": "Bearer " + "k" * 60_000}),
         Hostile("bad-scheme", method, target, headers={"Authorization": "Basic \u00e9\u00e9"}),

@@ -52,14 +52,14 @@ request_timeout_secs = 120
 """
 
 
-def problems(status: int, headers: dict[str, str], body: bytes) -> list[str]:
-    """What is wrong with one answer (an empty list when nothing is)."""
+def problems(status: int, headers: dict[str, str], body: bytes, has_body: bool = True) -> list[str]:
+    """What is wrong with one answer (an empty list when nothing is); a HEAD answer (`has_body` false) has no body."""
     found = []
     if status >= 500:
         found.append(f"answered {status}")
     if not REQUEST_ID.match(headers.get("x-request-id", "")):
         found.append(f"x-request-id missing or malformed: {headers.get('x-request-id')!r}")
-    if status < 400:
+    if status < 400 or not has_body:
         return found
     media = headers.get("content-type", "").split(";")[0].strip()
     if status in PLAIN_TEXT_STATUSES and media == "text/plain":
