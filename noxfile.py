@@ -87,7 +87,7 @@ def fuzz(session: nox.Session) -> None:
     _pytest(session, "tests/fuzz")
     starter = os.path.abspath(os.path.join(".nox", "package-package-plugins-hypnos-llama", "bin", "python"))
     if os.path.exists(starter):  # a second, smaller pass with the server on the starter models, when their venv exists
-        env = {**OFFLINE, "HYPNOS_FUZZ_SERVER_PYTHON": starter, "HYPNOS_FUZZ_EXAMPLES": "3"}
+        env = {**OFFLINE, "HYPNOS_FUZZ_SERVER_PYTHON": starter, "HYPNOS_FUZZ_EXAMPLES": "5"}
         session.run("python", "-m", "pytest", "-q", "tests/fuzz/test_schemathesis.py", *session.posargs, env=env)
 
 

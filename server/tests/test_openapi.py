@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from hypnos_server.app import HypnosApp
 from hypnos_server.openapi import ROUTE_DOCS
+from hypnos_server.routes.chat import ROLES, THINKING_BUDGETS
 from litestar.routes import HTTPRoute
 from litestar.testing import TestClient
 from server_kit import build_app, config, wait_ready
@@ -71,6 +72,14 @@ def test_json_bodies_come_from_the_request_structs(document: dict[str, Any]) -> 
     assert set(request["required"]) == {"model", "messages"}
     assert "tools" in request["properties"]
     assert "ChatMessage" in document["components"]["schemas"]
+
+
+def test_closed_vocabularies_are_enums(document: dict[str, Any]) -> None:
+    schemas = document["components"]["schemas"]
+    assert set(schemas["ChatMessage"]["properties"]["role"]["enum"]) == ROLES
+    assert schemas["MoeOffloadRequest"]["properties"]["mode"]["enum"] == ["off", "auto", "on"]
+    effort = schemas["ChatCompletionRequest"]["properties"]["reasoning_effort"]["anyOf"][0]["enum"]
+    assert set(effort) == {"none", *THINKING_BUDGETS}
 
 
 def test_multipart_routes_describe_their_form(document: dict[str, Any]) -> None:

@@ -19,14 +19,17 @@ from hypnos.openai import (
     SpeechRequest,
     TranscriptionJsonRequest,
 )
-from hypnos.types import ErrorBody
+from hypnos.types import ErrorBody, MoeOffload
 from litestar import Request, Response, Router
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin
 from litestar.routes import HTTPRoute
 
 from hypnos_server.errors import render
+from hypnos_server.observability.request_log import LEVELS
 from hypnos_server.observability.routes import LevelBody
+from hypnos_server.routes.audio import WAV_FALLBACK_FORMATS
+from hypnos_server.routes.chat import ROLES, THINKING_BUDGETS
 from hypnos_server.routes.memory import KvParkRequest, TierRequest
 from hypnos_server.routes.models import MoeOffloadRequest
 
@@ -117,7 +120,16 @@ EDIT_FORM = _obj(
 )
 KV_PARK = _obj("enabled", "max_bytes", "used_bytes", "models", enabled={"type": "boolean"}, models={"type": "array"})
 IMAGES = _obj("created", "data", data={"type": "array", "items": _obj("b64_json", b64_json=TEXT)})
-LOG_LEVEL = _obj("level", level={"enum": ["off", "error", "warn", "info", "debug", "trace"]})
+LOG_LEVEL = _obj("level", level={"enum": list(LEVELS)})
+# the closed vocabularies the handlers check although the Structs type them as plain strings
+FIELD_ENUMS: dict[tuple[str, str], list[str]] = {
+    ("ChatMessage", "role"): sorted(ROLES),
+    ("ContentPart", "type"): ["text", "image_url", "input_audio"],
+    ("ChatCompletionRequest", "reasoning_effort"): ["none", *THINKING_BUDGETS],
+    ("SpeechRequest", "response_format"): ["pcm", *sorted(WAV_FALLBACK_FORMATS)],
+    ("MoeOffloadRequest", "mode"): [str(mode) for mode in MoeOffload],
+    ("LevelBody", "level"): list(LEVELS),
+}
 LOG_QUERY = {
     "model": TEXT,
     "route": TEXT,
@@ -249,7 +261,18 @@ def complete(schema: dict[str, Any], routes: list[Any]) -> dict[str, Any]:
                 if operation is not None and doc is not None:
                     protected = route.path_format == "/v1" or route.path_format.startswith("/v1/")
                     _operation(operation, doc, protected, schemas)
+    for (name, prop), values in FIELD_ENUMS.items():
+        field_schema = schemas.get(name, {}).get("properties", {}).get(prop)
+        if field_schema is not None:
+            _restrict(field_schema, values)
     return document
+
+
+def _restrict(field_schema: dict[str, Any], values: list[str]) -> None:
+    """Narrow a string field (or the string branch of an optional one) to its accepted values."""
+    for branch in field_schema.get("anyOf", [field_schema]):
+        if branch.get("type") == "string":
+            branch["enum"] = values
 
 
 class SchemaJson(JsonRenderPlugin):
