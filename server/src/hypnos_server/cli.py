@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from hypnos.config import ConfigError, load_settings
+from hypnos.overlay import load_pool
 from hypnos.plugins import allow_list_from_env, make_plugin_manager
 
 from hypnos_server.app import server_version
@@ -40,7 +41,7 @@ def serve(config: str | None, host: str | None, port: int | None) -> int:
     if port is not None:
         os.environ["HYPNOS_PORT"] = str(port)
     try:
-        settings = load_settings()
+        settings, _ = load_pool(load_settings())
     except ConfigError as error:
         sys.stderr.write(f"hypnos: bad config: {error}\n")
         return 2
