@@ -1,4 +1,4 @@
-"""The `hypnos` command: `serve` (granian, one worker), `starter`, `--version`."""
+"""The `hypnos` command: `serve` (granian, one worker), `starter`, `models pull`, `--catalog-block`, `--version`."""
 
 from __future__ import annotations
 
@@ -9,10 +9,13 @@ import sys
 from pathlib import Path
 
 from hypnos.config import ConfigError, load_settings
+from hypnos.errors import HypnosError
 from hypnos.overlay import load_pool
 from hypnos.plugins import allow_list_from_env, make_plugin_manager
 
 from hypnos_server.app import server_version
+from hypnos_server.catalog import Catalog, shipped_catalog_path
+from hypnos_server.download import DownloadError, pull
 from hypnos_server.starter import write_starter_config
 
 logger = logging.getLogger(__name__)
@@ -23,7 +26,9 @@ APP_TARGET = "hypnos_server.app:app_factory"
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hypnos", description="Hypnos: a local multi-modal AI server")
     parser.add_argument("--version", action="version", version=f"hypnos {server_version()}")
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--catalog-block", metavar="ID[:QUANT]", help="print a catalog variant's [[models]] block")
+    parser.add_argument("--catalog", type=Path, help="the model catalog file (default: the one shipped)")
+    commands = parser.add_subparsers(dest="command")
     serve = commands.add_parser("serve", help="serve the API (default port 9999)")
     serve.add_argument("--config", help="the TOML config (default: $HYPNOS_CONFIG, else built-in defaults)")
     serve.add_argument("--host", help="address to bind (default: server.host)")
@@ -31,6 +36,13 @@ def _parser() -> argparse.ArgumentParser:
     starter = commands.add_parser("starter", help="write a config with the installed plugins' starter models")
     starter.add_argument("--models-dir", required=True, type=Path, help="where the starter models go")
     starter.add_argument("--out", required=True, type=Path, help="the config file to write")
+    models = commands.add_parser("models", help="the model files in models_dir")
+    pull = models.add_subparsers(dest="models_command", required=True).add_parser(
+        "pull", help="download a catalog variant's files into models_dir"
+    )
+    pull.add_argument("spec", metavar="ID[:QUANT]")
+    pull.add_argument("--config", help="the TOML config naming models_dir (default: $HYPNOS_CONFIG)")
+    pull.add_argument("--catalog", type=Path, dest="pull_catalog", help=argparse.SUPPRESS)
     return parser
 
 
@@ -70,13 +82,50 @@ def starter(models_dir: Path, out: Path) -> int:
     return 0
 
 
+def _catalog(path: Path | None) -> Catalog:
+    catalog = Catalog.load(path or shipped_catalog_path(), make_plugin_manager(allow=allow_list_from_env()))
+    if catalog is None:
+        raise HypnosError(404, "not_found", f"no model catalog at {path or shipped_catalog_path()}")
+    return catalog
+
+
+def catalog_block(spec: str, path: Path | None) -> int:
+    """Print the [[models]] block of a catalog variant."""
+    catalog = _catalog(path)
+    entry, variant = catalog.find(spec)
+    sys.stdout.write(catalog.config_block(entry, variant))
+    return 0
+
+
+def models_pull(spec: str, config: str | None, path: Path | None) -> int:
+    """Download a catalog variant's files into the config's models_dir."""
+    settings = load_settings(config)
+    report = pull(_catalog(path), spec, settings.models_path, sys.stderr)
+    for local in report.outdated:
+        sys.stderr.write(f"hypnos: {local} is outdated (its size differs from the catalog's)\n")
+    sys.stdout.write(f"hypnos: {spec}: {len(report.fetched)} fetched, {len(report.present)} already present\n")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `hypnos` script."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if args.command == "serve":
-        return serve(args.config, args.host, args.port)
-    return starter(args.models_dir, args.out)
+    try:
+        if args.catalog_block:
+            return catalog_block(args.catalog_block, args.catalog)
+        if args.command == "serve":
+            return serve(args.config, args.host, args.port)
+        if args.command == "starter":
+            return starter(args.models_dir, args.out)
+        if args.command == "models":
+            return models_pull(args.spec, args.config, args.pull_catalog or args.catalog)
+    except (HypnosError, ConfigError, DownloadError) as error:
+        sys.stderr.write(f"hypnos: {getattr(error, 'message', error)}\n")
+        return 1
+    parser.error("a command is needed (serve, starter, models) or --catalog-block")
+    return 2
 
 
 if __name__ == "__main__":
