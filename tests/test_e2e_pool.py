@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import random
 import signal
+import subprocess
+import sys
 import threading
 import tomllib
 from pathlib import Path
@@ -141,3 +143,15 @@ def test_sigkill_during_a_burst_of_pool_changes_leaves_a_readable_overlay(tmp_pa
     assert len(seen) >= 5  # the bursts did change the pool between the kills
     with live_server(config, env=ENV) as base:  # and the server starts from whatever was left
         assert httpx.get(f"{base}/v1/models", headers=AUTH).status_code == 200
+
+
+def test_hypnos_advise_prints_a_config_hypnos_serve_accepts(tmp_path: Path) -> None:
+    code = "import sys; from hypnos_server.cli import main; sys.exit(main())"
+    command = [sys.executable, "-c", code, "advise", "--needs", "chat,embeddings,speech", "--vram", "24G"]
+    advised = subprocess.run([*command, "--ram", "64G", "--config"], capture_output=True, text=True, check=True)
+    config = tmp_path / "advised.toml"
+    config.write_text(advised.stdout)
+    (tmp_path / "models").mkdir()
+    with live_server(config, env=ENV) as base:
+        listed = {m["id"] for m in httpx.get(f"{base}/v1/models", headers=AUTH).json()["data"]}
+        assert listed == {"lfm3-vl:2b", "all-minilm-l6-v2", "kokoro-82m"}

@@ -154,6 +154,9 @@ def test_the_cli_pulls_and_prints_catalog_blocks(hub: Hub, tmp_path: Path, capsy
     config.write_text('models_dir = "models"\n')
     assert main(["models", "pull", "tiny:1b", "--config", str(config), "--catalog", str(catalog)]) == 0
     assert (tmp_path / "models/tiny/tiny-Q8_0.gguf").stat().st_size == len(WEIGHTS)
+    other = tmp_path / "elsewhere"
+    assert main(["models", "pull", "tiny:1b", "--models-dir", str(other), "--catalog", str(catalog)]) == 0
+    assert (other / "tiny/mmproj.gguf").read_bytes() == PROJECTOR
     assert main(["models", "pull", "locked", "--config", str(config), "--catalog", str(catalog)]) == 1
     assert "gated" in capsys.readouterr().err
     assert main(["--catalog-block", "tiny:1b:Q8_0", "--catalog", str(catalog)]) == 0

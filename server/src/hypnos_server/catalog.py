@@ -66,6 +66,9 @@ class CatalogEntry(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     summary: str = ""
     lineup: bool = False
     params_b: float | None = None
+    # Figures the advisor plans with in place of what the GGUF reports: layers, kv_bytes_per_token,
+    # workspace_bytes, expert_fraction, max_context_len.
+    estimate: dict[str, Any] = {}
     config: dict[str, Any] = {}
     variants: list[CatalogVariant] = []
 

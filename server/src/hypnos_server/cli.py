@@ -8,11 +8,14 @@ import os
 import sys
 from pathlib import Path
 
-from hypnos.config import ConfigError, load_settings
+import msgspec
+from hypnos.config import ConfigError, HardwareConfig, load_settings
 from hypnos.errors import HypnosError
+from hypnos.hardware import SystemHardware
 from hypnos.overlay import load_pool
 from hypnos.plugins import allow_list_from_env, make_plugin_manager
 
+from hypnos_server.advisor import NEEDS, AdvisorRequest, advise, config_text, machine_for
 from hypnos_server.app import server_version
 from hypnos_server.catalog import Catalog, shipped_catalog_path
 from hypnos_server.download import DownloadError, pull
@@ -42,8 +45,56 @@ def _parser() -> argparse.ArgumentParser:
     )
     pull.add_argument("spec", metavar="ID[:QUANT]")
     pull.add_argument("--config", help="the TOML config naming models_dir (default: $HYPNOS_CONFIG)")
+    pull.add_argument("--models-dir", type=Path, help="the models folder (default: the config's models_dir)")
     pull.add_argument("--catalog", type=Path, dest="pull_catalog", help=argparse.SUPPRESS)
+    advise = commands.add_parser("advise", help="recommend a lineup and config from the catalog")
+    advise.add_argument("--needs", required=True, help="comma-separated: " + ", ".join(NEEDS))
+    advise.add_argument("--vram", type=_size, help="GPU memory, e.g. 24G (default: this machine's)")
+    advise.add_argument("--ram", type=_size, help="system memory, e.g. 64G (default: this machine's)")
+    advise.add_argument("--unified", action="store_true", help="unified memory (Apple Silicon): --vram is ignored")
+    shown = advise.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help="print the advisor's JSON answer")
+    shown.add_argument("--config", action="store_true", help="print only the generated config file")
+    advise.add_argument("--catalog", type=Path, dest="advise_catalog", help=argparse.SUPPRESS)
     return parser
+
+
+def _size(text: str) -> int:
+    """`24G`, `512M`, `64GiB` or plain bytes."""
+    value = text.strip().upper().removesuffix("IB").removesuffix("B")
+    scale = {"K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}.get(value[-1:], 1)
+    try:
+        return int(float(value.rstrip("KMGT")) * scale)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 24G)") from None
+
+
+def advise_command(args: argparse.Namespace) -> int:
+    """Print the advised lineup (a summary, --json, or --config)."""
+    catalog = _catalog(args.advise_catalog or args.catalog)
+    info = SystemHardware(HardwareConfig()).info()
+    request = AdvisorRequest(
+        needs=[n.strip() for n in args.needs.split(",") if n.strip()],
+        vram_bytes=None if args.unified else args.vram,
+        ram_bytes=args.ram,
+        unified_memory=True if args.unified else (False if args.vram is not None else None),
+    )
+    answer = advise(catalog, request.needs, machine_for(request, info))
+    answer["config"] = config_text(catalog, answer)
+    if args.json:
+        sys.stdout.write(msgspec.json.encode(answer).decode() + "\n")
+    elif args.config:
+        sys.stdout.write(answer["config"])
+    else:
+        for model in answer["models"]:
+            sys.stdout.write(
+                f"{model['id']} ({model['quant']}): {', '.join(model['serves'])}; {model['initial_tier']}, "
+                f"{model['gpu_layers']}/{model['num_layers']} layers on the GPU\n"
+            )
+        for warning in answer["warnings"]:
+            sys.stdout.write(f"warning: {warning}\n")
+        sys.stdout.write("\n" + answer["config"])
+    return 0
 
 
 def serve(config: str | None, host: str | None, port: int | None) -> int:
@@ -97,10 +148,10 @@ def catalog_block(spec: str, path: Path | None) -> int:
     return 0
 
 
-def models_pull(spec: str, config: str | None, path: Path | None) -> int:
-    """Download a catalog variant's files into the config's models_dir."""
-    settings = load_settings(config)
-    report = pull(_catalog(path), spec, settings.models_path, sys.stderr)
+def models_pull(spec: str, config: str | None, models_dir: Path | None, path: Path | None) -> int:
+    """Download a catalog variant's files into models_dir (given, else the config's)."""
+    folder = models_dir.expanduser().resolve() if models_dir else load_settings(config).models_path
+    report = pull(_catalog(path), spec, folder, sys.stderr)
     for local in report.outdated:
         sys.stderr.write(f"hypnos: {local} is outdated (its size differs from the catalog's)\n")
     sys.stdout.write(f"hypnos: {spec}: {len(report.fetched)} fetched, {len(report.present)} already present\n")
@@ -120,11 +171,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "starter":
             return starter(args.models_dir, args.out)
         if args.command == "models":
-            return models_pull(args.spec, args.config, args.pull_catalog or args.catalog)
+            return models_pull(args.spec, args.config, args.models_dir, args.pull_catalog or args.catalog)
+        if args.command == "advise":
+            return advise_command(args)
     except (HypnosError, ConfigError, DownloadError) as error:
         sys.stderr.write(f"hypnos: {getattr(error, 'message', error)}\n")
         return 1
-    parser.error("a command is needed (serve, starter, models) or --catalog-block")
+    parser.error("a command is needed (serve, starter, models, advise) or --catalog-block")
     return 2
 
 

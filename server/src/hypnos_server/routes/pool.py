@@ -8,6 +8,7 @@ import msgspec
 from hypnos.errors import invalid_request, not_found
 from litestar import Request, Response, delete, get, post, put
 
+from hypnos_server.advisor import AdvisorRequest, advise, config_text, machine_for
 from hypnos_server.catalog import (
     Catalog,
     CatalogEntry,
@@ -151,4 +152,17 @@ def model_catalog(request: Request[Any, Any, Any]) -> Response[bytes]:
     )
 
 
-ROUTES = [add_model, replace_model, remove_model, model_catalog]
+@post("/v1/advisor", status_code=200)
+async def advisor(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """A lineup from the catalog for a machine and needs; 400 when nothing fits; open during staging."""
+    state = hypnos_state(request)
+    catalog = state.catalog
+    if catalog is None:
+        raise not_found("this server has no model catalog (models.catalog.toml)")
+    body = await decode_json(request, AdvisorRequest)
+    answer = advise(catalog, body.needs, machine_for(body, state.scheduler.hardware.info()))
+    answer["config"] = config_text(catalog, answer)
+    return json_response(answer)
+
+
+ROUTES = [add_model, replace_model, remove_model, model_catalog, advisor]
