@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 import re
+from pathlib import PurePath
 from typing import Any
 
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -25,8 +27,10 @@ def _value(value: Any) -> str:
         if math.isinf(value):
             return "inf" if value > 0 else "-inf"
         return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)  # a JSON string is a valid TOML basic string
+    if isinstance(value, (str, PurePath)):
+        return json.dumps(str(value), ensure_ascii=False)  # a JSON string is a valid TOML basic string
+    if isinstance(value, (dt.date, dt.datetime)):
+        return value.isoformat()
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_value(v) for v in value) + "]"
     if isinstance(value, dict):
