@@ -278,6 +278,8 @@ class Scheduler:
 
     def _idle_enabled(self, model_id: str) -> ModelState:
         state = self.get(model_id)
+        if self.pool.held(model_id):
+            raise model_busy(f"the model `{model_id}` is being replaced or removed; retry")
         if not state.enabled:
             raise model_disabled(model_id)
         if state.engine is None:
@@ -290,6 +292,8 @@ class Scheduler:
         """POST /v1/memory/tier: move a model by hand (404 unknown/disabled, 429 leased, 507 no room)."""
         state = self._idle_enabled(model_id)
         await self.tiers.settle(state)
+        if self._models.get(model_id) is not state or self.pool.held(model_id):  # replaced or removed meanwhile
+            raise model_busy(f"the model `{model_id}` is being replaced or removed; retry")
         if target == MemoryTier.TIER1 and context_len is not None:
             current = state.placement.allocated_context_len // max(1, state.config.slots)
             state.context_override = context_len
