@@ -143,6 +143,7 @@ def test_sigkill_during_a_burst_of_pool_changes_leaves_a_readable_overlay(tmp_pa
     assert len(seen) >= 5  # the bursts did change the pool between the kills
     with live_server(config, env=ENV) as base:  # and the server starts from whatever was left
         assert httpx.get(f"{base}/v1/models", headers=AUTH).status_code == 200
+    assert not list(tmp_path.glob(".hypnos.models.toml.*.tmp"))  # writes cut short were cleaned at the start
 
 
 def test_hypnos_advise_prints_a_config_hypnos_serve_accepts(tmp_path: Path) -> None:

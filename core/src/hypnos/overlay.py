@@ -156,5 +156,8 @@ def atomic_write(path: Path, data: bytes) -> None:
 def load_pool(settings: Settings) -> tuple[Settings, PoolOverlay]:
     """The settings with the overlay next to their config applied, and the overlay (None path: no config file)."""
     path = overlay_path(settings.source) if settings.source else None
+    if path is not None and path.parent.is_dir():
+        for stale in path.parent.glob(f".{path.name}.*.tmp"):  # a write cut short by a crash
+            stale.unlink(missing_ok=True)
     overlay = PoolOverlay.read(path, [m.id for m in settings.models])
     return overlay.apply(settings), overlay
