@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -37,8 +38,30 @@ def _handler(hub: Hub) -> type[BaseHTTPRequestHandler]:
                 return parts[0], "/".join(parts[1:])
             return None
 
+        def _api(self) -> bool:
+            """The two API calls snapshot_download makes: revision info and the recursive tree."""
+            parts = self.path.split("?")[0].strip("/").split("/")
+            if parts[:2] != ["api", "models"] or len(parts) < 6:
+                return False
+            repo = "/".join(parts[2:4])
+            files = sorted((name, data) for (owner, name), data in hub.files.items() if owner == repo)
+            if parts[4] == "revision":
+                answer = {"id": repo, "sha": "0" * 40, "siblings": [{"rfilename": name} for name, _ in files]}
+            else:
+                answer = [{"type": "file", "path": name, "size": len(data), "oid": hashlib.sha1(data).hexdigest()}
+                          for name, data in files]  # fmt: skip
+            payload = json.dumps(answer).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+            return True
+
         def _answer(self, body: bool) -> None:
             hub.requests.append((self.command, self.path, self.headers.get("Range")))
+            if self._api():
+                return
             target = self._target()
             if target is not None and target[0] in hub.gated:
                 self.send_response(401)

@@ -54,6 +54,21 @@ local = "tiny/tiny-Q4_0.gguf"
 size = 999
 
 [[models]]
+id = "whisper:tiny"
+name = "Whisper"
+engine = "faster_whisper"
+modality = "speech_to_text"
+
+[[models.variants]]
+quant = "fp16"
+
+[[models.variants.files]]
+role = "weights"
+repo = "acme/whisper"
+remote = "/"
+local = "whisper/"
+
+[[models]]
 id = "locked"
 name = "Locked"
 engine = "ggml_llama"
@@ -78,6 +93,8 @@ def hub(monkeypatch: pytest.MonkeyPatch) -> Hub:
         hub.files[("acme/tiny-GGUF", "tiny-Q4_0.gguf")] = b"q4" * 100
         hub.files[("assets", "mmproj.gguf")] = PROJECTOR
         hub.files[("corp/locked", "locked.gguf")] = b"secret"
+        hub.files[("acme/whisper", "model.bin")] = b"weights" * 100
+        hub.files[("acme/whisper", "sub/vocab.json")] = b"{}"
         hub.gated.add("corp/locked")
         monkeypatch.setenv("HF_ENDPOINT", hub.url)
         monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the loopback stand-in is the one hub a download may reach
@@ -130,6 +147,17 @@ def test_a_size_mismatch_is_reported_as_outdated(hub: Hub, tmp_path: Path) -> No
     report = pull(catalog, "tiny:1b:Q4_0", tmp_path / "models", out)
     assert report.outdated == ["tiny/tiny-Q4_0.gguf"]
     assert "outdated, 200 bytes where the catalog lists 999" in out.getvalue()
+
+
+def test_a_folder_comes_whole(hub: Hub, tmp_path: Path) -> None:
+    catalog = Catalog.load(catalog_for(hub, tmp_path), None)
+    assert catalog is not None
+    report = pull(catalog, "whisper:tiny", tmp_path / "models", io.StringIO())
+    assert report.fetched == ["whisper/"]
+    assert (tmp_path / "models/whisper/model.bin").read_bytes() == b"weights" * 100
+    assert (tmp_path / "models/whisper/sub/vocab.json").read_bytes() == b"{}"
+    assert not (tmp_path / "models/whisper/.cache").exists()
+    assert pull(catalog, "whisper:tiny", tmp_path / "models", io.StringIO()).present == ["whisper/"]
 
 
 def test_gated_files_are_explained(hub: Hub, tmp_path: Path) -> None:

@@ -60,10 +60,11 @@ def check_allowed(url: str) -> None:
 
 
 def _hf_download(file: CatalogFile, target: Path, staging: Path, redo: bool, out: IO[str]) -> None:
-    """One file of a Hugging Face repository through huggingface_hub (resumes from its .incomplete file)."""
+    """One file, or a folder (remote ending in /), of a Hugging Face repository through huggingface_hub (resumes
+    from its .incomplete files)."""
     try:
         import huggingface_hub
-        from huggingface_hub import constants, hf_hub_download
+        from huggingface_hub import constants, hf_hub_download, snapshot_download
         from huggingface_hub.errors import EntryNotFoundError, GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
     except ImportError:
         raise DownloadError(missing_library("huggingface_hub", "hypnos-server[download]").message) from None
@@ -71,11 +72,15 @@ def _hf_download(file: CatalogFile, target: Path, staging: Path, redo: bool, out
     check_allowed(endpoint)
     offline_before = constants.HF_HUB_OFFLINE
     constants.HF_HUB_OFFLINE = False  # only reached for an online run or the loopback stand-in
+    common = {"endpoint": endpoint, "library_name": "hypnos", "library_version": huggingface_hub.__version__}
+    folder = file.remote.strip("/")
     try:
-        fetched = hf_hub_download(
-            file.repo, file.remote, local_dir=staging, endpoint=endpoint, force_download=redo,
-            library_name="hypnos", library_version=huggingface_hub.__version__,
-        )  # fmt: skip
+        if file.remote.endswith("/"):
+            patterns = [f"{folder}/*"] if folder else None
+            snapshot_download(file.repo, local_dir=staging, allow_patterns=patterns, force_download=redo, **common)
+            fetched = staging / folder if folder else staging
+        else:
+            fetched = Path(hf_hub_download(file.repo, file.remote, local_dir=staging, force_download=redo, **common))
     except GatedRepoError:
         raise DownloadError(
             f"{file.remote} is in the gated repository {file.repo}: accept the model's license at "
@@ -87,8 +92,15 @@ def _hf_download(file: CatalogFile, target: Path, staging: Path, redo: bool, out
         raise DownloadError(f"downloading {file.repo}/{file.remote} failed ({error}); run it again to resume") from None
     finally:
         constants.HF_HUB_OFFLINE = offline_before
-    target.parent.mkdir(parents=True, exist_ok=True)
-    os.replace(fetched, target)
+    if not file.remote.endswith("/"):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(fetched, target)
+        return
+    for item in sorted(fetched.rglob("*")):
+        relative = item.relative_to(fetched)
+        if item.is_file() and ".cache" not in relative.parts:
+            (target / relative).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(item, target / relative)
 
 
 def _url_download(file: CatalogFile, target: Path, staging: Path, redo: bool, out: IO[str]) -> None:
@@ -140,13 +152,14 @@ def pull(catalog: Catalog, spec: str, models_dir: Path, out: IO[str]) -> PullRep
             report.present.append(file.local)
             out.write(f"{file.local}: present\n")
             continue
-        if file.local.endswith("/"):
-            raise DownloadError(f"{file.local} is a folder; fetch {file.repo} into {models_dir / file.local} yourself")
         target = models_dir / file.local
-        fetch = _url_download if file.repo.startswith(("https://", "http://")) else _hf_download
+        is_url = file.repo.startswith(("https://", "http://"))
+        if is_url and file.local.endswith("/"):
+            raise DownloadError(f"{file.local} is a folder under a plain URL; fetch {file.repo} into {target} yourself")
+        fetch = _url_download if is_url else _hf_download
         fetch(file, target, staging, outdated, out)
         report.fetched.append(file.local)
-        if file.size is not None and target.stat().st_size != file.size:
+        if file.size is not None and target.is_file() and target.stat().st_size != file.size:
             report.outdated.append(file.local)
             out.write(
                 f"{file.local}: outdated, {target.stat().st_size} bytes where the catalog lists {file.size}; "
