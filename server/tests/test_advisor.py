@@ -34,9 +34,19 @@ def test_a_discrete_gpu_lineup(client: TestClient) -> None:  # type: ignore[type
     assert body["interactive_coresident"] is True and body["warnings"] == []
     chat = next(m for m in body["models"] if m["id"] == "lfm3-vl:2b")
     assert chat["gpu_layers"] == chat["num_layers"] and chat["initial_tier"] == "tier1_gpu_vram"
+    assert chat["slots"] == 2 and chat["context_len"] == 8192  # the catalog block's own slots fit
     assert body["specs"] == ["lfm3-vl:2b:Q8_0", "all-minilm-l6-v2:Q8_0"]
     config = tomllib.loads(body["config"])
     assert [m["id"] for m in config["models"]] == ["lfm3-vl:2b", "all-minilm-l6-v2"]
+
+
+def test_one_slot_on_the_chat_model_when_that_keeps_the_interactive_models_together(client: TestClient) -> None:  # type: ignore[type-arg]
+    vram = (2900 + 512) * 1024**2
+    body = client.post("/v1/advisor", json={"needs": ["chat", "embeddings"], "vram_bytes": vram,
+                                            "ram_bytes": 64 * GiB}).json()  # fmt: skip
+    chat = next(m for m in body["models"] if m["serves"] == ["chat"])
+    assert chat["id"] == "lfm3-vl:2b" and chat["slots"] == 1 and body["interactive_coresident"] is True
+    assert body["interactive_bytes"] <= body["budgets"]["tier1_bytes"]
 
 
 def test_voice_takes_one_model_per_part_and_unified_memory_budgets(client: TestClient) -> None:  # type: ignore[type-arg]

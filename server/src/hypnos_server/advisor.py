@@ -168,6 +168,13 @@ def advise(catalog: Catalog, needs: list[str], machine: Machine) -> dict:  # typ
     return best[1]
 
 
+def _fallback(c: Candidate, machine: Machine) -> LayerPlacementPlan:
+    """The plan at one slot and 8k context (every candidate fits so, or it was not a candidate)."""
+    plan = _place(c, machine, 8192, 1)
+    assert plan is not None
+    return plan
+
+
 def _lineup(parts: list[tuple[str, str]], chosen: list[Candidate], machine: Machine) -> tuple[float, dict]:  # type: ignore[type-arg]
     models: dict[str, Candidate] = {}
     serves: dict[str, list[str]] = {}
@@ -177,12 +184,19 @@ def _lineup(parts: list[tuple[str, str]], chosen: list[Candidate], machine: Mach
         if need not in serves.setdefault(c.spec, []):
             serves[c.spec].append(need)
         score += MODALITY_WEIGHT.get(modality, 1.0) * c.params_b
-    plans: dict[str, tuple[LayerPlacementPlan, int, int]] = {}
-    for spec, c in models.items():
-        context, slots = 8192, 1
-        plans[spec] = (_place(c, machine, context, slots), context, slots)  # type: ignore[assignment]
     interactive = [s for s, c in models.items() if INTERACTIVE & set(c.entry.modalities)]
+    plans: dict[str, tuple[LayerPlacementPlan, int, int]] = {}
+    for spec, c in models.items():  # first each model's own slots and context (from the catalog's block)
+        wanted = {**c.entry.config, **c.variant.config}
+        context, slots = int(wanted.get("context_len", 8192)), int(wanted.get("slots", 1))
+        plan = _place(c, machine, context, slots)
+        plans[spec] = (plan, context, slots) if plan is not None else (_fallback(c, machine), 8192, 1)
     together = sum(plans[s][0].vram_bytes for s in interactive)
+    if together > machine.tier1:  # one slot and 8k context on the chat models, when that makes them fit
+        for spec in interactive:
+            if {"text_generation", "vision"} & set(models[spec].entry.modalities):
+                plans[spec] = (_fallback(models[spec], machine), 8192, 1)
+        together = sum(plans[s][0].vram_bytes for s in interactive)
     coresident = together <= machine.tier1
     partial = [s for s, (plan, _, _) in plans.items() if plan.pinned_ram_layers or plan.ssd_layers]
     score *= 1.5 if coresident else 1.0
