@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 import pluggy
-from hypnos.config import ConfigError, ModelConfig
+from hypnos.config import ModelConfig
 from hypnos.errors import invalid_request
 from hypnos.gguf_arch import GgufHeaderError, gguf_architecture
 from hypnos.tomlw import dumps
@@ -217,8 +217,3 @@ def configured_quant(model: ModelConfig | None, entry: CatalogEntry) -> str | No
             if file.role == "weights" and model.weights_path in (file.local.rstrip("/"), file.local):
                 return variant.quant
     return None
-
-
-def check_error(error: ConfigError) -> Exception:
-    """A ConfigError from a pool change, as the 400 it answers."""
-    return invalid_request(f"the model failed the config checks: {error}")
