@@ -50,13 +50,18 @@ export async function streamChat(body, view, { headers, signal } = {}) {
   return result;
 }
 
+function maxTokens() {
+  const raw = $("chat-max-tokens").value.trim();
+  return raw === "" ? 512 : Number(raw); // a bad value goes to the server, whose 400 says what is wrong
+}
+
 export function setupChat() {
   const history = [];
   let controller = null;
   $("chat-tools").value = JSON.stringify(SAMPLE_TOOLS, null, 2);
 
   function request() {
-    const body = { model: $("chat-model").value, messages: [], max_tokens: Number($("chat-max-tokens").value) || 512 };
+    const body = { model: $("chat-model").value, messages: [], max_tokens: maxTokens() };
     const system = $("chat-system").value.trim();
     if (system) body.messages.push({ role: "system", content: system });
     body.messages.push(...history);
@@ -79,7 +84,7 @@ export function setupChat() {
     return el(
       "div",
       { class: "tool-call", "data-call-id": call.id },
-      el("div", { class: "tool-name" }, "🔧 ", el("code", {}, `${call.function.name}(${call.function.arguments})`)),
+      el("div", { class: "tool-name" }, el("span", { class: "tag" }, "tool call"), " ", el("code", {}, `${call.function.name}(${call.function.arguments})`)),
       el("label", {}, "Result to send back", result),
     );
   }

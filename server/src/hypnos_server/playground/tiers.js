@@ -1,11 +1,19 @@
 // The tier visualizer (section 14): three tiers as bars against their budgets, each model's bytes, moves by hand,
 // enable / disable, KV parking, and the request log with its telemetry (section 15). Live from polling.
 
-import { TIERS, bytes, call, clearError, el, getJson, modelColour, ms, showError, tierName } from "./api.js";
+import { TIERS, bytes, call, clearError, el, getJson, ms, showError, tierName } from "./api.js";
 
 const $ = (id) => document.getElementById(id);
 const SHORT = { tier1_gpu_vram: "T1", tier2_pinned_ram: "T2", tier3_nvme_ssd: "T3" };
 const sleep = (delay) => new Promise((resolve) => setTimeout(resolve, delay));
+const PALETTE = ["#4b5bd6", "#2e9d6a", "#d08a1c", "#c23b7a", "#1f93b8", "#8a55c9", "#b5a021", "#d0542c", "#5f7f2a", "#6b7385"];
+const colours = new Map();
+
+// A model's colour: its place in the lineup picks from a palette of distinct colours (stable while it runs).
+function colourOf(id) {
+  if (!colours.has(id)) colours.set(id, PALETTE[colours.size % PALETTE.length]);
+  return colours.get(id);
+}
 
 function residentBytes(model) {
   const p = model.placement || {};
@@ -36,13 +44,18 @@ function bar(tier, title, used, budget, segments, note) {
         ),
       ),
     ),
+    el(
+      "div",
+      { class: "tier-legend" },
+      segments.map((s) => el("span", {}, el("i", { style: `background:${s.colour}` }), `${s.id} ${bytes(s.bytes)}`)),
+    ),
   );
 }
 
 function renderBars(status) {
   const caps = status.capabilities || {};
   const models = status.models || [];
-  const segment = (model, value, kind) => ({ id: model.id, bytes: value, colour: modelColour(model.id), kind });
+  const segment = (model, value, kind) => ({ id: model.id, bytes: value, colour: colourOf(model.id), kind });
   const tier1 = models
     .map((m) => segment(m, (m.placement?.vram_weight_bytes || 0) + (m.placement?.vram_kv_and_workspace_bytes || 0)))
     .filter((s) => s.bytes > 0);
@@ -56,7 +69,7 @@ function renderBars(status) {
   $("tier-bars").replaceChildren(
     bar("tier1_gpu_vram", tierName("tier1_gpu_vram"), status.tier1_vram_used_bytes, caps.usable_vram_budget_bytes, tier1),
     bar("tier2_pinned_ram", tierName("tier2_pinned_ram"), status.tier2_pinned_ram_used_bytes, caps.pinned_ram_budget_bytes, tier2),
-    bar("tier3_nvme_ssd", tierName("tier3_nvme_ssd"), null, lineup, tier3, `${onDisk.length} models, ${bytes(tier3.reduce((s, x) => s + x.bytes, 0))} of the lineup's ${bytes(lineup)}`),
+    bar("tier3_nvme_ssd", tierName("tier3_nvme_ssd"), null, lineup, tier3, `${onDisk.length} model${onDisk.length === 1 ? "" : "s"}, ${bytes(tier3.reduce((s, x) => s + x.bytes, 0))} of the lineup's ${bytes(lineup)}`),
   );
   const simulated = caps.simulated && !/simulated/i.test(caps.device_name || "") ? " (simulated)" : "";
   $("tiers-device").textContent = `${caps.device_name || caps.accelerator || ""}${simulated}`;
@@ -92,7 +105,7 @@ export function startTiers({ onStatus }) {
       node = el(
         "tr",
         { "data-model": model.id },
-        el("td", {}, el("span", { class: "dot", style: `background:${modelColour(model.id)}` }), el("b", {}, model.id), el("div", { class: "muted small-text" }, model.modalities.join(", "))),
+        el("td", {}, el("span", { class: "dot", style: `background:${colourOf(model.id)}` }), el("b", {}, model.id), el("div", { class: "muted small-text" }, model.modalities.join(", "))),
         el("td", { class: "tier-cell" }),
         el("td", { class: "bytes-cell" }),
         el("td", { class: "busy-cell" }),
@@ -197,7 +210,7 @@ function logRow(record) {
   const failed = record.status >= 400 || record.error;
   const tokens = record.tokens_in || record.tokens_out ? `${record.tokens_in}→${record.tokens_out}${record.cached_tokens ? ` (${record.cached_tokens} cached)` : ""}` : "";
   const cells = [
-    new Date(record.started_at).toLocaleTimeString(),
+    new Date(record.started_at).toLocaleTimeString([], { hour12: false }),
     record.route,
     record.model || "",
     String(record.status ?? ""),

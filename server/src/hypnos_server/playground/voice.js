@@ -1,6 +1,6 @@
 // A voice turn (sections 1, 9, 10): recording or file -> transcription -> chat -> speech, as one declared workflow.
 
-import { call, clearError, ms, randomId, showError, telemetryLine } from "./api.js";
+import { call, clearError, ms, randomId, showError, telemetryLine, tierName } from "./api.js";
 import { streamChat } from "./chat.js";
 
 const $ = (id) => document.getElementById(id);
@@ -127,7 +127,7 @@ export function setupVoice() {
       const h = (name) => spoken.headers.get(`x-hypnos-${name}`);
       step(current).querySelector(".tele").textContent = [
         `${audio.size} bytes in ${ms(performance.now() - started)}`,
-        h("previous-tier") && `from ${h("previous-tier")}`,
+        h("previous-tier") && `from ${tierName(h("previous-tier"))}`,
         h("audio-secs") && `${Number(h("audio-secs")).toFixed(2)} s audio`,
         h("rtf") && `rtf ${Number(h("rtf")).toFixed(3)}`,
       ].filter(Boolean).join(" · ");
