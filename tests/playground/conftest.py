@@ -48,6 +48,19 @@ modality = "image_generation"
 engine = "fake"
 """
 
+# The document and entity models of a fuller lineup (their panels are tested against the spec's wire format).
+MORE_MODELS = """
+[[models]]
+id = "fake-docs"
+modality = "document_conversion"
+engine = "fake"
+
+[[models]]
+id = "fake-ner"
+modality = "entity_extraction"
+engine = "fake"
+"""
+
 BROWSER_FLAGS = [
     "--headless",
     "--no-sandbox",
@@ -60,12 +73,14 @@ BROWSER_FLAGS = [
     "--disable-dev-shm-usage",
     "--window-size=1500,1000",
     "--autoplay-policy=no-user-gesture-required",
+    "--use-fake-device-for-media-stream",  # a synthetic microphone for the recording test
+    "--use-fake-ui-for-media-stream",
 ]
 
 
-def _serve(tmp_path_factory: pytest.TempPathFactory, env: dict[str, str]) -> Iterator[str]:
+def _serve(tmp_path_factory: pytest.TempPathFactory, env: dict[str, str], lineup: str = LINEUP) -> Iterator[str]:
     config = tmp_path_factory.mktemp("playground") / "hypnos.toml"
-    config.write_text(LINEUP)
+    config.write_text(lineup)
     with live_server(config, env={"HYPNOS_PLUGINS": "fake", **env}, ready_timeout=90) as base:
         yield base
 
@@ -80,6 +95,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def keyed_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The same lineup with an API key configured."""
     yield from _serve(tmp_path_factory, {"HYPNOS_API_KEYS": API_KEY})
+
+
+@pytest.fixture(scope="module")
+def full_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The lineup plus a document converter and an entity extractor, no keys."""
+    yield from _serve(tmp_path_factory, {"HYPNOS_API_KEYS": ""}, LINEUP + MORE_MODELS)
 
 
 @pytest.fixture

@@ -155,11 +155,7 @@ export function tierName(tier) {
   return { tier1_gpu_vram: "Tier 1 (VRAM)", tier2_pinned_ram: "Tier 2 (RAM)", tier3_nvme_ssd: "Tier 3 (disk)" }[tier] || tier;
 }
 
-export function modelColour(id) {
-  let hash = 0;
-  for (const char of id) hash = (hash * 31 + char.codePointAt(0)) >>> 0;
-  return `hsl(${hash % 360} 62% 52%)`;
-}
+export const PALETTE = ["#4b5bd6", "#2e9d6a", "#d08a1c", "#c23b7a", "#1f93b8", "#8a55c9", "#b5a021", "#d0542c", "#5f7f2a", "#6b7385"];
 
 export function randomId() {
   return Array.from(crypto.getRandomValues(new Uint8Array(8)), (b) => b.toString(16).padStart(2, "0")).join("");

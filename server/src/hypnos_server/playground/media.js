@@ -45,8 +45,9 @@ export function setupImages() {
 function pageCard(page) {
   const facts = [`page ${page.page}`];
   if (page.ms !== undefined) facts.push(ms(page.ms));
-  if (page.tables) facts.push(`${page.tables} tables`);
-  if (page.pictures) facts.push(`${page.pictures} pictures`);
+  const count = (n, noun) => `${n} ${noun}${n === 1 ? "" : "s"}`;
+  if (page.tables) facts.push(count(page.tables, "table"));
+  if (page.pictures) facts.push(count(page.pictures, "picture"));
   return el("article", { class: "doc-page", "data-page": page.page }, el("header", {}, facts.join(" · ")), el("pre", {}, page.markdown || ""));
 }
 

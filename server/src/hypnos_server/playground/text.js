@@ -1,11 +1,11 @@
 // Entity extraction with the spans highlighted (section 13) and the similarity of two texts' embeddings (section 8).
 
-import { call, clearError, el, modelColour, showError, telemetryLine } from "./api.js";
+import { PALETTE, call, clearError, el, showError, telemetryLine } from "./api.js";
 
 const $ = (id) => document.getElementById(id);
 
 // The text with each entity's [start, end) marked; offsets count Unicode scalar values, so slice by code points.
-export function highlight(text, entities) {
+export function highlight(text, entities, colourOf) {
   const points = Array.from(text);
   const nodes = [];
   let position = 0;
@@ -15,7 +15,7 @@ export function highlight(text, entities) {
     nodes.push(
       el(
         "mark",
-        { style: `--label:${modelColour(entity.label)}`, "data-label": entity.label, title: `${entity.label} ${entity.score.toFixed(2)}` },
+        { style: `--label:${colourOf(entity.label)}`, "data-label": entity.label, title: `${entity.label} ${entity.score.toFixed(2)}` },
         points.slice(entity.start, entity.end).join(""),
         el("sup", {}, entity.label),
       ),
@@ -37,9 +37,10 @@ export function setupEntities() {
     try {
       const answer = await (await call("/v1/entities", { method: "POST", json: body })).json();
       const entities = answer.data[0]?.entities || [];
-      $("entities-out").replaceChildren(...highlight(text, entities));
+      const colourOf = (label) => PALETTE[Math.max(0, labels.indexOf(label)) % PALETTE.length];
+      $("entities-out").replaceChildren(...highlight(text, entities, colourOf));
       $("entities-legend").replaceChildren(
-        ...labels.map((label) => el("span", { class: "chip", style: `--label:${modelColour(label)}` }, label)),
+        ...labels.map((label) => el("span", { class: "chip", style: `--label:${colourOf(label)}` }, label)),
         el("span", { class: "muted" }, ` ${entities.length} entities`),
       );
       $("entities-tele").textContent = telemetryLine(answer.hypnos_telemetry);

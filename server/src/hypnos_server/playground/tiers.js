@@ -1,12 +1,11 @@
 // The tier visualizer (section 14): three tiers as bars against their budgets, each model's bytes, moves by hand,
 // enable / disable, KV parking, and the request log with its telemetry (section 15). Live from polling.
 
-import { TIERS, bytes, call, clearError, el, getJson, ms, showError, tierName } from "./api.js";
+import { PALETTE, TIERS, bytes, call, clearError, el, getJson, ms, showError, tierName } from "./api.js";
 
 const $ = (id) => document.getElementById(id);
 const SHORT = { tier1_gpu_vram: "T1", tier2_pinned_ram: "T2", tier3_nvme_ssd: "T3" };
 const sleep = (delay) => new Promise((resolve) => setTimeout(resolve, delay));
-const PALETTE = ["#4b5bd6", "#2e9d6a", "#d08a1c", "#c23b7a", "#1f93b8", "#8a55c9", "#b5a021", "#d0542c", "#5f7f2a", "#6b7385"];
 const colours = new Map();
 
 // A model's colour: its place in the lineup picks from a palette of distinct colours (stable while it runs).
