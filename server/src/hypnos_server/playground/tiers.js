@@ -219,7 +219,9 @@ function logRow(record) {
     record.tier_switch_ms ? ms(record.tier_switch_ms) : "",
     SHORT[record.previous_tier] || "",
   ];
-  const main = el("tr", { class: failed ? "failed" : "", "data-id": record.id, title: record.id }, cells.map((c) => el("td", {}, c)));
+  const facts = [record.id, record.key && `key ${record.key}`, record.stream && "stream",
+    record.inference_ms != null && `inference ${ms(record.inference_ms)}`, record.level].filter(Boolean);
+  const main = el("tr", { class: failed ? "failed" : "", "data-id": record.id, title: facts.join(" · ") }, cells.map((c) => el("td", {}, c)));
   if (!record.error) return [main];
   return [main, el("tr", { class: "failed detail" }, el("td", { colspan: cells.length }, record.error))];
 }
