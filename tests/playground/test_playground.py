@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import math
 import struct
 import time
@@ -16,6 +17,7 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 TIMEOUT = 30
+PNG_1X1 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC"
 
 
 def wait(browser: Any, condition: Any, timeout: float = TIMEOUT) -> Any:
@@ -112,7 +114,20 @@ def test_chat_streams_the_answer(browser: Any, server: str, shot: Any) -> None:
     shot("chat")
 
 
-def test_thoughts_are_shown_apart_from_the_answer(browser: Any, server: str) -> None:
+def test_an_attached_image_goes_as_an_image_url_part(browser: Any, server: str, tmp_path: Path) -> None:
+    picture = tmp_path / "dot.png"
+    picture.write_bytes(base64.b64decode(PNG_1X1))
+    open_page(browser, server)
+    wait_lineup(browser)
+    css(browser, "#chat-image").send_keys(str(picture))
+    send_chat(browser, "what is this?")
+    wait(browser, lambda b: "stop" in css(b, "#chat-log .msg.assistant .tele").text)
+    assert css(browser, "#chat-log .msg.user img.thumb").get_attribute("src") == f"data:image/png;base64,{PNG_1X1}"
+    assert css(browser, "#chat-log .msg.assistant .answer").text
+    assert css(browser, "#chat-image").get_attribute("value") == ""
+
+
+def test_thoughts_are_shown_apart_from_the_answer(browser: Any, server: str, shot: Any) -> None:
     open_page(browser, server)
     wait_lineup(browser)
     Select(css(browser, "#chat-thinking")).select_by_value("low")
@@ -122,6 +137,7 @@ def test_thoughts_are_shown_apart_from_the_answer(browser: Any, server: str) -> 
     answer = css(browser, "#chat-log .msg.assistant .answer")
     assert thoughts.is_displayed() and thoughts.text.startswith("Thoughts\nthinking:")
     assert answer.text and "thinking" not in answer.text
+    shot("chat-thoughts")
 
 
 def test_a_tool_call_is_shown_and_its_result_answered(browser: Any, server: str, shot: Any) -> None:

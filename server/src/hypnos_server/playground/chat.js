@@ -162,13 +162,27 @@ export function setupChat() {
     send();
   }
 
-  $("chat-form").addEventListener("submit", (event) => {
+  $("chat-form").addEventListener("submit", async (event) => {
     event.preventDefault();
     const text = $("chat-input").value.trim();
+    const image = $("chat-image").files[0];
     if (!text || controller) return;
     $("chat-input").value = "";
-    history.push({ role: "user", content: text });
-    bubble("user", text);
+    if (image) {
+      // An image_url part with a data: URL (section 7.1), placed after the text.
+      const url = await new Promise((resolve, reject) => {
+        const reader = new FileReader();
+        reader.onload = () => resolve(reader.result);
+        reader.onerror = () => reject(reader.error);
+        reader.readAsDataURL(image);
+      });
+      $("chat-image").value = "";
+      history.push({ role: "user", content: [{ type: "text", text }, { type: "image_url", image_url: { url } }] });
+      bubble("user", text).querySelector(".body").append(el("img", { src: url, class: "thumb", alt: image.name }));
+    } else {
+      history.push({ role: "user", content: text });
+      bubble("user", text);
+    }
     send();
   });
   $("chat-input").addEventListener("keydown", (event) => {
