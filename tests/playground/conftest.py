@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypnos_server.testing import live_server
+
+sys.path.insert(0, str(Path(__file__).parent))
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -85,19 +88,19 @@ def _serve(tmp_path_factory: pytest.TempPathFactory, env: dict[str, str], lineup
         yield base
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real `hypnos serve` with the fake lineup and no API keys."""
     yield from _serve(tmp_path_factory, {"HYPNOS_API_KEYS": ""})
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def keyed_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The same lineup with an API key configured."""
     yield from _serve(tmp_path_factory, {"HYPNOS_API_KEYS": API_KEY})
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def full_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The lineup plus a document converter and an entity extractor, no keys."""
     yield from _serve(tmp_path_factory, {"HYPNOS_API_KEYS": ""}, LINEUP + MORE_MODELS)
@@ -109,7 +112,7 @@ def api_key() -> str:
     return API_KEY
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser() -> Iterator[object]:
     """Headless Chromium from Debian's packages in a new empty profile (never a downloaded browser)."""
     from selenium import webdriver
