@@ -28,6 +28,8 @@ def _wav(path: Path, seconds: float = 1.0, rate: int = 16000) -> Path:
 
 def test_voice_turn_from_a_wav_file(browser: Any, server: str, shot: Any, tmp_path: Path) -> None:
     clip = _wav(tmp_path / "hello.wav")
+    moved = httpx.post(f"{server}/v1/memory/tier", json={"model": "fake-tts", "target_tier": "tier3_nvme_ssd"})
+    assert moved.status_code == 200
     open_page(browser, server)
     wait_lineup(browser)
     tab(browser, "voice")
@@ -44,6 +46,8 @@ def test_voice_turn_from_a_wav_file(browser: Any, server: str, shot: Any, tmp_pa
     # The three calls were one declared workflow: the server reports its end-to-end latency under `voice`.
     workflows = httpx.get(f"{server}/v1/memory/status").json()["latency"]["workflows"]
     assert workflows["voice"]["count"] >= 1
+    # The chat named the speech model as the next stage, so it was loaded while the answer streamed.
+    assert "from Tier 1 (VRAM)" in css(browser, '#voice-steps li[data-step="speech"] .tele').text
     shot("voice")
 
 

@@ -66,12 +66,16 @@ function renderBars(status) {
   const tier3 = onDisk.map((m) => segment(m, m.total_weight_bytes, m.enabled ? "" : "disabled"));
   const lineup = models.reduce((sum, m) => sum + m.total_weight_bytes, 0);
   $("tier-bars").replaceChildren(
-    bar("tier1_gpu_vram", tierName("tier1_gpu_vram"), status.tier1_vram_used_bytes, caps.usable_vram_budget_bytes, tier1),
+    bar("tier1_gpu_vram", tierName("tier1_gpu_vram"), status.tier1_vram_used_bytes, caps.usable_vram_budget_bytes, tier1,
+      `${bytes(status.tier1_vram_used_bytes)} of ${bytes(caps.usable_vram_budget_bytes)} · ${bytes(status.tier1_vram_effective_free_bytes)} free now`),
     bar("tier2_pinned_ram", tierName("tier2_pinned_ram"), status.tier2_pinned_ram_used_bytes, caps.pinned_ram_budget_bytes, tier2),
     bar("tier3_nvme_ssd", tierName("tier3_nvme_ssd"), null, lineup, tier3, `${onDisk.length} model${onDisk.length === 1 ? "" : "s"}, ${bytes(tier3.reduce((s, x) => s + x.bytes, 0))} of the lineup's ${bytes(lineup)}`),
   );
   const simulated = caps.simulated && !/simulated/i.test(caps.device_name || "") ? " (simulated)" : "";
-  $("tiers-device").textContent = `${caps.device_name || caps.accelerator || ""}${simulated}`;
+  const gpu = status.gpu;
+  const load = gpu ? ` · ${gpu.utilization_percent}% busy, ${gpu.temperature_celsius} °C${gpu.throttled ? ", throttled" : ""}` : "";
+  const profile = status.profile ? ` · profile ${status.profile.name}` : "";
+  $("tiers-device").textContent = `${caps.device_name || caps.accelerator || ""}${simulated}${load}${profile}`;
 }
 
 export function startTiers({ onStatus }) {
@@ -216,8 +220,7 @@ function logRow(record) {
     ms(record.duration_ms),
     tokens,
     record.tokens_per_s ? record.tokens_per_s.toFixed(1) : "",
-    record.tier_switch_ms ? ms(record.tier_switch_ms) : "",
-    SHORT[record.previous_tier] || "",
+    [SHORT[record.previous_tier], record.tier_switch_ms ? ms(record.tier_switch_ms) : ""].filter(Boolean).join(" · "),
   ];
   const facts = [record.id, record.key && `key ${record.key}`, record.stream && "stream",
     record.inference_ms != null && `inference ${ms(record.inference_ms)}`, record.level].filter(Boolean);
