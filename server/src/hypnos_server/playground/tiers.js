@@ -211,7 +211,9 @@ export function startTiers({ onStatus }) {
 
 function logRow(record) {
   const failed = record.status >= 400 || record.error;
-  const tokens = record.tokens_in || record.tokens_out ? `${record.tokens_in}→${record.tokens_out}${record.cached_tokens ? ` (${record.cached_tokens} cached)` : ""}` : "";
+  const cached = record.cached_tokens ? ` (${record.cached_tokens} cached)` : "";
+  const flow = record.tokens_out ? `${record.tokens_in}→${record.tokens_out}` : record.tokens_in ? `${record.tokens_in} in` : "";
+  const tokens = flow && flow + cached;
   const cells = [
     new Date(record.started_at).toLocaleTimeString([], { hour12: false }),
     record.route,
