@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Hypnos quick start.
 #   ./run.sh          install everything into .venv and serve the starter lineup on port 9999
-#   ./run.sh test     run the whole default test suite (lint, every package, end-to-end)
+#   ./run.sh test     run the whole default test suite (lint, every package, end-to-end, the playground in Chromium;
+#                     the nox session installs Debian's chromium and chromium-driver with apt-get when missing)
 #   ./run.sh install  only install (no serve)
 #   ./run.sh models <id>[:<quant>]  download a catalog model's files into the models folder (hypnos models pull)
 set -euo pipefail
