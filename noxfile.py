@@ -76,7 +76,7 @@ def e2e(session: nox.Session) -> None:
     """Cross-package tests: a real server process (granian) and the OpenAI SDK, plus the load-and-fault test."""
     _install(session, ["core[test]", "server[test]", "tests/fake-plugin"])
     session.install(OPENAI_PIN)
-    _pytest(session, "tests", "--ignore=tests/fuzz")
+    _pytest(session, "tests", "--ignore=tests/fuzz", "--ignore=tests/playground")
 
 
 @nox.session(python=PYTHON)
@@ -89,6 +89,29 @@ def fuzz(session: nox.Session) -> None:
     if os.path.exists(starter):  # a second, smaller pass with the server on the starter models, when their venv exists
         env = {**OFFLINE, "HYPNOS_FUZZ_SERVER_PYTHON": starter, "HYPNOS_FUZZ_EXAMPLES": "5"}
         session.run("python", "-m", "pytest", "-q", "tests/fuzz/test_schemathesis.py", *session.posargs, env=env)
+
+
+CHROMIUM_PACKAGES = {"/usr/bin/chromium": "chromium", "/usr/bin/chromedriver": "chromium-driver"}
+
+
+def _ensure_chromium(session: nox.Session) -> None:
+    """Debian's chromium and chromium-driver, installed with apt-get when missing (never a downloaded browser)."""
+    missing = [package for path, package in CHROMIUM_PACKAGES.items() if not os.path.exists(path)]
+    if not missing:
+        return
+    sudo = [] if os.geteuid() == 0 else ["sudo"]
+    env = {"DEBIAN_FRONTEND": "noninteractive"}
+    session.run(*sudo, "apt-get", "update", "-qq", external=True, env=env)
+    session.run(*sudo, "apt-get", "install", "-y", "-qq", *missing, external=True, env=env)
+
+
+@nox.session(python=PYTHON)
+def playground(session: nox.Session) -> None:
+    """The playground at `/` in Debian's headless Chromium (Selenium + chromium-driver) against a real server."""
+    _ensure_chromium(session)
+    _install(session, ["core[test]", "server[test]", "tests/fake-plugin"])
+    session.install("selenium>=4.20")
+    _pytest(session, "tests/playground")
 
 
 @nox.session(python=PYTHON)
@@ -107,9 +130,10 @@ def bench(session: nox.Session) -> None:
 
 @nox.session(python=False)
 def tests(session: nox.Session) -> None:
-    """The umbrella: lint, every package, then e2e and fuzz."""
+    """The umbrella: lint, every package, e2e, fuzz, then the playground in a browser."""
     session.notify("lint")
     for name in PACKAGES:
         session.notify(f"package(package='{name}')")
     session.notify("e2e")
     session.notify("fuzz")
+    session.notify("playground")

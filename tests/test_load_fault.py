@@ -21,7 +21,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from hypnos_server.testing import free_port, live_server
+from hypnos_server.testing import free_port, live_process
 
 logger = logging.getLogger(__name__)
 MiB = 1024 * 1024
@@ -70,16 +70,6 @@ class Outcome:
     status: int
     error_type: str | None = None
     problems: list[str] = field(default_factory=list)
-
-
-@dataclass
-class Server:
-    """The running server: base URL, config path, port and the granian main process."""
-
-    base: str
-    config: Path
-    port: int
-    process: subprocess.Popen[bytes] | None = None
 
 
 def _children(pid: int) -> list[int]:
@@ -266,16 +256,10 @@ def _kill_hard(process: subprocess.Popen[bytes], base: str) -> None:
 
 
 @contextlib.contextmanager
-def _serve(config: Path, port: int) -> Iterator[Server]:
-    """The real server on this port, with its process at hand."""
-    server = Server(base="", config=config, port=port)
-
-    def keep(process: subprocess.Popen[bytes]) -> None:
-        server.process = process
-
-    with live_server(config, port=port, env={"HYPNOS_PLUGINS": "fake"}, ready_timeout=60, on_start=keep) as base:
-        server.base = base
-        yield server
+def _serve(config: Path, port: int) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """The real server on this port over the fake engines, with its process at hand."""
+    with live_process(config, port=port, env={"HYPNOS_PLUGINS": "fake"}, ready_timeout=60) as (process, base):
+        yield process, base
 
 
 @pytest.fixture
@@ -287,35 +271,33 @@ def config(tmp_path: Path) -> Path:
 
 def test_waves_with_faults_then_sigkill_and_restart(config: Path) -> None:
     port = free_port()
-    with _serve(config, port) as server:
-        assert server.process is not None
-        outcomes, samples = asyncio.run(_wave(server.base, seed=1))
-        _check_wave(server.base, outcomes, samples)
-        rss_first = _rss(server.process.pid)
-        outcomes, samples = asyncio.run(_wave(server.base, seed=1))  # the identical wave: a leak check
-        _check_wave(server.base, outcomes, samples)
-        rss_second = _rss(server.process.pid)
+    with _serve(config, port) as (process, base):
+        outcomes, samples = asyncio.run(_wave(base, seed=1))
+        _check_wave(base, outcomes, samples)
+        rss_first = _rss(process.pid)
+        outcomes, samples = asyncio.run(_wave(base, seed=1))  # the identical wave: a leak check
+        _check_wave(base, outcomes, samples)
+        rss_second = _rss(process.pid)
         logger.info(
             "RSS after the first wave %d MiB, after the identical second %d MiB", rss_first // MiB, rss_second // MiB
         )
         assert rss_second <= rss_first * RSS_TOLERANCE + 16 * MiB, (rss_first, rss_second)
-        outcomes, _ = asyncio.run(_wave(server.base, seed=2, kill=server.process))
+        outcomes, _ = asyncio.run(_wave(base, seed=2, kill=process))
         for outcome in outcomes:  # answered before the kill, or dropped by it
             assert outcome.status in DOCUMENTED | {0, 500}, outcome
         assert any(o.status == 0 for o in outcomes), "the kill landed after the wave"
-    with _serve(config, port) as server:  # a fresh process on the same port
-        outcomes, samples = asyncio.run(_wave(server.base, seed=3))
-        _check_wave(server.base, outcomes, samples)
+    with _serve(config, port) as (process, base):  # a fresh process on the same port
+        outcomes, samples = asyncio.run(_wave(base, seed=3))
+        _check_wave(base, outcomes, samples)
 
 
 @pytest.mark.xfail(strict=True, reason="fixed on branch sec (issue 13 item 3: the worker must die with its parent)")
 def test_worker_dies_with_its_parent(config: Path) -> None:
-    with _serve(config, free_port()) as server:
-        assert server.process is not None
-        workers = _children(server.process.pid)
+    with _serve(config, free_port()) as (process, _):
+        workers = _children(process.pid)
         assert workers, "granian started no worker process"
-        server.process.kill()
-        server.process.wait()
+        process.kill()
+        process.wait()
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline and any(_alive(pid) for pid in workers):
             time.sleep(0.1)

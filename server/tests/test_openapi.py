@@ -136,3 +136,9 @@ def test_unknown_schema_pages_answer_the_spec_404(keyed: TestClient[HypnosApp]) 
     response = keyed.get("/schema/nothing-here")
     assert response.status_code == 404
     assert response.json()["error"]["type"] == "not_found"
+
+
+def test_pool_changes_answer_201_and_need_an_admin_key(document: dict[str, Any]) -> None:
+    added = document["paths"]["/v1/models"]["post"]["responses"]
+    assert "201" in added and "200" not in added and "403" in added
+    assert "403" in document["paths"]["/v1/models/{model_id}"]["delete"]["responses"]

@@ -61,8 +61,10 @@ def multipart(*parts: bytes, boundary: str = BOUNDARY, close: bool = True) -> by
     return body + (f"--{boundary}--\r\n".encode() if close else b"")
 
 
-def _fill(path: str) -> str:
-    return path.replace("{model_id}", "fake-chat").replace("{id}", "req-" + "0" * 32)
+def _fill(method: str, path: str) -> str:
+    """A concrete target; replacing or removing a pool model names one that is not there (the others stay served)."""
+    model = "corpus-missing" if method in {"PUT", "DELETE"} else "fake-chat"
+    return path.replace("{model_id}", model).replace("{id}", "req-" + "0" * 32)
 
 
 def _deep(opening: str, closing: str, inner: str = "1") -> bytes:
@@ -70,7 +72,7 @@ def _deep(opening: str, closing: str, inner: str = "1") -> bytes:
 
 
 def _route_cases(method: str, path: str) -> list[Hostile]:
-    target = _fill(path)
+    target = _fill(method, path)
     cases = [
         Hostile("double-slash", method, "/" + target, headers=AUTH),
         Hostile("encoded-slash", method, "/%2F" + target.lstrip("/"), headers=AUTH),
@@ -90,29 +92,30 @@ def _route_cases(method: str, path: str) -> list[Hostile]:
     if path == "/v1/logs":
         for query in ("limit=-1", "limit=1e999", "limit=abc", "limit=99999999999999999999999", "status=%ff%fe"):
             cases.append(Hostile(f"query {query}", method, f"{target}?{query}", headers=AUTH))
-    if method == "POST":
-        cases += _body_cases(path, target)
+    if method in {"POST", "PUT"}:
+        cases += _body_cases(method, path, target)
     return cases
 
 
-def _body_cases(path: str, target: str) -> list[Hostile]:
+def _body_cases(method: str, path: str, target: str) -> list[Hostile]:
     json_auth = {**AUTH, **JSON_TYPE}
+    decoded = ROUTE_DOCS[(method, path)].body is not None  # the routes that decode a JSON body
     cases = [
-        Hostile("oversized-body", "POST", target, b"", json_auth, length=MAX_BODY_BYTES + 1),
-        Hostile("deep-array", "POST", target, _deep("[", "]"), json_auth),
-        Hostile("deep-object", "POST", target, _deep('{"a":', "}"), json_auth, owner=SEC if path in VALID else None),
-        Hostile("invalid-utf8", "POST", target, b'{"model": "\xff\xfe\xfd", "x": "\xc3\x28"}', json_auth),
-        Hostile("surrogate-bytes", "POST", target, b'{"model": "\xed\xa0\x80"}', json_auth),
-        Hostile("not-json", "POST", target, b"<xml/>", {**AUTH, "content-type": "application/xml"}),
-        Hostile("json-null", "POST", target, b"null", json_auth),
-        Hostile("json-array", "POST", target, b"[1, 2]", json_auth),
-        Hostile("huge-number", "POST", target, b'{"n": ' + b"9" * 5000 + b"}", json_auth),
-        Hostile("nan-token", "POST", target, b'{"n": NaN, "m": 1e999}', json_auth),
+        Hostile("oversized-body", method, target, b"", json_auth, length=MAX_BODY_BYTES + 1),
+        Hostile("deep-array", method, target, _deep("[", "]"), json_auth),
+        Hostile("deep-object", method, target, _deep('{"a":', "}"), json_auth, owner=SEC if decoded else None),
+        Hostile("invalid-utf8", method, target, b'{"model": "\xff\xfe\xfd", "x": "\xc3\x28"}', json_auth),
+        Hostile("surrogate-bytes", method, target, b'{"model": "\xed\xa0\x80"}', json_auth),
+        Hostile("not-json", method, target, b"<xml/>", {**AUTH, "content-type": "application/xml"}),
+        Hostile("json-null", method, target, b"null", json_auth),
+        Hostile("json-array", method, target, b"[1, 2]", json_auth),
+        Hostile("huge-number", method, target, b'{"n": ' + b"9" * 5000 + b"}", json_auth),
+        Hostile("nan-token", method, target, b'{"n": NaN, "m": 1e999}', json_auth),
         Hostile(
-            "multipart-on-json", "POST", target, multipart(part("model", b"fake-chat")), {**AUTH, **MULTIPART_TYPE}
+            "multipart-on-json", method, target, multipart(part("model", b"fake-chat")), {**AUTH, **MULTIPART_TYPE}
         ),
-        Hostile("truncated-json", "POST", target, b'{"model": "fake-chat", "messa', json_auth),
-        Hostile("bom-json", "POST", target, b"\xef\xbb\xbf" + json.dumps(VALID.get(path, {})).encode(), json_auth),
+        Hostile("truncated-json", method, target, b'{"model": "fake-chat", "messa', json_auth),
+        Hostile("bom-json", method, target, b"\xef\xbb\xbf" + json.dumps(VALID.get(path, {})).encode(), json_auth),
     ]
     if path in VALID:
         valid = VALID[path]
@@ -183,4 +186,6 @@ def hostile_requests() -> list[Hostile]:
     cases.append(Hostile("unknown-route", "GET", "/v1/nothing", headers=AUTH))
     cases.append(Hostile("asterisk-target", "OPTIONS", "*"))
     cases.append(Hostile("absolute-target", "GET", "http://evil.example/v1/models", headers=AUTH))
+    for name in ("..%2f..%2fetc%2fpasswd", "%00", "..", "x" * 5000, "%ff%fe.js"):
+        cases.append(Hostile("playground-file", "GET", f"/playground/{name}"))
     return cases

@@ -25,6 +25,7 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin
 from litestar.routes import HTTPRoute
 
+from hypnos_server.advisor import AdvisorRequest
 from hypnos_server.errors import render
 from hypnos_server.observability.request_log import LEVELS
 from hypnos_server.observability.routes import LevelBody
@@ -32,6 +33,7 @@ from hypnos_server.routes.audio import WAV_FALLBACK_FORMATS
 from hypnos_server.routes.chat import ROLES, THINKING_BUDGETS
 from hypnos_server.routes.memory import KvParkRequest, TierRequest
 from hypnos_server.routes.models import MoeOffloadRequest
+from hypnos_server.routes.pool import PoolChangeRequest
 
 JSON = "application/json"
 SCHEMAS = "#/components/schemas/{name}"
@@ -83,6 +85,7 @@ class RouteDoc:
     errors: tuple[int, ...] = ()
     query: dict[str, dict[str, Any]] = field(default_factory=dict)
     inference: bool = False
+    status: int = 200
 
 
 def _obj(*required: str, **properties: Any) -> dict[str, Any]:
@@ -130,6 +133,7 @@ FIELD_ENUMS: dict[tuple[str, str], list[str]] = {
     ("MoeOffloadRequest", "mode"): [str(mode) for mode in MoeOffload],
     ("LevelBody", "level"): list(LEVELS),
 }
+POOL_CHANGE = {JSON: _obj("model", "action", "persisted", action={"enum": ["added", "replaced", "removed"]})}
 LOG_QUERY = {
     "model": TEXT,
     "route": TEXT,
@@ -143,6 +147,21 @@ ROUTE_DOCS: dict[tuple[str, str], RouteDoc] = {
     ("GET", "/ready"): RouteDoc(answers={JSON: _obj("ready", ready={"type": "boolean"})}, errors=(503,)),
     ("GET", "/metrics"): RouteDoc(answers={"text/plain": TEXT}),
     ("GET", "/v1/models"): RouteDoc(answers={JSON: _obj("object", "data", data={"type": "array"})}),
+    ("POST", "/v1/models"): RouteDoc(
+        body=PoolChangeRequest, answers=POOL_CHANGE, errors=(400, 403, 413, 503), status=201
+    ),
+    ("PUT", "/v1/models/{model_id}"): RouteDoc(
+        body=PoolChangeRequest, answers=POOL_CHANGE, errors=(400, 403, 404, 413, 429, 503)
+    ),
+    ("DELETE", "/v1/models/{model_id}"): RouteDoc(
+        answers=POOL_CHANGE, errors=(400, 403, 404, 429, 503), query={"drain_secs": {"type": "number", "minimum": 0}}
+    ),
+    ("GET", "/v1/models/catalog"): RouteDoc(
+        answers={JSON: _obj("object", "data", data={"type": "array"})}, errors=(404,), query={"modality": TEXT}
+    ),
+    ("POST", "/v1/advisor"): RouteDoc(
+        body=AdvisorRequest, answers={JSON: _obj("config", config=TEXT)}, errors=(400, 404, 413)
+    ),
     ("POST", "/v1/models/{model_id}/enable"): RouteDoc(answers={JSON: _obj("model", "enabled")}, errors=(404, 503)),
     ("POST", "/v1/models/{model_id}/disable"): RouteDoc(
         answers={JSON: _obj("model", "enabled")}, errors=(404, 429, 503)
@@ -223,7 +242,7 @@ def _operation(operation: dict[str, Any], doc: RouteDoc, protected: bool, compon
     ok = {"description": "OK", "headers": REQUEST_ID, "content": {m: {"schema": s} for m, s in doc.answers.items()}}
     statuses = {*doc.errors, 408, *((401, 429) if protected else ()), *((413,) if content else ())}
     multipart = doc.form is not None
-    operation["responses"] = {"200": ok, **{str(s): _error_response(s, multipart) for s in sorted(statuses)}}
+    operation["responses"] = {str(doc.status): ok, **{str(s): _error_response(s, multipart) for s in sorted(statuses)}}
     if protected:
         operation["security"] = [{"bearer": []}]
     else:
