@@ -72,8 +72,13 @@ class DiffusersEngine(StagedEngine):
             self.target_device = "cpu"
         self._pipe: Any = None  # the pipeline; its weights are host RAM (tier 2) or on the device (tier 1)
         self._derived: dict[bool, Any] = {}  # edit? -> the pipeline serving that kind of job (shares components)
-        self._offloaded: list[str] = []  # denoiser blocks streamed from host RAM (a partial placement)
+        self.offloaded_blocks: list[str] = []  # denoiser blocks streamed from host RAM (a partial placement)
         self.images_made = 0
+
+    @property
+    def pipeline(self) -> Any:
+        """The loaded diffusers pipeline (tier 1 or 2), or None at tier 3."""
+        return self._pipe
 
     # ---- memory -------------------------------------------------------------------------------------------------
 
@@ -158,7 +163,7 @@ class DiffusersEngine(StagedEngine):
         pipeline.sync(device)
         if blocks and denoiser is not None:
             pipeline.offload_blocks(parts[denoiser], blocks, device, self.options.offload)
-        self._offloaded = blocks
+        self.offloaded_blocks = blocks
         self.device = device
         logger.info("%s: %d bytes onto %s, %d denoiser blocks streamed from host RAM", self.model.id, moved,
                     device, len(blocks))  # fmt: skip
@@ -169,8 +174,8 @@ class DiffusersEngine(StagedEngine):
         from hypnos_diffusion import pipeline
 
         self._derived.clear()
-        if self._offloaded:
-            self._pipe, self._offloaded = None, []
+        if self.offloaded_blocks:
+            self._pipe, self.offloaded_blocks = None, []
         elif self._pipe is not None:
             pin = self.target_device == "cuda"
             for module in pipeline.modules(self._pipe).values():
