@@ -14,6 +14,7 @@ from hypnos_diffusion.plugin import make_engine
 from hypnos_diffusion.testing import MODEL_ID, model_table, write_tiny_pipeline
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+pytest_plugins = ["hypnos.testing.conformance"]
 
 
 @pytest.fixture(scope="session")

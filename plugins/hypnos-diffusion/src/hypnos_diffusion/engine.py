@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import logging
-import re
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 from hypnos.config import ModelConfig
 from hypnos.engine import (
     CancelToken,
+    EngineCapabilities,
     EngineContext,
     EngineUnavailable,
     GeneratedImage,
@@ -20,48 +20,26 @@ from hypnos.engine import (
     MemoryEstimate,
 )
 from hypnos.errors import invalid_request
+from hypnos.kit.staged import StagedEngine, check_cancelled
 from hypnos.types import EngineTiming, LayerPlacementPlan
 
 from hypnos_diffusion import estimate as files
-from hypnos_diffusion.staged_compat import StagedEngine, check_cancelled
+from hypnos_diffusion.options import ImageOptions
 
 logger = logging.getLogger(__name__)
-SIZE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*$")
-
-
-class ImageOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """The `[models.image]` table."""
-
-    edit: bool = False  # the model edits: /v1/images/edits takes its uploads as references
-    steps: int = 20  # default denoising steps (4-8 for turbo models)
-    cfg_scale: float = 3.0  # default guidance (1.0 for distilled models)
-    strength: float = 0.75  # image-to-image edits: how far from the reference the result may move
-    dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
-    variant: str | None = None  # weight files variant to load (e.g. "fp16")
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    offload: Literal["leaf_level", "block_level"] = "leaf_level"  # group offloading of a partial placement
-    max_batch: int = 1  # images per pipeline call; the workspace is booked for this many
-    workspace_size: str = "1024x1024"  # the largest size the workspace is booked for
-    workspace_bytes_per_pixel: int | None = None  # override the per-pixel activation figure
-
-
-def workspace_size(size: str) -> tuple[int, int]:
-    """`WIDTHxHEIGHT` of [models.image] workspace_size; a ConfigError-like 503 when malformed."""
-    match = SIZE.match(size)
-    if not match:
-        raise EngineUnavailable(f"[models.image] workspace_size: expected WIDTHxHEIGHT, got `{size}`")
-    return int(match.group(1)), int(match.group(2))
 
 
 class DiffusersEngine(StagedEngine):
     """Tier 1: the pipeline's components on the device; tier 2: their weights in host RAM (pinned on CUDA hosts),
     so a promotion is a memory copy; tier 3: files only. A partial plan streams the denoiser's last blocks."""
 
+    options_table = "image"
+    options_type = ImageOptions
     build_consumes_warm_copy = True
 
     def __init__(self, model: ModelConfig, context: EngineContext) -> None:
         super().__init__(model, context)
-        self.options = msgspec.convert(model.engine_options.get("image", {}), ImageOptions)
+        self.options: ImageOptions
         folder = model.resolve(context.models_dir, model.weights_path)
         if folder is None:
             raise EngineUnavailable(f"the model `{model.id}` needs `weights_path` (a diffusers pipeline folder)")
@@ -73,7 +51,10 @@ class DiffusersEngine(StagedEngine):
         self._pipe: Any = None  # the pipeline; its weights are host RAM (tier 2) or on the device (tier 1)
         self._derived: dict[bool, Any] = {}  # edit? -> the pipeline serving that kind of job (shares components)
         self.offloaded_blocks: list[str] = []  # denoiser blocks streamed from host RAM (a partial placement)
-        self.images_made = 0
+
+    def capabilities(self) -> EngineCapabilities:
+        """Edits when [models.image] edit = true (image-to-image, or the pipeline's own edit mode)."""
+        return EngineCapabilities(image_edit=self.options.edit)
 
     @property
     def pipeline(self) -> Any:
@@ -109,7 +90,7 @@ class DiffusersEngine(StagedEngine):
         denoiser = files.denoiser_name(components)
         if denoiser is not None:
             _, layers = files.block_bytes(next(c for c in components if c.name == denoiser), dtype)
-        width, height = workspace_size(self.options.workspace_size)
+        width, height = self.options.workspace_sides()
         workspace = files.activation_bytes(width, height, self.options.max_batch, self._per_pixel(dtype))
         return MemoryEstimate(
             weight_bytes=weights,
@@ -238,6 +219,5 @@ class DiffusersEngine(StagedEngine):
             arguments["generator"] = pipeline.generators(seeds)
             out = pipeline.run(pipe, arguments, self.device, on_step)
             images.extend(GeneratedImage(png=pipeline.png_bytes(im), seed=s) for im, s in zip(out, seeds, strict=True))
-        self.images_made += len(images)
         rate = round(steps / (last - started), 3) if steps and last > started else None
         return ImageResult(images=images, timing=EngineTiming(steps=steps, steps_per_s=rate))

@@ -27,7 +27,10 @@ def make_engine(model: ModelConfig, context: EngineContext) -> Engine:
 @hookimpl
 def hypnos_engine_kinds() -> list[EngineKind]:
     """Image generation and edits on diffusers pipelines (SD 1.x/2.x, SDXL, SD3, Flux, Sana, ...)."""
+    from hypnos_diffusion.options import ImageOptions
+
     return [
-        EngineKind(KIND, frozenset({Modality.IMAGE_GENERATION}), make_engine, frozenset({"image"}),
-                   "diffusers pipelines on torch: image generation and image-to-image edits"),
+        EngineKind(KIND, frozenset({Modality.IMAGE_GENERATION}), make_engine,
+                   description="diffusers pipelines on torch: image generation and image-to-image edits",
+                   options={"image": ImageOptions}),
     ]  # fmt: skip
