@@ -72,6 +72,19 @@ def test_estimate_ignores_files_that_are_not_loaded(models_dir: Path, tmp_path: 
     assert engine.estimate().weight_bytes == before
 
 
+def test_estimate_reads_the_files_of_the_chosen_variant(tmp_path: Path) -> None:
+    from hypnos_diffusion.estimate import weight_files
+
+    shards = [f"big{variant}-0000{index}-of-00002.safetensors" for variant in ("", ".fp16") for index in (1, 2)]
+    for name in ["model.safetensors", "model.fp16.safetensors", *shards]:
+        (tmp_path / name).write_bytes(b"")
+    plain = [f.name for f in weight_files(tmp_path, None)]
+    assert plain == ["big-00001-of-00002.safetensors", "big-00002-of-00002.safetensors", "model.safetensors"]
+    half = [f.name for f in weight_files(tmp_path, "fp16")]
+    assert half == ["big.fp16-00001-of-00002.safetensors", "big.fp16-00002-of-00002.safetensors",
+                    "model.fp16.safetensors"]  # fmt: skip
+
+
 async def test_tier_walk_keeps_answers_identical(new_engine) -> None:
     engine = new_engine()
     try:

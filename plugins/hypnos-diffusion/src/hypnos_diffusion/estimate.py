@@ -90,7 +90,7 @@ def weight_files(folder: Path, variant: str | None) -> list[Path]:
     """The .safetensors files of one component folder that diffusers loads for `variant` (None: the plain ones)."""
     files = sorted(folder.glob("*.safetensors"))
     if variant is not None:
-        chosen = [f for f in files if f".{variant}." in f.name or f.name.endswith(f".{variant}.safetensors")]
+        chosen = [f for f in files if f".{variant}." in f.name or f".{variant}-" in f.name]
         if chosen:
             return chosen
     # plain files: no variant segment (`model.safetensors`, `model-00001-of-00002.safetensors`)
