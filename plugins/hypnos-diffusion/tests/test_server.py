@@ -155,3 +155,28 @@ def test_tier_walk_through_the_server_keeps_answers_identical(server: str, sdk: 
     again = generate(sdk, size="256x256", seed=77)
     assert again.hypnos_telemetry["previous_tier"] == "tier2_pinned_ram"
     assert again.data[0].b64_json == first.data[0].b64_json
+
+
+def test_a_tier1_budget_short_of_the_whole_model_splits_the_denoiser(
+    models_dir: Path, tmp_path: Path, sdk: openai.OpenAI
+) -> None:
+    from hypnos.config import settings_from_mapping
+    from hypnos.engine import EngineContext
+    from hypnos_diffusion.plugin import make_engine
+
+    table = model_table(MODEL_ID)
+    settings = settings_from_mapping({"models_dir": str(models_dir), "models": [table]})
+    estimate = make_engine(settings.models[0], EngineContext(models_dir=models_dir, limits=settings.limits)).estimate()
+    layers = estimate.layer_bytes
+    # room for the text encoder, vae, workspace and the first three of the five blocks, not for the fourth
+    budget = estimate.non_layer_bytes + sum(layers[:3]) + estimate.workspace_bytes + layers[3] // 2
+    config = tmp_path / "split.toml"
+    config.write_text(f'models_dir = "{models_dir}"\n[hardware]\nvram_budget_bytes = {budget}\n\n' + toml_block(table))
+    whole = generate(sdk, size="256x256", seed=21).data[0].b64_json  # the module's server: the whole model on tier 1
+    with live_server(config, env={"HYPNOS_PLUGINS": "diffusion"}, ready_timeout=180) as base:
+        split = openai.OpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0, timeout=300)
+        result = generate(split, size="256x256", seed=21)
+    placement = result.hypnos_telemetry["placement"]
+    assert (placement["gpu_layers"], placement["pinned_ram_layers"]) == (3, 2)
+    assert placement["pinned_ram_bytes"] == sum(layers[3:])
+    assert result.data[0].b64_json == whole  # the streamed blocks compute the same image
