@@ -15,7 +15,7 @@ KIND = "diffusers"
 def make_engine(model: ModelConfig, context: EngineContext) -> Engine:
     """A diffusers engine (checks that torch, diffusers and transformers are installed)."""
     if importlib.util.find_spec("torch") is None:
-        raise missing_library("torch", "torch (the build for your machine: pip install torch==2.13.0 on a CPU)")
+        raise missing_library("torch")  # the build for the machine: see the README
     for package in ("diffusers", "transformers", "safetensors"):
         if importlib.util.find_spec(package) is None:
             raise missing_library(package, "hypnos-diffusion[diffusers]")
