@@ -17,7 +17,7 @@ from litestar import Request, Response, post
 from litestar.datastructures import UploadFile
 
 from hypnos_server.routes.inference import (
-    call_engine,
+    call_engine_watching,
     decode_json,
     json_response,
     lease_for,
@@ -85,7 +85,9 @@ async def _generate(
     async with lease_for(request, body.model, Modality.IMAGE_GENERATION) as lease:
         note_lease(context, lease)
         started = time.perf_counter()
-        result = await call_engine(state, lease, lambda: lease.engine.generate_images(job, lease.cancel))
+        result = await call_engine_watching(
+            request, state, lease, lambda: lease.engine.generate_images(job, lease.cancel)
+        )
         inference_ms = (time.perf_counter() - started) * 1000
         telemetry = lease.telemetry(result.timing, inference_ms)
         headers = wait_headers(lease)
