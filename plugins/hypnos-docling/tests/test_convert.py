@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 from hypnos_docling import testing
-
 from hypnos_docling.testing import convert
 
 

@@ -133,7 +133,9 @@ class Converter:
 
     def _page_numbers(self, job: DocumentInput, page_count: int) -> list[int]:
         if page_count > self.max_pages:
-            raise invalid_request(f"The document has {page_count} pages, above this model's max_pages ({self.max_pages})")
+            raise invalid_request(
+                f"The document has {page_count} pages, above this model's max_pages ({self.max_pages})"
+            )
         first, last = job.pages or (1, page_count)
         if first < 1 or first > last or first > page_count:
             raise invalid_request(f"Invalid value for `pages`: the document has {page_count} pages")

@@ -120,9 +120,7 @@ def _box(lines: list[Line]) -> tuple[float, float, float, float]:
     )
 
 
-def page_document(
-    name: str, page_no: int, size: tuple[float, float], lines: list[Line], figures: list[Figure]
-) -> Any:
+def page_document(name: str, page_no: int, size: tuple[float, float], lines: list[Line], figures: list[Figure]) -> Any:
     """A DoclingDocument holding this one page: headings, paragraphs, tables and pictures top to bottom."""
     from docling_core.types.doc import DocItemLabel, DoclingDocument, Size, TableCell, TableData
 

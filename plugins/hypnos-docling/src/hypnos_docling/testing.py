@@ -120,11 +120,10 @@ def report_html() -> bytes:
         f"<p>Sales grew in every region.</p><table>{rows}</table></body></html>"
     ).encode()
 
+
 def convert(client: Any, data: bytes, filename: str, model: str = "docling", **fields: str) -> dict[str, Any]:
     """POST the document as a multipart upload; the JSON answer (asserting 200)."""
-    response = client.post(
-        "/v1/documents/convert", data={"model": model, **fields}, files={"file": (filename, data)}
-    )
+    response = client.post("/v1/documents/convert", data={"model": model, **fields}, files={"file": (filename, data)})
     assert response.status_code == 200, response.text
     return response.json()  # type: ignore[no-any-return]
 
