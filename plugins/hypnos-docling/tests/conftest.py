@@ -55,11 +55,17 @@ def write_config(folder: Path, *, ttl_secs: int = 3600) -> Path:
 
 
 @pytest.fixture(scope="session")
-def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def server_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session server's config file (its output goes to the `.log` file beside it)."""
+    return write_config(tmp_path_factory.mktemp("server"))
+
+
+@pytest.fixture(scope="session")
+def base_url(server_config: Path) -> Iterator[str]:
     """A real `hypnos serve` (granian); its base URL."""
     from hypnos_server.testing import live_server
 
-    with live_server(write_config(tmp_path_factory.mktemp("server"))) as url:
+    with live_server(server_config) as url:
         yield url
 
 

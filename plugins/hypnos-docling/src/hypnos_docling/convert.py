@@ -163,12 +163,15 @@ class Converter:
             numbers = self._page_numbers(job, source.page_count)
             emit(DocumentStarted(page_count=source.page_count, pages=numbers, format="pdf"))
             waiting: dict[int, PageDone] = {}
+            emitted = 0
             upcoming = iter(numbers)
             next_page = next(upcoming, None)
             started = time.perf_counter()
             pages = iter_pdf_page_backends(backend, numbers)
             try:
                 for page_backend in pages:
+                    if cancel.cancelled:
+                        logger.info("conversion of %s cancelled after %d of %d pages", name, emitted, len(numbers))
                     check_cancelled(cancel)
                     try:
                         done = self._pdf_page(job, name, page_backend)
@@ -178,6 +181,7 @@ class Converter:
                     waiting[done.page] = done
                     while next_page is not None and next_page in waiting:
                         emit(waiting.pop(next_page))
+                        emitted += 1
                         next_page = next(upcoming, None)
                         started = time.perf_counter()
             finally:
