@@ -10,6 +10,8 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+pytest_plugins = ["hypnos.testing.conformance"]
+
 API_KEY = "docling-test-key"
 MAX_DOCUMENT_BYTES = 1024 * 1024
 SMALL_MAX_PAGES = 4
