@@ -36,6 +36,12 @@ max_pages = {SMALL_MAX_PAGES}
 describe_model = "eyes"
 
 [[models]]
+id = "docling-layout"
+modality = "document_conversion"
+engine = "docling"
+weights_path = "layout"
+
+[[models]]
 id = "eyes"
 modality = "text_generation"
 modalities = ["vision"]
@@ -45,7 +51,7 @@ engine = "fake"
 
 def write_config(folder: Path, *, ttl_secs: int = 3600) -> Path:
     """A config serving the models above with an API key, a 1 MiB document limit and the given picture TTL."""
-    (folder / "models").mkdir(exist_ok=True)
+    (folder / "models" / "layout" / "docling-project--docling-layout-heron").mkdir(parents=True, exist_ok=True)
     config = folder / "hypnos.toml"
     config.write_text(
         f'models_dir = "{folder / "models"}"\n\n[server]\napi_keys = ["{API_KEY}"]\n'

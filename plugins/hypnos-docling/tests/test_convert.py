@@ -110,3 +110,11 @@ def test_unknown_model_and_wrong_modality(client: Any) -> None:
     assert response.status_code == 404
     response = client.post("/v1/documents/convert", data={"model": "eyes"}, files={"file": ("a.md", b"# x")})
     assert response.status_code == 400
+
+
+def test_a_model_with_layout_artifacts_answers_503_naming_what_is_missing(client: Any) -> None:
+    response = client.post("/v1/documents/convert", data={"model": "docling-layout"}, files={"file": ("a.md", b"# x")})
+    assert response.status_code == 503
+    error = response.json()["error"]
+    assert error["type"] == "model_not_available"
+    assert "standard layout pipeline" in error["message"] and "torch" in error["message"]

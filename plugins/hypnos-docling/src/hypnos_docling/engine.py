@@ -50,8 +50,8 @@ class DoclingEngine(StagedEngine):
         missing = [name for name in ("torch", "torchvision") if importlib.util.find_spec(name) is None]
         raise EngineUnavailable(
             f"the model `{self.model.id}` holds docling's layout models, which need the standard layout pipeline "
-            + (f"and {' and '.join(missing)} (not installed); " if missing else "; ")
-            + "this build serves the model-free pipelines only: remove the layout artifacts to use them"
+            f"(torch and torchvision; {', '.join(missing) or 'none'} missing here). This build serves the model-free "
+            "pipelines only: remove the layout artifacts from the model's folder to use them"
         )
 
     def estimate(self) -> MemoryEstimate:
