@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypnos_server.routes import audio, chat, embeddings, health, images, memory, models, playground
+from hypnos_server.routes import audio, chat, embeddings, health, images, memory, models, playground, pool
 
 
 def server_routes() -> list[Any]:
@@ -12,6 +12,7 @@ def server_routes() -> list[Any]:
     return [
         *health.ROUTES,
         *models.ROUTES,
+        *pool.ROUTES,
         *memory.ROUTES,
         *chat.ROUTES,
         *embeddings.ROUTES,
