@@ -49,14 +49,14 @@ engine = "fake"
 """
 
 
-def write_config(folder: Path, *, ttl_secs: int = 3600) -> Path:
+def write_config(folder: Path, *, ttl_secs: int = 3600, extra: str = "", limits: str = "") -> Path:
     """A config serving the models above with an API key, a 1 MiB document limit and the given picture TTL."""
     (folder / "models" / "layout" / "docling-project--docling-layout-heron").mkdir(parents=True, exist_ok=True)
     config = folder / "hypnos.toml"
     config.write_text(
         f'models_dir = "{folder / "models"}"\n\n[server]\napi_keys = ["{API_KEY}"]\n'
         f"document_pictures_ttl_secs = {ttl_secs}\n\n[limits]\nmax_document_bytes = {MAX_DOCUMENT_BYTES}\n"
-        f"{MODELS}",
+        f"{limits}{MODELS}{extra}",
         encoding="utf-8",
     )
     return config

@@ -114,21 +114,84 @@ def test_describe_pictures_through_a_vision_model(client: Any) -> None:
     assert unknown.status_code == 404
 
 
-@pytest.fixture
-def short_ttl_server(tmp_path: Path) -> Any:
+SLOW_STAGING = """
+[[models]]
+id = "slow"
+modality = "embeddings"
+engine = "fake"
+initial_tier = "tier1_gpu_vram"
+
+[models.fake]
+load_ms = 10000.0
+"""
+
+
+@pytest.fixture(scope="module")
+def second_server(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A server whose pictures live 1 s, which may fetch loopback URLs, and whose staging takes 10 s."""
     from hypnos_server.testing import live_server
 
-    with live_server(write_config(tmp_path, ttl_secs=1)) as url:
-        yield url
-
-
-def test_pictures_expire(short_ttl_server: str) -> None:
+    folder = tmp_path_factory.mktemp("second")
+    config = write_config(folder, ttl_secs=1, extra=SLOW_STAGING, limits="allow_private_urls = true\n")
     headers = {"Authorization": f"Bearer {API_KEY}"}
-    with httpx.Client(base_url=short_ttl_server, headers=headers, timeout=300) as http:
-        answer = convert(http, testing.report_pdf(), "report.pdf", return_pictures="true")
-        url = f"/v1/documents/{answer['id']}/pictures"
-        deadline = time.monotonic() + 30
-        while http.get(url).status_code == 200 and time.monotonic() < deadline:
-            time.sleep(0.5)
-        expired = http.get(url)
-        assert expired.status_code == 404 and expired.json()["error"]["type"] == "not_found"
+    with live_server(config, ready_path="/health") as url, httpx.Client(base_url=url, headers=headers) as http:
+        http.timeout = httpx.Timeout(300)
+        yield http
+
+
+def _wait_ready(http: httpx.Client) -> None:
+    deadline = time.monotonic() + 120
+    while http.get("/ready").status_code != 200 and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+def test_picture_routes_are_open_during_staging(second_server: httpx.Client) -> None:
+    assert second_server.get("/ready").status_code == 503  # still staging
+    converting = second_server.post(
+        "/v1/documents/convert", data={"model": "docling"}, files={"file": ("a.md", b"# x")}
+    )
+    assert converting.status_code == 503 and converting.json()["error"]["type"] == "model_not_available"
+    listing = second_server.get("/v1/documents/doc-unknown/pictures")
+    assert listing.status_code == 404 and listing.json()["error"]["type"] == "not_found"
+    assert second_server.delete("/v1/documents/doc-unknown").status_code == 404
+
+
+def test_pictures_expire(second_server: httpx.Client) -> None:
+    _wait_ready(second_server)
+    answer = convert(second_server, testing.report_pdf(), "report.pdf", return_pictures="true")
+    url = f"/v1/documents/{answer['id']}/pictures"
+    deadline = time.monotonic() + 30
+    while second_server.get(url).status_code == 200 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    expired = second_server.get(url)
+    assert expired.status_code == 404 and expired.json()["error"]["type"] == "not_found"
+
+
+def test_a_document_fetched_from_a_url(second_server: httpx.Client) -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    document = testing.report_pdf()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/pdf")
+            self.send_header("Content-Length", str(len(document)))
+            self.end_headers()
+            self.wfile.write(document)
+
+        def log_message(self, *args: Any) -> None:
+            return
+
+    origin = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=origin.serve_forever, daemon=True).start()
+    try:
+        _wait_ready(second_server)
+        url = f"http://127.0.0.1:{origin.server_address[1]}/files/report.pdf"
+        response = second_server.post("/v1/documents/convert", json={"model": "docling", "url": url})
+    finally:
+        origin.shutdown()
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    assert answer["filename"] == "report.pdf" and "## Chapter 2: Results" in answer["markdown"]
