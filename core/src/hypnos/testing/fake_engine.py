@@ -18,7 +18,7 @@ from hypnos.engine import (
     CancelToken,
     ChatEvent,
     ChatFinished,
-    ChatOptions,
+    ChatInput,
     ContentDelta,
     DeviceOutOfMemory,
     DocumentInput,
@@ -37,8 +37,7 @@ from hypnos.engine import (
     TranscriptionInput,
     TranscriptionResult,
 )
-from hypnos.errors import server_error
-from hypnos.openai import ChatCompletionRequest
+from hypnos.errors import HypnosError, server_error
 from hypnos.types import EngineTiming, LayerPlacementPlan, MemoryTier, Modality, TierSwitchPhases
 
 
@@ -55,6 +54,9 @@ class FakeOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     load_ms: float = 0.0
     token_ms: float = 0.0
     tokens: int = 8
+    # work steps of a non-chat request (embeddings, transcription, images, speech phrases), each token_ms long;
+    # the CancelToken is checked before every step
+    steps: int = 1
     fail_load: bool = False
     oom_once: bool = False
     embedding_dim: int = 16
@@ -87,6 +89,7 @@ class FakeEngine(Engine):
         self.options = msgspec.convert(model.engine_options.get("fake", {}), FakeOptions)
         self.tier = MemoryTier.TIER3
         self.loads = 0
+        self.cancelled_requests = 0  # requests that stopped at a cancellation check
         self._oom_pending = self.options.oom_once
 
     def estimate(self) -> MemoryEstimate:
@@ -129,29 +132,39 @@ class FakeEngine(Engine):
         else:
             await asyncio.sleep(0)
 
+    async def _work(self, cancel: CancelToken) -> None:
+        """`steps` steps of work, stopping at the first step after a cancellation."""
+        for _ in range(max(1, self.options.steps)):
+            if cancel.cancelled:
+                self.cancelled_requests += 1
+                raise HypnosError(499, "cancelled", "the request was cancelled")
+            await self._tick(cancel)
+
     def _maybe_oom(self) -> None:
         if self._oom_pending:
             self._oom_pending = False
             raise DeviceOutOfMemory("fake device out of memory")
 
-    async def chat(  # type: ignore[override]
-        self, request: ChatCompletionRequest, options: ChatOptions, cancel: CancelToken
-    ) -> AsyncIterator[ChatEvent]:
-        """Words derived from the conversation, one per token, up to max_tokens."""
+    async def chat(self, request: ChatInput, cancel: CancelToken) -> AsyncIterator[ChatEvent]:  # type: ignore[override]
+        """Words derived from the conversation, one per token, up to max_tokens; ends "cancelled" when cancelled."""
         self._maybe_oom()
         prompt = "\n".join(message.text() for message in request.messages)
         prompt_tokens = max(1, len(prompt.split()))
-        count = min(self.options.tokens, options.max_tokens)
+        count = min(self.options.tokens, request.max_tokens)
         started = time.perf_counter()
         produced = 0
-        for index, word in enumerate(_words(prompt + str(request.seed or 0), count)):
+        cancelled = False
+        for index, word in enumerate(_words(prompt + str(request.sampling.seed or 0), count)):
             if cancel.cancelled:
+                cancelled = True
+                self.cancelled_requests += 1
                 break
             await self._tick(cancel)
             produced += 1
             yield ContentDelta(word if index == 0 else " " + word)
         decode_ms = (time.perf_counter() - started) * 1000
-        finish = "length" if count == options.max_tokens and count < self.options.tokens else "stop"
+        finish = "length" if count == request.max_tokens and count < self.options.tokens else "stop"
+        finish = "cancelled" if cancelled else finish
         yield ChatFinished(
             finish_reason=finish,
             prompt_tokens=prompt_tokens,
@@ -168,12 +181,12 @@ class FakeEngine(Engine):
             raw = [(digest[i % len(digest)] - 127.5) for i in range(self.options.embedding_dim)]
             norm = math.sqrt(sum(v * v for v in raw)) or 1.0
             vectors.append([v / norm for v in raw])
-        await self._tick(cancel)
+        await self._work(cancel)
         return EmbeddingResult(vectors=vectors, prompt_tokens=sum(max(1, len(t.split())) for t in texts))
 
     async def transcribe(self, audio: TranscriptionInput, cancel: CancelToken) -> TranscriptionResult:
         """A transcript naming the byte count."""
-        await self._tick(cancel)
+        await self._work(cancel)
         return TranscriptionResult(text=f"fake transcript of {len(audio.audio)} bytes", duration_secs=None)
 
     async def speak(self, speech: SpeechInput, cancel: CancelToken) -> AsyncIterator[AudioChunk]:  # type: ignore[override]
@@ -191,7 +204,7 @@ class FakeEngine(Engine):
     async def generate_images(self, job: ImageInput, cancel: CancelToken) -> ImageResult:
         """One flat-colour PNG per image, coloured by its seed."""
         self._maybe_oom()
-        await self._tick(cancel)
+        await self._work(cancel)
         images = [
             GeneratedImage(png=_png(job.width, job.height, job.seed + i), seed=job.seed + i) for i in range(job.n)
         ]
