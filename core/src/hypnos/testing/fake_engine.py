@@ -54,7 +54,7 @@ class FakeOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     load_ms: float = 0.0
     token_ms: float = 0.0
     tokens: int = 8
-    # work steps of a non-chat request (embeddings, transcription, images, speech phrases), each token_ms long;
+    # work steps of a non-chat request (per input text for embeddings; transcription, images), each token_ms long;
     # the CancelToken is checked before every step
     steps: int = 1
     fail_load: bool = False
@@ -132,9 +132,9 @@ class FakeEngine(Engine):
         else:
             await asyncio.sleep(0)
 
-    async def _work(self, cancel: CancelToken) -> None:
-        """`steps` steps of work, stopping at the first step after a cancellation."""
-        for _ in range(max(1, self.options.steps)):
+    async def _work(self, cancel: CancelToken, inputs: int = 1) -> None:
+        """`steps` steps of work per input, stopping at the first step after a cancellation."""
+        for _ in range(max(1, self.options.steps * inputs)):
             if cancel.cancelled:
                 self.cancelled_requests += 1
                 raise HypnosError(499, "cancelled", "the request was cancelled")
@@ -181,7 +181,7 @@ class FakeEngine(Engine):
             raw = [(digest[i % len(digest)] - 127.5) for i in range(self.options.embedding_dim)]
             norm = math.sqrt(sum(v * v for v in raw)) or 1.0
             vectors.append([v / norm for v in raw])
-        await self._work(cancel)
+        await self._work(cancel, len(texts))
         return EmbeddingResult(vectors=vectors, prompt_tokens=sum(max(1, len(t.split())) for t in texts))
 
     async def transcribe(self, audio: TranscriptionInput, cancel: CancelToken) -> TranscriptionResult:
