@@ -21,6 +21,8 @@ from hypnos.engine import (
     EngineUnavailable,
     MemoryEstimate,
     ToolCallEvent,
+    TranscriptionInput,
+    TranscriptionResult,
 )
 from hypnos.errors import HypnosError
 from hypnos.types import LayerPlacementPlan, MemoryTier, Modality, TierSwitchPhases
@@ -36,6 +38,7 @@ from hypnos_llama.options import LlamaOptions
 from hypnos_llama.sampling import SamplingParams
 from hypnos_llama.slots import ChatJob
 from hypnos_llama.template import CHATML_FALLBACK, ChatTemplate
+from hypnos_llama.transcription import transcription_chat
 from hypnos_llama.warm_pages import WarmPages
 
 logger = logging.getLogger(__name__)
@@ -306,3 +309,23 @@ class LlamaEngine(Engine):
         finally:
             job.abandoned = True
 
+
+    # ---- transcription (a projector that takes audio) -------------------------------------------------------------
+
+    async def transcribe(self, audio: TranscriptionInput, cancel: CancelToken) -> TranscriptionResult:
+        """Transcribe a clip with the family's instruction (or the request's prompt), greedy, without thinking."""
+        if Modality.SPEECH_TO_TEXT not in self._projector_modalities:
+            raise self._unsupported(Modality.SPEECH_TO_TEXT)
+        chat = transcription_chat(self.gguf().arch, audio, max_tokens=self.context.limits.max_tokens_cap)
+        pieces: list[str] = []
+        finished: ChatFinished | None = None
+        async for event in self.chat(chat, cancel):
+            if isinstance(event, ContentDelta):
+                pieces.append(event.text)
+            elif isinstance(event, ChatFinished):
+                finished = event
+        timing = finished.timing if finished is not None else None
+        result = TranscriptionResult(text="".join(pieces).strip())
+        if timing is not None:
+            result.timing = timing
+        return result
