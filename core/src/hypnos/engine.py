@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from hypnos.chat import AudioPart, ChatInput, ImagePart, InputMessage, Sampling, TextPart
+from hypnos.chat import ChatInput
 from hypnos.errors import HypnosError
 from hypnos.openai import ToolCall
 from hypnos.types import EngineTiming, LayerPlacementPlan, MemoryTier, Modality, TierSwitchPhases

@@ -8,7 +8,7 @@ from hypnos.openai import ToolCall, ToolCallFunction
 from hypnos_llama.template import CHATML_FALLBACK, ChatTemplate, TemplateError
 
 
-def ChatMessage(role: str, content: str | None = None, tool_calls: list[ToolCall] | None = None) -> InputMessage:  # noqa: N802
+def ChatMessage(role: str, content: str | None = None, tool_calls: list[ToolCall] | None = None) -> InputMessage:
     return InputMessage(role=role, parts=[TextPart(text=content)] if content else [], tool_calls=tool_calls or [])
 
 

@@ -1,4 +1,4 @@
-"""A llama model whose projector takes audio transcribes (section 9): the family's instruction, the prompt replacing it."""
+"""A llama model whose projector takes audio transcribes (section 9): the family's instruction, or the prompt."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def test_lfm_gets_a_system_prompt_and_a_prompt_replaces_it() -> None:
     assert prompted.messages[0].text() == "ASR, please."
 
 
-# ---- the tiny Qwen2-Audio model ---------------------------------------------------------------------------------------
+# ---- the tiny Qwen2-Audio model ------------------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -119,9 +119,16 @@ def test_the_transcriptions_route_answers_with_the_audio_model(tiny_audio: Any) 
     raw = {
         "models_dir": str(tiny_audio.weights.parent),
         "models": [
-            {"id": "tiny-audio", "modality": "text_generation", "engine": "ggml_llama", "slots": 1,
-             "weights_path": str(tiny_audio.weights), "aux_path": str(tiny_audio.projector), "context_len": 4096,
-             "llama": {"n_threads": 1}},
+            {
+                "id": "tiny-audio",
+                "modality": "text_generation",
+                "engine": "ggml_llama",
+                "slots": 1,
+                "weights_path": str(tiny_audio.weights),
+                "aux_path": str(tiny_audio.projector),
+                "context_len": 4096,
+                "llama": {"n_threads": 1},
+            },
         ],
     }
     app = create_app(settings_from_mapping(raw), make_plugin_manager(autoload=False, plugins=[hypnos_llama.plugin]))

@@ -11,11 +11,11 @@ from hypnos.scheduler.status import MemoryStatus
 from hypnos.scheduler.tiers import SchedulerCounters
 from hypnos.testing.fake_engine import fake_engine_kind
 from hypnos.types import EngineTiming, MemoryTier
-from msgspec.structs import replace
 from hypnos_server.observability.facts import RequestFacts
 from hypnos_server.observability.histogram import HistogramSet
 from hypnos_server.observability.metrics import HypnosMetrics
 from hypnos_server.observability.workflows import WorkflowTracker
+from msgspec.structs import replace
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -56,19 +56,36 @@ SPEC_FAMILIES = {
     "hypnos_workflow_e2e_ms": "histogram",
 }
 
+
 def status_of(**changes: Any) -> MemoryStatus:
     """A real scheduler's typed status over two fake models ("tiny" at tier 1 with 8 GPU layers, "big" cold), with
     the top-level fields in `changes` replaced."""
-    settings = settings_from_mapping({"models": [{"id": "tiny", "modality": "text_generation", "engine": "fake"},
-                                                 {"id": "big", "modality": "text_generation", "engine": "fake"}]})
+    settings = settings_from_mapping(
+        {
+            "models": [
+                {"id": "tiny", "modality": "text_generation", "engine": "fake"},
+                {"id": "big", "modality": "text_generation", "engine": "fake"},
+            ]
+        }
+    )
     status = Scheduler(settings, {"fake": fake_engine_kind()}).status()
     tiny, big = status.models
-    tiny = replace(tiny, current_tier=MemoryTier.TIER1, placement=replace(tiny.placement, gpu_layers=8),
-                   active_leases=1, total_requests_served=12)
+    tiny = replace(
+        tiny,
+        current_tier=MemoryTier.TIER1,
+        placement=replace(tiny.placement, gpu_layers=8),
+        active_leases=1,
+        total_requests_served=12,
+    )
     big = replace(big, load_failures=2)
     capabilities = replace(status.capabilities, usable_vram_budget_bytes=8_000, pinned_ram_budget_bytes=16_000)
-    fields = {"tier1_vram_used_bytes": 3_000, "tier1_vram_free_bytes": 5_000, "tier2_pinned_ram_used_bytes": 1_000,
-              "tier2_pinned_ram_free_bytes": 15_000, **changes}
+    fields = {
+        "tier1_vram_used_bytes": 3_000,
+        "tier1_vram_free_bytes": 5_000,
+        "tier2_pinned_ram_used_bytes": 1_000,
+        "tier2_pinned_ram_free_bytes": 15_000,
+        **changes,
+    }
     return replace(status, models=[tiny, big], capabilities=capabilities, **fields)
 
 

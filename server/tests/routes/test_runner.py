@@ -80,8 +80,9 @@ async def test_a_client_that_hangs_up_cancels_the_work_and_frees_the_model(modal
     async with running(app):
         state = app.state.hypnos.scheduler.get("slow")
         gone = asyncio.Event()
-        task = asyncio.create_task(call(app, "POST", path, body=json.dumps(body).encode(), headers=JSON,
-                                        disconnect=gone))
+        task = asyncio.create_task(
+            call(app, "POST", path, body=json.dumps(body).encode(), headers=JSON, disconnect=gone)
+        )
         for _ in range(500):
             if state.active_leases:
                 break
@@ -103,8 +104,9 @@ async def test_a_client_that_hangs_up_on_a_speech_stream_stops_the_synthesis():
     async with running(app):
         gone = asyncio.Event()
         response = RawResponse()
-        task = asyncio.create_task(call(app, "POST", "/v1/audio/speech", body=body, headers=JSON,
-                                        disconnect=gone, response=response))
+        task = asyncio.create_task(
+            call(app, "POST", "/v1/audio/speech", body=body, headers=JSON, disconnect=gone, response=response)
+        )
         await asyncio.wait_for(response.first_chunk_reached.wait(), 10)
         gone.set()
         await asyncio.wait_for(task, 10)  # 400 phrases of 50 ms would run 20 s
@@ -121,8 +123,17 @@ async def test_tokens_of_a_stream_the_client_closes_are_charged_to_tokens_per_da
     async with running(app):
         gone = asyncio.Event()
         response = RawResponse()
-        task = asyncio.create_task(call(app, "POST", "/v1/chat/completions", body=body.encode(), headers=auth,
-                                        disconnect=gone, response=response))
+        task = asyncio.create_task(
+            call(
+                app,
+                "POST",
+                "/v1/chat/completions",
+                body=body.encode(),
+                headers=auth,
+                disconnect=gone,
+                response=response,
+            )
+        )
         for _ in range(500):  # the role chunk and two words
             if response.body.count(b'"content"') >= 3:
                 break

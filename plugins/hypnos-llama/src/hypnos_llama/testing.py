@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hypnos.config import LimitsConfig, ModelConfig
 from hypnos.chat import ChatInput, InputMessage, MessagePart, Sampling, TextPart
+from hypnos.config import LimitsConfig, ModelConfig
 from hypnos.engine import CancelToken, ChatFinished, ContentDelta, EngineContext
 from hypnos.types import LayerPlacementPlan, MemoryTier
 

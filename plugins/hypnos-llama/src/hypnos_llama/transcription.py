@@ -7,11 +7,34 @@ from hypnos.engine import TranscriptionInput
 
 GEMMA_INSTRUCTION = "Transcribe this audio exactly. Output only the transcript."
 LANGUAGES = {
-    "ar": "Arabic", "cs": "Czech", "da": "Danish", "de": "German", "el": "Greek", "en": "English", "es": "Spanish",
-    "fi": "Finnish", "fr": "French", "he": "Hebrew", "hi": "Hindi", "hu": "Hungarian", "id": "Indonesian",
-    "it": "Italian", "ja": "Japanese", "ko": "Korean", "nl": "Dutch", "no": "Norwegian", "pl": "Polish",
-    "pt": "Portuguese", "ro": "Romanian", "ru": "Russian", "sv": "Swedish", "th": "Thai", "tr": "Turkish",
-    "uk": "Ukrainian", "vi": "Vietnamese", "zh": "Chinese",
+    "ar": "Arabic",
+    "cs": "Czech",
+    "da": "Danish",
+    "de": "German",
+    "el": "Greek",
+    "en": "English",
+    "es": "Spanish",
+    "fi": "Finnish",
+    "fr": "French",
+    "he": "Hebrew",
+    "hi": "Hindi",
+    "hu": "Hungarian",
+    "id": "Indonesian",
+    "it": "Italian",
+    "ja": "Japanese",
+    "ko": "Korean",
+    "nl": "Dutch",
+    "no": "Norwegian",
+    "pl": "Polish",
+    "pt": "Portuguese",
+    "ro": "Romanian",
+    "ru": "Russian",
+    "sv": "Swedish",
+    "th": "Thai",
+    "tr": "Turkish",
+    "uk": "Ukrainian",
+    "vi": "Vietnamese",
+    "zh": "Chinese",
 }
 
 
@@ -44,8 +67,13 @@ def transcription_chat(architecture: str, job: TranscriptionInput, *, max_tokens
             instruction += f" The speech is in {language_name(job.language)}."
         parts.append(TextPart(text=instruction))
     messages.append(InputMessage(role="user", parts=parts))
-    return ChatInput(messages=messages, max_tokens=max_tokens, sampling=Sampling(temperature=0.0, seed=0),
-                     thinking=False, thinking_budget=0)
+    return ChatInput(
+        messages=messages,
+        max_tokens=max_tokens,
+        sampling=Sampling(temperature=0.0, seed=0),
+        thinking=False,
+        thinking_budget=0,
+    )
 
 
 def _format(filename: str | None) -> str:

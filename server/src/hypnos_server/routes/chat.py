@@ -35,7 +35,9 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[Any]:
     if body.stream:
         await run.open()
         body_chunks = run.stream(lambda _lease: sse_body(run, chat, answer, cid, created))
-        return Stream(body_chunks, media_type="text/event-stream", headers={"cache-control": "no-cache", **run.headers()})
+        return Stream(
+            body_chunks, media_type="text/event-stream", headers={"cache-control": "no-cache", **run.headers()}
+        )
     async with run:
         try:
             finished = await run.call(lambda engine: answer.collect(engine.chat(chat, run.lease.cancel)))

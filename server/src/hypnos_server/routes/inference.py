@@ -66,7 +66,9 @@ def _deadline_ms(request: Request[Any, Any, Any]) -> int | None:
     try:
         return int(float(raw))
     except ValueError:
-        raise HypnosError(400, "invalid_request_error", "x-hypnos-deadline-ms must be a number of milliseconds") from None
+        raise HypnosError(
+            400, "invalid_request_error", "x-hypnos-deadline-ms must be a number of milliseconds"
+        ) from None
 
 
 def wait_headers(lease: Lease) -> dict[str, str]:
@@ -131,9 +133,7 @@ class InferenceRun:
         """Enter the lease; from here on the pipeline releases it even if the body never starts."""
         self.context.defer(self.close)
         scheduler = self.state.scheduler
-        lease_cm = scheduler.lease(
-            self.model, self.modalities, deadline_ms=self._deadline, next_model=self._next_model
-        )
+        lease_cm = scheduler.lease(self.model, self.modalities, deadline_ms=self._deadline, next_model=self._next_model)
         lease = await self._stack.enter_async_context(lease_cm)
         self._lease = lease
         record = self.record
@@ -206,8 +206,9 @@ class InferenceRun:
         """Wait (bounded) for cancelled work to stop; its outcome is nobody's answer any more."""
         done, _ = await asyncio.wait({task}, timeout=CANCEL_GRACE_SECS)
         if not done:
-            logger.warning("the engine of %s did not stop within %.0f s of its cancellation", self.model,
-                           CANCEL_GRACE_SECS)
+            logger.warning(
+                "the engine of %s did not stop within %.0f s of its cancellation", self.model, CANCEL_GRACE_SECS
+            )
             task.cancel()
             await asyncio.wait({task})
         if not task.cancelled() and task.exception() is not None:
