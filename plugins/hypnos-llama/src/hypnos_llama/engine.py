@@ -25,6 +25,7 @@ from hypnos.engine import (
     TranscriptionResult,
 )
 from hypnos.errors import HypnosError
+from hypnos.kit.warm_pages import WarmPages
 from hypnos.types import LayerPlacementPlan, MemoryTier, Modality, TierSwitchPhases
 
 from hypnos_llama.batch_loop import BatchLoop, context_shape
@@ -39,7 +40,6 @@ from hypnos_llama.sampling import SamplingParams
 from hypnos_llama.slots import ChatJob
 from hypnos_llama.template import CHATML_FALLBACK, ChatTemplate
 from hypnos_llama.transcription import transcription_chat
-from hypnos_llama.warm_pages import WarmPages
 
 logger = logging.getLogger(__name__)
 
@@ -141,9 +141,9 @@ class LlamaEngine(Engine):
 
     def _warm_all(self) -> float:
         """Hold the weights' and the projector's pages; the milliseconds it took."""
-        warm_ms = self._warm.acquire()
+        warm_ms = self._warm.hold()
         if self._projector_warm is not None and self._projector_warm.path.is_file():
-            warm_ms += self._projector_warm.acquire()
+            warm_ms += self._projector_warm.hold()
         return warm_ms
 
     @property
