@@ -10,6 +10,7 @@ from hypnos.types import Modality
 from litestar import Request, Response, post
 
 from hypnos_server.routes.inference import InferenceRun, decode_json, json_response, ready_guard
+from hypnos_server.routes.vector_encoding import check_encoding_format, encode_vector
 from hypnos_server.state import hypnos_state, request_context
 
 
@@ -20,6 +21,7 @@ async def embeddings(request: Request[Any, Any, Any]) -> Response[bytes]:
     context = request_context(request)
     body = await decode_json(request, EmbeddingsRequest)
     context.record.model = body.model
+    encoding_format = check_encoding_format(body.encoding_format)
     texts = [body.input] if isinstance(body.input, str) else list(body.input)
     if not texts:
         raise invalid_request("`input` must be a string or a non-empty array of strings")
@@ -32,7 +34,10 @@ async def embeddings(request: Request[Any, Any, Any]) -> Response[bytes]:
         headers = run.headers()
     context.record.tokens_in = result.prompt_tokens
     context.record.input_text = "\n".join(texts)  # observability
-    data = [{"object": "embedding", "index": i, "embedding": vector} for i, vector in enumerate(result.vectors)]
+    data = [
+        {"object": "embedding", "index": i, "embedding": encode_vector(vector, encoding_format)}
+        for i, vector in enumerate(result.vectors)
+    ]
     answer = {
         "object": "list",
         "model": body.model,
