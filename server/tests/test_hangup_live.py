@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from hypnos_server.testing import live_server
+from hypnos_server.testing import live_server, raw_post
 
 CONFIG = """
 [[models]]
@@ -48,13 +46,7 @@ def wait_for_leases(base: str, count: int, seconds: float) -> bool:
 
 def test_closing_the_socket_on_embeddings_cancels_the_work_and_frees_the_model(server: str) -> None:
     body = json.dumps({"model": "slow-embed", "input": [f"text {i}" for i in range(1200)]}).encode()  # 60 s of work
-    address = urlsplit(server)
-    head = (
-        f"POST /v1/embeddings HTTP/1.1\r\nHost: {address.netloc}\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(body)}\r\n\r\n"
-    ).encode()
-    with socket.create_connection((address.hostname, address.port)) as sock:
-        sock.sendall(head + body)
+    with raw_post(server, "/v1/embeddings", body):
         assert wait_for_leases(server, 1, 30)
     # the socket is closed: the lease must go back long before the 60 s the work would take
     assert wait_for_leases(server, 0, 20)

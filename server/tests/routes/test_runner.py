@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from litestar.testing import TestClient
-from server_harness import RawResponse, call, running
+from server_harness import call, running, start_leaving
 from server_kit import build_app, config, error_of, wait_ready
 
 PIXEL = "data:image/png;base64," + base64.b64encode(b"\x89PNG fake").decode()
@@ -79,17 +79,14 @@ async def test_a_client_that_hangs_up_cancels_the_work_and_frees_the_model(modal
     app.state.hypnos.observers.append(records.append)
     async with running(app):
         state = app.state.hypnos.scheduler.get("slow")
-        gone = asyncio.Event()
-        task = asyncio.create_task(
-            call(app, "POST", path, body=json.dumps(body).encode(), headers=JSON, disconnect=gone)
-        )
+        leaving = start_leaving(app, path, json.dumps(body).encode())
         for _ in range(500):
             if state.active_leases:
                 break
             await asyncio.sleep(0.01)
         assert state.active_leases == 1
-        gone.set()
-        await asyncio.wait_for(task, 10)  # the uncancelled work would run 20 s
+        leaving.gone.set()
+        await asyncio.wait_for(leaving.task, 10)  # the uncancelled work would run 20 s
         assert state.active_leases == 0
         assert state.engine.cancelled_requests == 1
     (record,) = records
@@ -102,14 +99,10 @@ async def test_a_client_that_hangs_up_on_a_speech_stream_stops_the_synthesis():
     text = ". ".join(f"phrase number {i}" for i in range(400))
     body = json.dumps({"model": "slow", "input": text, "stream": True}).encode()
     async with running(app):
-        gone = asyncio.Event()
-        response = RawResponse()
-        task = asyncio.create_task(
-            call(app, "POST", "/v1/audio/speech", body=body, headers=JSON, disconnect=gone, response=response)
-        )
-        await asyncio.wait_for(response.first_chunk_reached.wait(), 10)
-        gone.set()
-        await asyncio.wait_for(task, 10)  # 400 phrases of 50 ms would run 20 s
+        leaving = start_leaving(app, "/v1/audio/speech", body)
+        await asyncio.wait_for(leaving.response.first_chunk_reached.wait(), 10)
+        leaving.gone.set()
+        await asyncio.wait_for(leaving.task, 10)  # 400 phrases of 50 ms would run 20 s
         assert app.state.hypnos.scheduler.get("slow").active_leases == 0
 
 
@@ -121,25 +114,14 @@ async def test_tokens_of_a_stream_the_client_closes_are_charged_to_tokens_per_da
     auth = {**JSON, "authorization": "Bearer k"}
     body = json.dumps({"model": "slow", "stream": True, "messages": [{"role": "user", "content": "hi there"}]})
     async with running(app):
-        gone = asyncio.Event()
-        response = RawResponse()
-        task = asyncio.create_task(
-            call(
-                app,
-                "POST",
-                "/v1/chat/completions",
-                body=body.encode(),
-                headers=auth,
-                disconnect=gone,
-                response=response,
-            )
-        )
+        leaving = start_leaving(app, "/v1/chat/completions", body.encode(), {"authorization": "Bearer k"})
+        response = leaving.response
         for _ in range(500):  # the role chunk and two words
             if response.body.count(b'"content"') >= 3:
                 break
             await asyncio.sleep(0.01)
-        gone.set()
-        await asyncio.wait_for(task, 10)
+        leaving.gone.set()
+        await asyncio.wait_for(leaving.task, 10)
         refused = await call(app, "GET", "/v1/models", headers=auth)
         assert refused.status == 429
         assert json.loads(refused.body)["error"]["code"] == "tokens_per_day"

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import socket
 import time
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import httpx
 import pytest
 from hypnos_llama.testing import toml_model_config
-from hypnos_server.testing import live_server
+from hypnos_server.testing import live_server, raw_post
 
 pytestmark = pytest.mark.model
 
@@ -43,13 +41,7 @@ def test_closing_the_socket_cancels_the_batch_and_the_next_request_is_served(
     with live_server(config) as base:
         warm = httpx.post(f"{base}/v1/embeddings", json={"model": "all-minilm-l6-v2", "input": "warm up"}, timeout=120)
         assert warm.status_code == 200
-        address = urlsplit(base)
-        head = (
-            f"POST /v1/embeddings HTTP/1.1\r\nHost: {address.netloc}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n"
-        ).encode()
-        with socket.create_connection((address.hostname, address.port)) as sock:
-            sock.sendall(head + body)
+        with raw_post(base, "/v1/embeddings", body):
             assert wait_until(lambda: status(base)["active_leases"] == 1, 30)
             time.sleep(0.5)  # well into the batch
         assert wait_until(lambda: status(base)["active_leases"] == 0, 15)  # not the ~46 s the batch would take
