@@ -197,10 +197,13 @@ class InferenceRun:
 
     async def _client_hung_up(self) -> None:
         """Return when the connection reports http.disconnect (the body was read before)."""
-        while True:
-            message = await self._receive()
-            if message.get("type") == "http.disconnect":
-                return
+        try:
+            while True:
+                message = await self._receive()
+                if message.get("type") == "http.disconnect":
+                    return
+        except Exception:  # a connection that cannot tell never reports a hang-up
+            await asyncio.get_running_loop().create_future()
 
     async def _settle(self, task: asyncio.Future[Any]) -> None:
         """Wait (bounded) for cancelled work to stop; its outcome is nobody's answer any more."""
