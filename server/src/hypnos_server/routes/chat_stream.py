@@ -36,6 +36,10 @@ class ChatAccumulator:
 
     def __init__(self, model: str) -> None:
         self.model = model
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget what was taken (an attempt retried after a device OOM starts over)."""
         self.text: list[str] = []
         self.thoughts: list[str] = []
         self.calls: list[ToolCall] = []
@@ -57,7 +61,8 @@ class ChatAccumulator:
             self.finished = event
 
     async def collect(self, events: AsyncIterator[ChatEvent]) -> ChatFinished:
-        """Take every event of an answer; its ChatFinished (500 when the engine ended without one)."""
+        """Take every event of an answer (from scratch); its ChatFinished (500 when the engine ended without one)."""
+        self.reset()
         async for event in events:
             self.add(event)
         return self.final()
