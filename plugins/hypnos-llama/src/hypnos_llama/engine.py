@@ -142,7 +142,7 @@ class LlamaEngine(Engine):
     def _warm_all(self) -> float:
         """Hold the weights' and the projector's pages; the milliseconds it took."""
         warm_ms = self._warm.hold()
-        if self._projector_warm is not None and self._projector_warm.path.is_file():
+        if self._projector_warm is not None and self.projector_path is not None and self.projector_path.is_file():
             warm_ms += self._projector_warm.hold()
         return warm_ms
 
