@@ -106,3 +106,21 @@ async def call(
 
     await app(scope, receive, send)
     return out
+
+
+@dataclass
+class Leaving:
+    """A request in flight whose client can hang up: set `gone`, then await `task`."""
+
+    task: asyncio.Task[RawResponse]
+    response: RawResponse
+    gone: asyncio.Event
+
+
+def start_leaving(app: Any, path: str, body: bytes, headers: dict[str, str] | None = None) -> Leaving:
+    """Start a POST whose connection reports the client gone once `gone` is set."""
+    gone = asyncio.Event()
+    response = RawResponse()
+    headers = {"content-type": "application/json", **(headers or {})}
+    task = asyncio.create_task(call(app, "POST", path, body=body, headers=headers, disconnect=gone, response=response))
+    return Leaving(task, response, gone)

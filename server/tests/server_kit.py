@@ -61,7 +61,7 @@ def error_of(response: Any) -> dict[str, Any]:
 class ScriptedEngine(FakeEngine):
     """A fake engine whose chat follows the model's `[models.script]` table: thoughts, text, tool calls, failure."""
 
-    async def chat(self, request, options, cancel):  # type: ignore[no-untyped-def, override]
+    async def chat(self, request, cancel):  # type: ignore[no-untyped-def, override]
         script = self.model.engine_options.get("script", {})
         for text in script.get("reasoning", []):
             yield ReasoningDelta(text)

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from hypnos_server.app import HypnosApp
 from hypnos_server.openapi import ROUTE_DOCS
-from hypnos_server.routes.chat import ROLES, THINKING_BUDGETS
+from hypnos_server.routes.chat_input import ROLES, THINKING_BUDGETS
 from litestar.routes import HTTPRoute
 from litestar.testing import TestClient
 from server_kit import build_app, config, wait_ready

@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
+from hypnos.chat import ChatInput
 from hypnos.errors import HypnosError
-from hypnos.openai import ChatCompletionRequest, ToolCall
+from hypnos.openai import ToolCall
 from hypnos.types import EngineTiming, LayerPlacementPlan, MemoryTier, Modality, TierSwitchPhases
 
 if TYPE_CHECKING:
@@ -146,15 +147,6 @@ class EngineContext:
 
 
 # ---- per-modality inputs and results ---------------------------------------------------------------------------
-
-
-class ChatOptions(msgspec.Struct, kw_only=True):
-    """Server-side decisions about a chat request: the clamped max_tokens and the thinking budget."""
-
-    max_tokens: int
-    thinking_budget: int | None = None
-    thinking: bool = False
-    context_len: int | None = None
 
 
 class ContentDelta(msgspec.Struct, tag="content"):
@@ -308,6 +300,11 @@ class Engine:
         self.context = context
 
     # lifecycle
+    def served_modalities(self) -> list[Modality]:
+        """The modalities this model serves: its config's, plus what the engine reads in its files (before the first
+        request; never by changing the ModelConfig)."""
+        return self.model.all_modalities
+
     def estimate(self) -> MemoryEstimate:
         """Memory needs read from the model's files (cheap: headers only)."""
         raise NotImplementedError
@@ -329,9 +326,7 @@ class Engine:
         return EngineCapabilities()
 
     # modalities
-    def chat(
-        self, request: ChatCompletionRequest, options: ChatOptions, cancel: CancelToken
-    ) -> AsyncIterator[ChatEvent]:
+    def chat(self, request: ChatInput, cancel: CancelToken) -> AsyncIterator[ChatEvent]:
         """Stream the answer to a chat request as events, ending with ChatFinished."""
         raise self._unsupported(Modality.TEXT_GENERATION)
 

@@ -91,6 +91,22 @@ class ChatMessage(msgspec.Struct, kw_only=True):
         return "".join(part.text or "" for part in self.content if part.type == "text")
 
 
+class JsonSchemaFormat(msgspec.Struct, kw_only=True):
+    """response_format.json_schema: the schema the answer must follow."""
+
+    name: str | None = None
+    description: str | None = None
+    schema: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class ResponseFormatParam(msgspec.Struct, kw_only=True):
+    """`response_format`: {"type": "text" | "json_object" | "json_schema", "json_schema": {...}}."""
+
+    type: str = "text"
+    json_schema: JsonSchemaFormat | None = None
+
+
 class ChatCompletionRequest(msgspec.Struct, kw_only=True):
     """POST /v1/chat/completions body (section 7.1)."""
 
@@ -108,6 +124,14 @@ class ChatCompletionRequest(msgspec.Struct, kw_only=True):
     reasoning_effort: str | None = None
     tools: list[ToolDefinition] | None = None
     tool_choice: str | ToolChoiceObject | None = None
+    response_format: ResponseFormatParam | None = None
+    stop: str | list[str] | None = None
+    n: int | None = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    logit_bias: dict[str, float] | None = None
 
 
 class EmbeddingsRequest(msgspec.Struct, kw_only=True):

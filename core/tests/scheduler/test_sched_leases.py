@@ -220,3 +220,34 @@ async def test_cancellation_inside_the_lease_sets_the_cancel_token() -> None:
         await task
     assert seen[0].cancel.cancelled
     assert scheduler.get("m").active_leases == 0
+
+
+async def test_a_lease_holds_every_modality_the_request_needs() -> None:
+    seeing = {**fake_model("seeing"), "modalities": ["vision"]}
+    both = {**fake_model("both"), "modalities": ["vision", "speech_to_text"]}
+    scheduler = make_scheduler([seeing, both])
+    needed = [TEXT, Modality.VISION, Modality.SPEECH_TO_TEXT]
+    async with scheduler.lease("both", needed) as lease:
+        assert lease.modalities == needed
+    with pytest.raises(HypnosError) as caught:
+        async with scheduler.lease("seeing", needed):
+            pass
+    assert caught.value.status == 400 and "speech_to_text" in caught.value.message
+    assert scheduler.get("seeing").active_leases == 0
+
+
+async def test_modalities_an_engine_finds_in_its_files_are_served_without_changing_the_config() -> None:
+    from hypnos.testing.fake_engine import FakeEngine
+
+    class HearingEngine(FakeEngine):
+        def served_modalities(self) -> list[Modality]:
+            return [*self.model.all_modalities, Modality.SPEECH_TO_TEXT]
+
+    from dataclasses import replace
+
+    scheduler = make_scheduler([fake_model("m")])
+    state = scheduler.get("m")
+    scheduler.engine_kinds["fake"] = replace(scheduler.engine_kinds["fake"], factory=HearingEngine)
+    state = scheduler._make_state(state.config)
+    assert state.modalities == [TEXT, Modality.SPEECH_TO_TEXT]
+    assert state.config.all_modalities == [TEXT]

@@ -53,8 +53,14 @@ def test_hanging_up_stops_the_conversion_at_the_next_page(client: Any, server_co
     line = next(line for line in log.read_text().splitlines() if "conversion of hangup.pdf cancelled" in line)
     done = int(line.split("cancelled after ")[1].split(" of ")[0])
     assert done < pages
-    logs = client.get("/v1/logs", params={"model": "docling", "limit": 20}).json()["records"]
-    assert any(record["stream"] and "went away" in (record.get("error") or "") for record in logs)
+    def went_away() -> bool:
+        logs = client.get("/v1/logs", params={"model": "docling", "limit": 20}).json()["records"]
+        return any(record["stream"] and "went away" in (record.get("error") or "") for record in logs)
+
+    deadline = time.monotonic() + 30  # the record lands once the cancelled conversion has stopped
+    while not went_away() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert went_away()
     answer = convert(client, testing.report_html(), "r.html")  # the model serves on
     assert "Web Report" in answer["markdown"]
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -14,13 +13,7 @@ from hypnos_llama.testing import chat_request
 
 
 async def _chat(engine, cancel: CancelToken) -> list:  # type: ignore[no-untyped-def]
-    if importlib.util.find_spec("hypnos.chat") is None:  # before the core chat input (issue 14): wire request
-        from hypnos.engine import ChatOptions
-
-        request = chat_request("Tell me a story about a fox.", temperature=0.0)
-        stream = engine.chat(request, ChatOptions(max_tokens=12), cancel)
-    else:  # chat(ChatInput, cancel)
-        stream = engine.chat(chat_request("Tell me a story about a fox.", temperature=0.0, max_tokens=12), cancel)
+    stream = engine.chat(chat_request("Tell me a story about a fox.", temperature=0.0, max_tokens=12), cancel)
     return [event async for event in stream]
 
 

@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from hypnos.engine import CancelToken, ChatFinished, ChatOptions, ContentDelta, EngineUnavailable
+from hypnos.engine import CancelToken, ChatFinished, ContentDelta, EngineUnavailable
 from hypnos.errors import HypnosError
 from hypnos.types import MemoryTier
 from hypnos_llama.testing import chat_request, collect, make_engine, tier1, tier2
@@ -74,7 +74,7 @@ async def test_same_seed_same_answer_and_greedy_is_stable(engine) -> None:
 
 async def test_cancellation_frees_the_slot(engine) -> None:
     cancel = CancelToken()
-    stream = engine.chat(chat_request("go on"), ChatOptions(max_tokens=4000), cancel)
+    stream = engine.chat(chat_request("go on", max_tokens=4000), cancel)
     seen = 0
     async for event in stream:
         if isinstance(event, ContentDelta):
@@ -90,7 +90,7 @@ async def test_cancellation_frees_the_slot(engine) -> None:
 
 
 async def test_closing_the_stream_frees_the_slot(engine) -> None:
-    stream = engine.chat(chat_request("go on"), ChatOptions(max_tokens=4000), CancelToken())
+    stream = engine.chat(chat_request("go on", max_tokens=4000), CancelToken())
     async for event in stream:
         if isinstance(event, ContentDelta):
             break
@@ -178,7 +178,7 @@ async def test_a_long_prompt_does_not_stall_a_running_stream(tiny_gguf: Path) ->
 
         async def stream() -> None:
             nonlocal tokens_during_prefill
-            async for event in engine.chat(chat_request("short"), ChatOptions(max_tokens=4000), cancel):
+            async for event in engine.chat(chat_request("short", max_tokens=4000), cancel):
                 if isinstance(event, ContentDelta) and long_started.is_set() and not long_done.is_set():
                     tokens_during_prefill += 1
 
@@ -249,7 +249,7 @@ async def test_the_event_loop_stays_free_while_the_model_works(engine) -> None:
 async def test_many_requests_with_cancellations_leave_every_slot_free(engine) -> None:
     async def one(index: int) -> str:
         cancel = CancelToken()
-        stream = engine.chat(chat_request(f"request {index}"), ChatOptions(max_tokens=30), cancel)
+        stream = engine.chat(chat_request(f"request {index}", max_tokens=30), cancel)
         seen = 0
         async for event in stream:
             if isinstance(event, ContentDelta):
@@ -275,7 +275,7 @@ async def test_many_requests_with_cancellations_leave_every_slot_free(engine) ->
 async def test_an_unload_mid_stream_fails_the_stream(tiny_gguf: Path) -> None:
     engine = make_engine(tiny_gguf)
     await engine.load(tier1())
-    stream = engine.chat(chat_request("go on"), ChatOptions(max_tokens=100000), CancelToken())
+    stream = engine.chat(chat_request("go on", max_tokens=100000), CancelToken())
     with pytest.raises(HypnosError) as caught:
         async for event in stream:
             if isinstance(event, ContentDelta):

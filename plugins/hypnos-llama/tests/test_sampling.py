@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from hypnos.openai import ChatCompletionRequest, ChatMessage
 from hypnos_llama.sampling import DEFAULT_TOP_K, SamplingParams
+from hypnos_llama.testing import chat_request
 
 
-def _request(**fields) -> ChatCompletionRequest:
-    return ChatCompletionRequest(model="m", messages=[ChatMessage(role="user", content="x")], **fields)
+def _request(**fields):
+    return chat_request("x", **fields)
 
 
 def test_defaults_and_greedy() -> None:

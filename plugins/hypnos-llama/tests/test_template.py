@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import pytest
-from hypnos.openai import ChatCompletionRequest, ChatMessage, ToolCall, ToolCallFunction
+from hypnos.chat import ChatInput, InputMessage, TextPart
+from hypnos.openai import ToolCall, ToolCallFunction
 from hypnos_llama.template import CHATML_FALLBACK, ChatTemplate, TemplateError
 
 
-def _request(*messages: ChatMessage) -> ChatCompletionRequest:
-    return ChatCompletionRequest(model="m", messages=list(messages))
+def ChatMessage(role: str, content: str | None = None, tool_calls: list[ToolCall] | None = None) -> InputMessage:
+    return InputMessage(role=role, parts=[TextPart(text=content)] if content else [], tool_calls=tool_calls or [])
+
+
+def _request(*messages: InputMessage) -> ChatInput:
+    return ChatInput(messages=list(messages), max_tokens=16)
 
 
 def test_chatml_renders_with_generation_prompt() -> None:

@@ -30,7 +30,7 @@ from hypnos_server.errors import render
 from hypnos_server.observability.request_log import LEVELS
 from hypnos_server.observability.routes import LevelBody
 from hypnos_server.routes.audio import WAV_FALLBACK_FORMATS
-from hypnos_server.routes.chat import ROLES, THINKING_BUDGETS
+from hypnos_server.routes.chat_input import ROLES, THINKING_BUDGETS
 from hypnos_server.routes.memory import KvParkRequest, TierRequest
 from hypnos_server.routes.models import MoeOffloadRequest
 from hypnos_server.routes.pool import PoolChangeRequest

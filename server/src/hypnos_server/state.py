@@ -40,6 +40,8 @@ class RequestRecord(msgspec.Struct, kw_only=True):
     duration_ms: float = 0.0
     key: str | None = None
     model: str | None = None
+    # every modality the request was leased for (a chat with an image and an audio part: three)
+    modalities: list[str] = []
     stream: bool = False
     tokens_in: int = 0
     tokens_out: int = 0

@@ -85,6 +85,21 @@ def live_process(
                 stop_process(process)
 
 
+@contextlib.contextmanager
+def raw_post(base: str, path: str, body: bytes) -> Iterator[socket.socket]:
+    """POST a JSON body over a plain socket and hold the connection open; leaving the block hangs up."""
+    from urllib.parse import urlsplit
+
+    address = urlsplit(base)
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: {address.netloc}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    with socket.create_connection((address.hostname or "127.0.0.1", address.port or 80)) as sock:
+        sock.sendall(head + body)
+        yield sock
+
+
 def stop_process(process: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
     """Terminate a server process we started, killing it when it does not exit within `timeout` seconds."""
     process.terminate()

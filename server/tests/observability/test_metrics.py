@@ -4,11 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypnos.types import EngineTiming
+from hypnos.config import settings_from_mapping
+from hypnos.hardware import GpuSample
+from hypnos.scheduler import Scheduler
+from hypnos.scheduler.status import MemoryStatus
+from hypnos.scheduler.tiers import SchedulerCounters
+from hypnos.testing.fake_engine import fake_engine_kind
+from hypnos.types import EngineTiming, MemoryTier
 from hypnos_server.observability.facts import RequestFacts
 from hypnos_server.observability.histogram import HistogramSet
 from hypnos_server.observability.metrics import HypnosMetrics
 from hypnos_server.observability.workflows import WorkflowTracker
+from msgspec.structs import replace
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -49,31 +56,37 @@ SPEC_FAMILIES = {
     "hypnos_workflow_e2e_ms": "histogram",
 }
 
-STATUS: dict[str, Any] = {
-    "capabilities": {"usable_vram_budget_bytes": 8_000, "pinned_ram_budget_bytes": 16_000},
-    "tier1_vram_used_bytes": 3_000,
-    "tier1_vram_free_bytes": 5_000,
-    "tier2_pinned_ram_used_bytes": 1_000,
-    "tier2_pinned_ram_free_bytes": 15_000,
-    "models": [
+
+def status_of(**changes: Any) -> MemoryStatus:
+    """A real scheduler's typed status over two fake models ("tiny" at tier 1 with 8 GPU layers, "big" cold), with
+    the top-level fields in `changes` replaced."""
+    settings = settings_from_mapping(
         {
-            "id": "tiny",
-            "current_tier": "tier1_gpu_vram",
-            "placement": {"gpu_layers": 8},
-            "active_leases": 1,
-            "total_requests_served": 12,
-            "load_failures": 0,
-        },
-        {
-            "id": "big",
-            "current_tier": "tier3_nvme_ssd",
-            "placement": {"gpu_layers": 0},
-            "active_leases": 0,
-            "total_requests_served": 0,
-            "load_failures": 2,
-        },
-    ],
-}
+            "models": [
+                {"id": "tiny", "modality": "text_generation", "engine": "fake"},
+                {"id": "big", "modality": "text_generation", "engine": "fake"},
+            ]
+        }
+    )
+    status = Scheduler(settings, {"fake": fake_engine_kind()}).status()
+    tiny, big = status.models
+    tiny = replace(
+        tiny,
+        current_tier=MemoryTier.TIER1,
+        placement=replace(tiny.placement, gpu_layers=8),
+        active_leases=1,
+        total_requests_served=12,
+    )
+    big = replace(big, load_failures=2)
+    capabilities = replace(status.capabilities, usable_vram_budget_bytes=8_000, pinned_ram_budget_bytes=16_000)
+    fields = {
+        "tier1_vram_used_bytes": 3_000,
+        "tier1_vram_free_bytes": 5_000,
+        "tier2_pinned_ram_used_bytes": 1_000,
+        "tier2_pinned_ram_free_bytes": 15_000,
+        **changes,
+    }
+    return replace(status, models=[tiny, big], capabilities=capabilities, **fields)
 
 
 def make(status: Any = None, counters: Any = None) -> HypnosMetrics:
@@ -193,9 +206,12 @@ def test_api_key_families() -> None:
 
 
 def test_scheduler_state_is_read_at_scrape_time() -> None:
-    status = {**STATUS}
-    metrics = make(
-        status=status, counters={"promotions": 4, "evictions": 2, "load_failures": 2, "admissions_rejected": 1}
+    current = [status_of()]
+    metrics = HypnosMetrics(
+        routes=HistogramSet(),
+        workflows=WorkflowTracker(),
+        status=lambda: current[0],
+        scheduler_counters=lambda: SchedulerCounters(promotions=4, evictions=2, load_failures=2, admissions_rejected=1),
     )
     families = scrape(metrics)
     assert value(families, "hypnos_model_tier", model="tiny") == 1
@@ -209,7 +225,8 @@ def test_scheduler_state_is_read_at_scrape_time() -> None:
     assert value(families, "hypnos_vram_bytes", kind="used") == 3_000
     assert value(families, "hypnos_vram_bytes", kind="budget") == 8_000
     assert value(families, "hypnos_pinned_ram_bytes", kind="free") == 15_000
-    status["models"] = [{**STATUS["models"][0], "current_tier": "tier2_pinned_ram", "active_leases": 0}]
+    tiny = current[0].models[0]
+    current[0] = replace(current[0], models=[replace(tiny, current_tier=MemoryTier.TIER2, active_leases=0)])
     families = scrape(metrics)
     assert value(families, "hypnos_model_tier", model="tiny") == 2
     assert value(families, "hypnos_model_active_leases", model="tiny") == 0
@@ -226,11 +243,8 @@ def test_derived_scheduler_counters_without_a_provider() -> None:
 
 
 def test_gpu_families_appear_with_a_gpu() -> None:
-    status = {
-        **STATUS,
-        "gpu": {"utilization_percent": 87, "temperature_celsius": 71, "power_watts": 148.2, "throttled": False},
-    }
-    families = scrape(make(status=status))
+    gpu = GpuSample(utilization_percent=87, temperature_celsius=71, power_watts=148.2, throttled=False)
+    families = scrape(make(status=status_of(gpu=gpu)))
     assert value(families, "hypnos_gpu_utilization_percent") == 87
     assert value(families, "hypnos_gpu_power_watts") == 148.2
     assert value(families, "hypnos_gpu_throttled") == 0

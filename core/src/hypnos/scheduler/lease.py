@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from hypnos.engine import CancelToken, DeviceOutOfMemory, Engine
-from hypnos.types import EngineTiming, HypnosTelemetry, LayerPlacementPlan, MemoryTier, TierSwitchPhases
+from hypnos.types import EngineTiming, HypnosTelemetry, LayerPlacementPlan, MemoryTier, Modality, TierSwitchPhases
 
 T = TypeVar("T")
 
@@ -29,6 +29,8 @@ class Lease:
     queue_ms: float = 0.0
     cancel: CancelToken = field(default_factory=CancelToken)
     on_device_oom: Callable[[], Awaitable[list[str]]] | None = None
+    # every modality the request was admitted for (the model serves each one)
+    modalities: list[Modality] = field(default_factory=list)
 
     def telemetry(self, engine: EngineTiming | None = None, inference_ms: float = 0.0) -> HypnosTelemetry:
         """The hypnos_telemetry object for this request's response."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 import msgspec
@@ -43,7 +43,7 @@ class LeaseContext:
         "_deadline_ms",
         "_held_from",
         "_lease",
-        "_modality",
+        "_modalities",
         "_model_id",
         "_next",
         "_sched",
@@ -51,11 +51,16 @@ class LeaseContext:
     )
 
     def __init__(
-        self, scheduler: Scheduler, model_id: str, modality: Modality, deadline_ms: int | None, next_model: str | None
+        self,
+        scheduler: Scheduler,
+        model_id: str,
+        modalities: tuple[Modality, ...],
+        deadline_ms: int | None,
+        next_model: str | None,
     ) -> None:
         self._sched = scheduler
         self._model_id = model_id
-        self._modality = modality
+        self._modalities = modalities
         self._deadline_ms = deadline_ms
         self._next = next_model
         self._state: ModelState | None = None
@@ -66,7 +71,7 @@ class LeaseContext:
     async def __aenter__(self) -> Lease:
         sched = self._sched
         await sched.pool.wait_turn(self._model_id)  # a model being replaced or removed: wait for the change
-        state = sched.serving(self._model_id, self._modality)
+        state = sched.serving(self._model_id, *self._modalities)
         estimate = sched.admit(state, self._deadline_ms)
         previous = state.tier
         self._arrived = arrived = time.perf_counter()
@@ -83,6 +88,7 @@ class LeaseContext:
             lease = Lease(
                 model_id=state.id,
                 engine=state.engine,  # type: ignore[arg-type]
+                modalities=list(self._modalities),
                 previous_tier=previous,
                 placement=state.placement,
                 estimated_wait_ms=estimate,
@@ -167,11 +173,14 @@ class Scheduler:
         try:
             engine = kind.factory(model, self.context)
             estimate = engine.estimate()
+            modalities = list(engine.served_modalities())
         except Exception as error:
             reason = error.message if isinstance(error, HypnosError) else f"{type(error).__name__}: {error}"
             logger.warning("model %s is unavailable: %s", model.id, reason)
             return ModelState(config=model, engine=None, unavailable_reason=reason[:500], enabled=model.enabled)
-        return ModelState(config=model, engine=engine, enabled=model.enabled, estimate_cache=estimate)
+        return ModelState(
+            config=model, engine=engine, enabled=model.enabled, estimate_cache=estimate, modalities=modalities
+        )
 
     # ---- queries ------------------------------------------------------------------------------------------------
 
@@ -196,13 +205,14 @@ class Scheduler:
             raise model_not_found(model_id)
         return state
 
-    def serving(self, model_id: str, modality: Modality) -> ModelState:
-        """The model, checked: known, enabled, installed and serving the modality."""
+    def serving(self, model_id: str, *modalities: Modality) -> ModelState:
+        """The model, checked: known, enabled, installed and serving every one of the modalities."""
         state = self.get(model_id)
         if not state.enabled:
             raise model_disabled(model_id)
-        if modality not in state.config.all_modalities:
-            raise invalid_request(f"the model `{model_id}` does not serve {modality.value}")
+        for modality in modalities:
+            if modality not in state.modalities:
+                raise invalid_request(f"the model `{model_id}` does not serve {modality.value}")
         if state.engine is None:
             raise EngineUnavailable(state.unavailable_reason or f"the model `{model_id}` cannot be served")
         return state
@@ -228,13 +238,19 @@ class Scheduler:
     def lease(
         self,
         model_id: str,
-        modality: Modality,
+        modality: Modality | Iterable[Modality],
         *,
         deadline_ms: int | None = None,
         next_model: str | None = None,
     ) -> LeaseContext:
-        """Admit (429 / 503 / 404), promote to tier 1 if needed, and hold the model until the block ends."""
-        return LeaseContext(self, model_id, modality, deadline_ms, next_model)
+        """Admit (429 / 503 / 404), promote to tier 1 if needed, and hold the model until the block ends.
+
+        `modality` is every modality the request needs (a chat with an image and an audio part needs three): the
+        model must serve each one."""
+        modalities = (modality,) if isinstance(modality, Modality) else tuple(dict.fromkeys(modality))
+        if not modalities:
+            raise ValueError("a lease needs at least one modality")
+        return LeaseContext(self, model_id, modalities, deadline_ms, next_model)
 
     def admit(self, state: ModelState, deadline_ms: int | None) -> int | None:
         """Refuse at once (429 queue full, 503 deadline) or count the request; returns the estimated wait."""

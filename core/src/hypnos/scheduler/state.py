@@ -12,7 +12,7 @@ from hypnos.scheduler.budgets import Budgets, transfer_ms
 from hypnos.scheduler.eviction import DecayingRate
 from hypnos.scheduler.lease import SlotGate
 from hypnos.scheduler.planner import total_weight_bytes
-from hypnos.types import LayerPlacementPlan, MemoryTier, MoeOffload
+from hypnos.types import LayerPlacementPlan, MemoryTier, Modality, MoeOffload
 
 logger = logging.getLogger(__name__)
 
@@ -44,8 +44,11 @@ class ModelState:
     rate: DecayingRate = field(default_factory=DecayingRate)
     reload_ms: dict[MemoryTier, float] = field(default_factory=dict)
     priority_rank: int = 0
+    # what the model serves: its config's modalities and what its engine found in its files (set at construction)
+    modalities: list[Modality] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        self.modalities = self.modalities or self.config.all_modalities
         self.gate = SlotGate(self.config.slots)
         self.moe_offload = self.config.moe_offload
         self.priority_rank = self.config.priority.rank

@@ -119,7 +119,7 @@ def model_status(state: ModelState, tiers: TierManager, now: float) -> ModelMemo
         id=state.id,
         enabled=state.enabled,
         modality=state.config.modality,
-        modalities=state.config.all_modalities,
+        modalities=state.modalities,
         engine=state.config.engine,
         total_weight_bytes=total_weight_bytes(estimate),
         priority=state.config.priority,

@@ -18,7 +18,7 @@ from hypnos.engine import (
     CancelToken,
     ChatEvent,
     ChatFinished,
-    ChatOptions,
+    ChatInput,
     ContentDelta,
     DeviceOutOfMemory,
     DocumentInput,
@@ -40,8 +40,8 @@ from hypnos.engine import (
     TranscriptionInput,
     TranscriptionResult,
 )
-from hypnos.errors import server_error
-from hypnos.openai import ChatCompletionRequest, ToolCall, ToolCallFunction
+from hypnos.errors import HypnosError, server_error
+from hypnos.openai import ToolCall, ToolCallFunction
 from hypnos.types import EngineTiming, LayerPlacementPlan, MemoryTier, Modality, TierSwitchPhases
 
 
@@ -58,6 +58,9 @@ class FakeOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     load_ms: float = 0.0
     token_ms: float = 0.0
     tokens: int = 8
+    # work steps of a non-chat request (per input text for embeddings; transcription, images), each token_ms long;
+    # the CancelToken is checked before every step
+    steps: int = 1
     fail_load: bool = False
     oom_once: bool = False
     fail_every: int = 0  # every Nth chat fails after its first token (0: never): an engine failing mid-request
@@ -77,14 +80,11 @@ def _words(seed_text: str, count: int) -> list[str]:
     return [vocabulary[digest[i % len(digest)] % len(vocabulary)] for i in range(count)]
 
 
-def _tool_call(request: ChatCompletionRequest) -> ToolCall | None:
+def _tool_call(request: ChatInput) -> ToolCall | None:
     """A call of the named (or first) tool with the last user text as `query`, unless a tool result came last."""
-    choice = request.tool_choice
-    if not request.tools or choice == "none" or request.messages[-1].role == "tool":
+    if not request.wants_tools or request.messages[-1].role == "tool":
         return None
-    name = (
-        choice.function.name if choice is not None and not isinstance(choice, str) else request.tools[0].function.name
-    )
+    name = request.forced_tool or request.tools[0].function.name
     arguments = msgspec.json.encode({"query": request.messages[-1].text()}).decode()
     return ToolCall(
         id=f"call_{hashlib.sha256(arguments.encode()).hexdigest()[:8]}_0",
@@ -113,6 +113,7 @@ class FakeEngine(Engine):
         self.image_options = context.options_for(model, "image", FakeImageOptions)
         self.tier = MemoryTier.TIER3
         self.loads = 0
+        self.cancelled_requests = 0  # requests that stopped at a cancellation check
         self._oom_pending = self.options.oom_once
         self._chats = 0
 
@@ -160,24 +161,32 @@ class FakeEngine(Engine):
         else:
             await asyncio.sleep(0)
 
+    async def _work(self, cancel: CancelToken, inputs: int = 1) -> None:
+        """`steps` steps of work per input, stopping at the first step after a cancellation."""
+        for _ in range(max(1, self.options.steps * inputs)):
+            if cancel.cancelled:
+                self.cancelled_requests += 1
+                raise HypnosError(499, "cancelled", "the request was cancelled")
+            await self._tick(cancel)
+
     def _maybe_oom(self) -> None:
         if self._oom_pending:
             self._oom_pending = False
             raise DeviceOutOfMemory("fake device out of memory")
 
-    async def chat(  # type: ignore[override]
-        self, request: ChatCompletionRequest, options: ChatOptions, cancel: CancelToken
-    ) -> AsyncIterator[ChatEvent]:
-        """Thoughts when thinking is on, a call of the chosen tool when tools are offered, else words."""
+    async def chat(self, request: ChatInput, cancel: CancelToken) -> AsyncIterator[ChatEvent]:  # type: ignore[override]
+        """Thoughts when thinking is on, a call of the chosen tool when tools are offered, else words, one per token,
+        up to max_tokens; ends "cancelled" when cancelled."""
         self._maybe_oom()
         prompt = "\n".join(message.text() for message in request.messages)
         prompt_tokens = max(1, len(prompt.split()))
-        count = min(self.options.tokens, options.max_tokens)
+        count = min(self.options.tokens, request.max_tokens)
         self._chats += 1
         failing = self.options.fail_every > 0 and self._chats % self.options.fail_every == 0
         started = time.perf_counter()
         produced = 0
-        if options.thinking:
+        cancelled = False
+        if request.thinking:
             for index, word in enumerate(_words("thought " + prompt, 4)):
                 await self._tick(cancel)
                 produced += 1
@@ -187,8 +196,10 @@ class FakeEngine(Engine):
             yield ToolCallEvent(call)
             yield ChatFinished(finish_reason="tool_calls", prompt_tokens=prompt_tokens, completion_tokens=produced + 1)
             return
-        for index, word in enumerate(_words(prompt + str(request.seed or 0), count)):
+        for index, word in enumerate(_words(prompt + str(request.sampling.seed or 0), count)):
             if cancel.cancelled:
+                cancelled = True
+                self.cancelled_requests += 1
                 break
             if failing and index == 1:
                 raise RuntimeError(f"fake engine failure in {self.model.id} after one token")
@@ -196,7 +207,8 @@ class FakeEngine(Engine):
             produced += 1
             yield ContentDelta(word if index == 0 else " " + word)
         decode_ms = (time.perf_counter() - started) * 1000
-        finish = "length" if count == options.max_tokens and count < self.options.tokens else "stop"
+        finish = "length" if count == request.max_tokens and count < self.options.tokens else "stop"
+        finish = "cancelled" if cancelled else finish
         yield ChatFinished(
             finish_reason=finish,
             prompt_tokens=prompt_tokens,
@@ -213,12 +225,12 @@ class FakeEngine(Engine):
             raw = [(digest[i % len(digest)] - 127.5) for i in range(self.options.embedding_dim)]
             norm = math.sqrt(sum(v * v for v in raw)) or 1.0
             vectors.append([v / norm for v in raw])
-        await self._tick(cancel)
+        await self._work(cancel, len(texts))
         return EmbeddingResult(vectors=vectors, prompt_tokens=sum(max(1, len(t.split())) for t in texts))
 
     async def transcribe(self, audio: TranscriptionInput, cancel: CancelToken) -> TranscriptionResult:
         """A transcript naming the byte count."""
-        await self._tick(cancel)
+        await self._work(cancel)
         return TranscriptionResult(text=f"fake transcript of {len(audio.audio)} bytes", duration_secs=None)
 
     async def speak(self, speech: SpeechInput, cancel: CancelToken) -> AsyncIterator[AudioChunk]:  # type: ignore[override]
@@ -236,7 +248,7 @@ class FakeEngine(Engine):
     async def generate_images(self, job: ImageInput, cancel: CancelToken) -> ImageResult:
         """One flat-colour PNG per image, coloured by its seed."""
         self._maybe_oom()
-        await self._tick(cancel)
+        await self._work(cancel)
         images = [
             GeneratedImage(png=_png(job.width, job.height, job.seed + i), seed=job.seed + i) for i in range(job.n)
         ]

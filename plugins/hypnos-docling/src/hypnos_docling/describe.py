@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import base64
 import re
 from typing import Any
 
-import msgspec
-from hypnos.engine import ChatOptions, ContentDelta
-from hypnos.openai import ChatCompletionRequest
-from hypnos.scheduler import Scheduler
+from hypnos.chat import ChatInput, ImagePart, InputMessage, TextPart
+from hypnos.engine import ContentDelta
 from hypnos.types import Modality
+from hypnos_server.plugin_api import Scheduler
 
 from hypnos_docling.events import Picture
 
@@ -20,15 +18,11 @@ MAX_TOKENS = 200
 
 async def describe(scheduler: Scheduler, model: str, prompt: str, picture: Picture) -> str:
     """The vision model's description of one picture (a chat request with the image, as any client would send)."""
-    url = "data:image/png;base64," + base64.b64encode(picture.png or b"").decode("ascii")
-    content = [{"type": "text", "text": prompt}, {"type": "image_url", "image_url": {"url": url}}]
-    request = msgspec.convert(
-        {"model": model, "messages": [{"role": "user", "content": content}], "max_tokens": MAX_TOKENS},
-        ChatCompletionRequest,
-    )
+    parts_in = [TextPart(text=prompt), ImagePart(data=picture.png or b"", mime="image/png")]
+    chat = ChatInput(messages=[InputMessage(role="user", parts=parts_in)], max_tokens=MAX_TOKENS)
     parts: list[str] = []
     async with scheduler.lease(model, Modality.VISION) as lease:
-        async for event in lease.engine.chat(request, ChatOptions(max_tokens=MAX_TOKENS), lease.cancel):
+        async for event in lease.engine.chat(chat, lease.cancel):
             if isinstance(event, ContentDelta):
                 parts.append(event.text)
     return " ".join("".join(parts).split())

@@ -80,7 +80,7 @@ async def _fields(request: Request[Any, Any, Any]) -> tuple[dict[str, Any], byte
         if isinstance(upload, UploadFile):
             return fields, await upload.read(), upload.filename
         return fields, None, None
-    from hypnos_server.routes.inference import decode_json
+    from hypnos_server.plugin_api import decode_json
 
     body = await decode_json(request, ConvertJson)
     return msgspec.structs.asdict(body), None, None

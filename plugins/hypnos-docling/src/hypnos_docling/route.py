@@ -12,18 +12,16 @@ from typing import Any
 
 import msgspec
 from hypnos.errors import HypnosError, invalid_request
-from hypnos.scheduler import Lease
 from hypnos.types import EngineTiming, Modality
-from hypnos_server.routes.inference import (
-    LeasedStream,
-    call_engine,
+from hypnos_server.plugin_api import (
+    InferenceRun,
+    Lease,
+    RequestContext,
+    hypnos_state,
     json_response,
-    lease_for,
-    note_lease,
     ready_guard,
-    wait_headers,
+    request_context,
 )
-from hypnos_server.state import RequestContext, hypnos_state, request_context
 from litestar import Request, Response, delete, get, post
 from litestar.response import Stream
 
@@ -136,7 +134,8 @@ async def _stream(
         failure = error if isinstance(error, HypnosError) else None
         message = failure.message if failure else f"The model `{lease.model_id}` failed: {type(error).__name__}"
         kind = failure.type if failure else "server_error"
-        context.record.error, context.record.error_type = message, kind
+        if not context.record.error:  # a hang-up already recorded why the stream ended
+            context.record.error, context.record.error_type = message, kind
         yield _sse({"object": "error", "error": {"message": message, "type": kind}})
         yield DONE
         return
@@ -162,33 +161,24 @@ async def convert(request: Request[Any, Any, Any]) -> Response[Any]:
         state.scheduler.serving(body.describe_pictures, Modality.VISION)
     detect_format(body.job.data, body.job.filename)  # an unknown format is refused before any model loads
     conversion = Conversion(request, body, prompt)
-    lease_cm = lease_for(request, body.model, Modality.DOCUMENT_CONVERSION)
     if body.stream:
-        holder: dict[str, Any] = {}
-
-        def produce(lease: Lease) -> AsyncIterator[bytes]:
-            return _stream(context, conversion, holder["events"], holder["first"], lease)
-
-        stream = LeasedStream(context, lease_cm, produce)
-        lease = await stream.open()
+        run = InferenceRun(request, body.model, [Modality.DOCUMENT_CONVERSION])
+        lease = await run.open()
         events = lease.engine.convert_document(body.job, lease.cancel)
-        holder["events"] = events
-        holder["first"] = await call_engine(state, lease, lambda: _first(events))
-        return Stream(stream, media_type="text/event-stream", headers=wait_headers(lease))
-    async with lease_cm as lease:
-        note_lease(context, lease)
-        started = time.perf_counter()
+        first = await run.call(lambda _engine: _first(events))
+        chunks = run.stream(lambda leased: _stream(context, conversion, events, first, leased))
+        return Stream(chunks, media_type="text/event-stream", headers=run.headers())
+    async with InferenceRun(request, body.model, [Modality.DOCUMENT_CONVERSION]) as run:
 
-        async def run() -> None:
-            events = lease.engine.convert_document(body.job, lease.cancel)
+        async def convert_all(engine: Any) -> None:
+            events = engine.convert_document(body.job, run.lease.cancel)
             conversion.started_event(await _first(events))
             async for event in events:
                 await conversion.page(event)
 
-        await call_engine(state, lease, run)
-        answer = conversion.document(lease, (time.perf_counter() - started) * 1000, with_pages=True)
-        headers = wait_headers(lease)
-    context.record.inference_ms = round(answer["hypnos_telemetry"].inference_latency_ms, 3)
+        await run.call(convert_all)
+        answer = conversion.document(run.lease, run.inference_ms, with_pages=True)
+        headers = run.headers()
     context.record.telemetry = answer["hypnos_telemetry"]
     return json_response(answer, headers=headers)
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from hypnos.engine import ChatOptions
+from hypnos.chat import ChatInput
 from hypnos.errors import invalid_request
-from hypnos.openai import ChatCompletionRequest
 
 from hypnos_llama.formats import (
     OutputSplitter,
@@ -31,12 +30,12 @@ class ChatPlan:
     hide_tools: bool = False
     template_variables: dict[str, Any] = field(default_factory=dict)
 
-    def render_request(self, request: ChatCompletionRequest) -> ChatCompletionRequest:
+    def render_request(self, request: ChatInput) -> ChatInput:
         """The request as the template should see it (tools removed when tool_choice is none)."""
         if self.hide_tools and request.tools:
             from msgspec import structs
 
-            return structs.replace(request, tools=None)
+            return structs.replace(request, tools=[])
         return request
 
     def finish_prompt(self, rendered: str) -> str:
@@ -55,36 +54,30 @@ class ChatPlan:
         return splitter
 
 
-def plan_chat(chat_template: str | None, request: ChatCompletionRequest, options: ChatOptions) -> ChatPlan:
+def plan_chat(chat_template: str | None, request: ChatInput, model_id: str = "") -> ChatPlan:
     """Decide tools and thinking for a request on a model whose GGUF carries `chat_template`.
 
     400 when the request asks for tools (tool_choice other than none) and the family has no tool format.
     """
     plan = ChatPlan()
-    choice = request.tool_choice
-    wants_tools = bool(request.tools) and choice != "none"
-    if request.tools and choice == "none":
+    if request.tools and request.tool_choice == "none":
         plan.hide_tools = True
-    if wants_tools:
+    if request.wants_tools:
         plan.tool_format = detect_tool_format(chat_template)
         if plan.tool_format is None:
             raise invalid_request(
-                f"the model `{request.model}` has no tool-calling format; send the request without tools "
+                f"the model `{model_id}` has no tool-calling format; send the request without tools "
                 "or with tool_choice \"none\""
             )
-        if choice == "required":
+        if request.forced_tool is not None:
+            plan.forced_prefix = plan.tool_format.forced_prefix(request.forced_tool)
+        elif request.tool_choice == "required":
             plan.forced_prefix = plan.tool_format.forced_prefix(None)
-        elif choice is not None and not isinstance(choice, str):
-            plan.forced_prefix = plan.tool_format.forced_prefix(choice.function.name)
 
     plan.thinking = detect_thinking_format(chat_template)
     if plan.thinking is not None:
-        effort = (request.reasoning_effort or "").strip().lower()
-        plan.thinking_on = options.thinking and effort != "none"
-        if effort == "none" or not plan.thinking_on:
-            plan.thinking_budget = 0
-        else:
-            plan.thinking_budget = options.thinking_budget
+        plan.thinking_on = request.thinking
+        plan.thinking_budget = request.thinking_budget if plan.thinking_on else 0
         if plan.forced_prefix:
             # A forced call starts the answer at once: no thinking before it.
             plan.thinking_on = False

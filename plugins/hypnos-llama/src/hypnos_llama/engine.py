@@ -9,23 +9,24 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import msgspec
+from hypnos.chat import AudioPart, ChatInput, ImagePart
 from hypnos.config import ModelConfig
 from hypnos.engine import (
     CancelToken,
     ChatEvent,
     ChatFinished,
-    ChatOptions,
     ContentDelta,
     EngineContext,
     EngineUnavailable,
     MemoryEstimate,
     ToolCallEvent,
+    TranscriptionInput,
+    TranscriptionResult,
 )
 from hypnos.errors import HypnosError
 from hypnos.kit.staged import StagedEngine
 from hypnos.kit.warm_pages import WarmPages
-from hypnos.openai import ChatCompletionRequest
-from hypnos.types import LayerPlacementPlan, TierSwitchPhases
+from hypnos.types import LayerPlacementPlan, Modality, TierSwitchPhases
 
 from hypnos_llama.batch_loop import BatchLoop, context_shape
 from hypnos_llama.chat_plan import ChatPlan, plan_chat, thinking_guard
@@ -33,17 +34,12 @@ from hypnos_llama.estimate import estimate_gguf
 from hypnos_llama.gguf_meta import GgufFile, read_gguf
 from hypnos_llama.kv_parking import context_layout, park_slots, restore_slots
 from hypnos_llama.moe_offload import expert_layers, expert_pattern
-from hypnos_llama.multimodal import (
-    Projector,
-    advertise_projector_modalities,
-    load_projector,
-    media_kinds,
-    media_prompt,
-)
+from hypnos_llama.multimodal import Projector, load_projector, media_kinds, media_prompt, projector_modalities_of
 from hypnos_llama.options import LlamaOptions
 from hypnos_llama.sampling import SamplingParams
 from hypnos_llama.slots import ChatJob
 from hypnos_llama.template import CHATML_FALLBACK, ChatTemplate
+from hypnos_llama.transcription import transcription_chat
 
 logger = logging.getLogger(__name__)
 
@@ -57,15 +53,6 @@ def estimate_num_ctx(prompt_tokens: int, max_tokens: int, images: int = 0, audio
     return max(NUM_CTX_FLOOR, prompt_tokens + max_tokens + TOKENS_PER_IMAGE * images + TOKENS_PER_AUDIO * audios)
 
 
-def _media_counts(request: ChatCompletionRequest) -> tuple[int, int]:
-    images = audios = 0
-    for message in request.messages:
-        if isinstance(message.content, list):
-            images += sum(1 for part in message.content if part.type == "image_url")
-            audios += sum(1 for part in message.content if part.type == "input_audio")
-    return images, audios
-
-
 class LlamaEngine(StagedEngine):
     """Serves one GGUF chat model: tier 1 = model and context built, tier 2 = file pages warm, tier 3 = nothing."""
 
@@ -77,7 +64,8 @@ class LlamaEngine(StagedEngine):
         self.options: LlamaOptions
         self.path: Path = self.model_path()
         self.projector_path = model.resolve(context.models_dir, model.aux_path)
-        advertise_projector_modalities(model, self.projector_path)
+        # what the projector file adds (vision, speech_to_text), read once from its header before the first request
+        self._projector_modalities = projector_modalities_of(self.projector_path)
         self._projector: Projector | None = None
         self._projector_ms: float | None = None
         self._kv_restored: tuple[float, int] | None = None
@@ -92,6 +80,11 @@ class LlamaEngine(StagedEngine):
         self._runtime_model = None
         self._batch: BatchLoop | None = None
         self._template: ChatTemplate | None = None
+
+    def served_modalities(self) -> list[Modality]:
+        """The config's modalities plus the projector's (an audio projector makes the model transcribe too)."""
+        served = self.model.all_modalities
+        return [*served, *(m for m in self._projector_modalities if m not in served)]
 
     # ---- memory --------------------------------------------------------------------------------------------------
 
@@ -158,7 +151,7 @@ class LlamaEngine(StagedEngine):
     def _warm_all(self) -> float:
         """Hold the weights' and the projector's pages; the milliseconds it took."""
         warm_ms = self._warm.hold()
-        if self._projector_warm is not None and self._projector_warm.path.is_file():
+        if self._projector_warm is not None and self.projector_path is not None and self.projector_path.is_file():
             warm_ms += self._projector_warm.hold()
         return warm_ms
 
@@ -240,25 +233,23 @@ class LlamaEngine(StagedEngine):
 
     # ---- chat ----------------------------------------------------------------------------------------------------
 
-    def _render_prompt(self, request: ChatCompletionRequest, plan: ChatPlan) -> str:
+    def _render_prompt(self, request: ChatInput, plan: ChatPlan) -> str:
         assert self._template is not None
         text = self._template.render(plan.render_request(request), extra=plan.template_variables)
         return plan.finish_prompt(text)
 
-    def _tokenize_prompt(self, request: ChatCompletionRequest, plan: ChatPlan) -> tuple[list[int], str]:
+    def _tokenize_prompt(self, request: ChatInput, plan: ChatPlan) -> tuple[list[int], str]:
         assert self._runtime_model is not None
         text = self._render_prompt(request, plan)
         return self._runtime_model.tokenize(text, add_special=True, parse_special=True), text
 
-    async def chat(  # type: ignore[override]
-        self, request: ChatCompletionRequest, options: ChatOptions, cancel: CancelToken
-    ) -> AsyncIterator[ChatEvent]:
+    async def chat(self, request: ChatInput, cancel: CancelToken) -> AsyncIterator[ChatEvent]:  # type: ignore[override]
         """Stream the answer: content deltas as tokens decode, then ChatFinished with usage and timings."""
         batch, model = self._batch, self._runtime_model
         if batch is None or model is None:
             raise EngineUnavailable(f"the model `{self.model.id}` is not loaded")
         arrived = time.perf_counter()  # ttft and queue_ms count the prompt's rendering and tokenizing too
-        plan = plan_chat(self._template.source if self._template else None, request, options)
+        plan = plan_chat(self._template.source if self._template else None, request, self.model.id)
         media = None
         if media_kinds(request):
             media = await media_prompt(self._projector, lambda: self._render_prompt(request, plan), request,
@@ -266,13 +257,13 @@ class LlamaEngine(StagedEngine):
             prompt, prompt_text = media.tokens, media.text
         else:
             prompt, prompt_text = await asyncio.to_thread(self._tokenize_prompt, request, plan)
-        max_tokens = max(1, options.max_tokens)
+        max_tokens = max(1, request.max_tokens)
         limit = int(model.n_ctx_train or batch.context.shape.n_ctx)
         if len(prompt) >= limit:
             raise HypnosError(400, "invalid_request_error",
                               f"the prompt has {len(prompt)} tokens; the model `{self.model.id}` takes at most {limit}")
-        images, audios = _media_counts(request)
-        required = options.context_len or request.num_ctx or estimate_num_ctx(len(prompt), max_tokens, images, audios)
+        images, audios = request.count(ImagePart), request.count(AudioPart)
+        required = request.context_len or estimate_num_ctx(len(prompt), max_tokens, images, audios)
         required = min(max(required, len(prompt) + 1), limit)
         loop = asyncio.get_running_loop()
         events: asyncio.Queue[ChatEvent | BaseException] = asyncio.Queue()
@@ -311,3 +302,23 @@ class LlamaEngine(StagedEngine):
         finally:
             job.abandoned = True
 
+
+    # ---- transcription (a projector that takes audio) -------------------------------------------------------------
+
+    async def transcribe(self, audio: TranscriptionInput, cancel: CancelToken) -> TranscriptionResult:
+        """Transcribe a clip with the family's instruction (or the request's prompt), greedy, without thinking."""
+        if Modality.SPEECH_TO_TEXT not in self._projector_modalities:
+            raise self._unsupported(Modality.SPEECH_TO_TEXT)
+        chat = transcription_chat(self.gguf().arch, audio, max_tokens=self.context.limits.max_tokens_cap)
+        pieces: list[str] = []
+        finished: ChatFinished | None = None
+        async for event in self.chat(chat, cancel):
+            if isinstance(event, ContentDelta):
+                pieces.append(event.text)
+            elif isinstance(event, ChatFinished):
+                finished = event
+        timing = finished.timing if finished is not None else None
+        result = TranscriptionResult(text="".join(pieces).strip())
+        if timing is not None:
+            result.timing = timing
+        return result

@@ -1,5 +1,5 @@
-"""Media parts of a chat request: images decoded with Pillow to RGB, audio clips (WAV; other containers through
-PyAV) to mono float samples."""
+"""Media parts of a chat input (bytes the server decoded from the wire): images decoded with Pillow to RGB, audio
+clips (WAV; other containers through PyAV) to mono float samples."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import io
 from dataclasses import dataclass
 from typing import Any
 
+from hypnos.chat import ChatInput, ImagePart
 from hypnos.config import LimitsConfig
 from hypnos.errors import HypnosError, invalid_request
-from hypnos.openai import ChatCompletionRequest
 
 IMAGE, AUDIO = "image", "audio"
 
@@ -29,17 +29,9 @@ class MediaItem:
         return len(self.data) // 4
 
 
-def media_kinds(request: ChatCompletionRequest) -> list[str]:
+def media_kinds(request: ChatInput) -> list[str]:
     """The kinds of the request's media parts, in prompt order."""
-    kinds = []
-    for message in request.messages:
-        if isinstance(message.content, list):
-            for part in message.content:
-                if part.type == "image_url":
-                    kinds.append(IMAGE)
-                elif part.type == "input_audio":
-                    kinds.append(AUDIO)
-    return kinds
+    return [IMAGE if isinstance(part, ImagePart) else AUDIO for part in request.media()]
 
 
 def decode_image(data: bytes, *, max_bytes: int) -> MediaItem:
@@ -79,28 +71,15 @@ def decode_wav(data: bytes, *, sample_rate: int) -> MediaItem:
     return decode_audio(data, sample_rate=sample_rate, max_bytes=3600 * 4 * sample_rate)
 
 
-async def load_request_media(request: ChatCompletionRequest, limits: LimitsConfig, *, sample_rate: int) -> list[Any]:
-    """Fetch and decode every media part of a request in order (data: or checked http(s) URLs, base64 audio)."""
+async def load_request_media(request: ChatInput, limits: LimitsConfig, *, sample_rate: int) -> list[Any]:
+    """Decode every media part of a request in order, off the event loop."""
     import asyncio
 
-    from hypnos.media import decode_base64, load_media_url
-
     items: list[Any] = []
-    for message in request.messages:
-        if not isinstance(message.content, list):
-            continue
-        for part in message.content:
-            if part.type == "image_url":
-                if part.image_url is None:
-                    raise invalid_request("an image_url part has no `image_url`")
-                media = await load_media_url(part.image_url.url, max_bytes=limits.max_image_bytes,
-                                             allow_remote=limits.allow_remote_image_urls,
-                                             allow_private=limits.allow_private_urls, what="image")
-                items.append(await asyncio.to_thread(decode_image, media.data, max_bytes=limits.max_image_bytes))
-            elif part.type == "input_audio":
-                if part.input_audio is None:
-                    raise invalid_request("an input_audio part has no `input_audio`")
-                raw = decode_base64(part.input_audio.data, max_bytes=limits.max_audio_bytes, what="audio")
-                items.append(await asyncio.to_thread(decode_audio, raw, sample_rate=sample_rate,
-                                                     max_bytes=limits.max_audio_bytes))
+    for part in request.media():
+        if isinstance(part, ImagePart):
+            items.append(await asyncio.to_thread(decode_image, part.data, max_bytes=limits.max_image_bytes))
+        else:
+            items.append(await asyncio.to_thread(decode_audio, part.data, sample_rate=sample_rate,
+                                                 max_bytes=limits.max_audio_bytes))
     return items

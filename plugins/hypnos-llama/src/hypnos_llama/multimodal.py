@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hypnos.chat import ChatInput
 from hypnos.config import LimitsConfig
 from hypnos.errors import invalid_request
-from hypnos.openai import ChatCompletionRequest
 from hypnos.types import Modality
 
 from hypnos_llama.media_input import AUDIO, IMAGE, MediaItem, load_request_media, media_kinds
@@ -204,18 +204,16 @@ class MediaPrompt:
 # ---- what the engine calls ------------------------------------------------------------------------------------------
 
 
-def advertise_projector_modalities(model: Any, path: Path | None) -> None:
-    """Add the projector's modalities (vision, speech_to_text) to a model config that does not list them."""
+def projector_modalities_of(path: Path | None) -> list[Modality]:
+    """The modalities a model's projector file adds (none without one, or when its header cannot be read: the load
+    then fails with a clear message instead)."""
     if path is None or not path.is_file():
-        return
+        return []
     try:
-        found = projector_modalities(path)
-    except Exception as error:  # an unreadable projector fails at load with a clear message instead
+        return projector_modalities(path)
+    except Exception as error:
         logger.warning("could not read the projector header %s: %s", path, error)
-        return
-    missing = [m for m in found if m not in model.all_modalities]
-    if missing:
-        model.modalities = [*model.modalities, *missing]
+        return []
 
 
 def load_projector(path: Path | None, model: Any, options: Any, model_id: str,
@@ -234,9 +232,9 @@ def load_projector(path: Path | None, model: Any, options: Any, model_id: str,
     return projector, (time.perf_counter() - started) * 1000
 
 
-async def media_prompt(projector: Projector | None, render: Callable[[], str], request: ChatCompletionRequest,
+async def media_prompt(projector: Projector | None, render: Callable[[], str], request: ChatInput,
                        limits: LimitsConfig, model_id: str) -> MediaPrompt:
-    """Check, fetch, decode and tokenize a request with media parts into an mtmd prompt."""
+    """Check, decode and tokenize a request with media parts into an mtmd prompt."""
     import asyncio
 
     kinds = media_kinds(request)

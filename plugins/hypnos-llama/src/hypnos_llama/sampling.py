@@ -6,7 +6,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from hypnos.openai import ChatCompletionRequest
+from hypnos.chat import ChatInput
 
 DEFAULT_TEMPERATURE = 0.8
 DEFAULT_TOP_P = 0.95
@@ -29,13 +29,14 @@ class SamplingParams:
         return self.temperature <= 0.0
 
     @classmethod
-    def from_request(cls, request: ChatCompletionRequest) -> SamplingParams:
+    def from_request(cls, request: ChatInput) -> SamplingParams:
         """The request's sampling fields with engine defaults; no seed means a fresh random one."""
-        seed = request.seed if request.seed is not None else random.getrandbits(31)
+        given = request.sampling
+        seed = given.seed if given.seed is not None else random.getrandbits(31)
         return cls(
-            temperature=DEFAULT_TEMPERATURE if request.temperature is None else max(0.0, float(request.temperature)),
-            top_p=DEFAULT_TOP_P if request.top_p is None else min(1.0, max(0.0, float(request.top_p))),
-            top_k=DEFAULT_TOP_K if request.top_k is None else max(0, int(request.top_k)),
+            temperature=DEFAULT_TEMPERATURE if given.temperature is None else max(0.0, float(given.temperature)),
+            top_p=DEFAULT_TOP_P if given.top_p is None else min(1.0, max(0.0, float(given.top_p))),
+            top_k=DEFAULT_TOP_K if given.top_k is None else max(0, int(given.top_k)),
             seed=seed & 0xFFFFFFFF,
         )
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from hypnos.chat import ChatInput, InputMessage, TextPart
 from hypnos.errors import HypnosError
-from hypnos.openai import ChatCompletionRequest, ChatMessage
 
 CHATML_FALLBACK = (
     "{% for message in messages %}"
@@ -48,18 +48,9 @@ def _arguments(raw: str) -> Any:
         return raw
 
 
-def message_to_dict(message: ChatMessage) -> dict[str, Any]:
+def message_to_dict(message: InputMessage) -> dict[str, Any]:
     """One message in the shape HF chat templates expect (content as text, media parts as markers)."""
-    if isinstance(message.content, list):
-        pieces = []
-        for part in message.content:
-            if part.type == "text":
-                pieces.append(part.text or "")
-            elif part.type in ("image_url", "input_audio"):
-                pieces.append(MEDIA_MARKER)
-        content: str = "".join(pieces)
-    else:
-        content = message.content or ""
+    content = "".join(part.text if isinstance(part, TextPart) else MEDIA_MARKER for part in message.parts)
     out: dict[str, Any] = {"role": message.role, "content": content}
     if message.name is not None:
         out["name"] = message.name
@@ -96,7 +87,7 @@ class ChatTemplate:
         environment.globals["strftime_now"] = _strftime_now
         self._compiled = environment.from_string(self.source)
 
-    def render(self, request: ChatCompletionRequest, *, extra: dict[str, Any] | None = None) -> str:
+    def render(self, request: ChatInput, *, extra: dict[str, Any] | None = None) -> str:
         """The prompt text for a request, ending with the assistant's generation prompt."""
         variables: dict[str, Any] = {
             "messages": [message_to_dict(m) for m in request.messages],

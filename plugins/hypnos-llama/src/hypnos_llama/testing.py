@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from hypnos.chat import ChatInput, InputMessage, MessagePart, Sampling, TextPart
 from hypnos.config import LimitsConfig, ModelConfig
-from hypnos.engine import CancelToken, ChatFinished, ChatOptions, ContentDelta, EngineContext
-from hypnos.openai import ChatCompletionRequest, ChatMessage
+from hypnos.engine import CancelToken, ChatFinished, ContentDelta, EngineContext
 from hypnos.types import LayerPlacementPlan, MemoryTier
 
 CHATML_TEMPLATE = (
@@ -136,17 +136,43 @@ def tier2() -> LayerPlacementPlan:
     return LayerPlacementPlan(primary_tier=MemoryTier.TIER2)
 
 
-def chat_request(*turns: str, model: str = "tiny", **fields: Any) -> ChatCompletionRequest:
-    """A request whose messages alternate user / assistant, starting with the user."""
-    messages = [ChatMessage(role="user" if i % 2 == 0 else "assistant", content=t) for i, t in enumerate(turns)]
-    return ChatCompletionRequest(model=model, messages=messages, **fields)
+SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "seed")
 
 
-async def collect(engine: Any, request: ChatCompletionRequest, max_tokens: int = 16, cancel: CancelToken | None = None,
+def chat_input(messages: list[InputMessage], *, model: str = "", **fields: Any) -> ChatInput:
+    """A ChatInput from messages and wire-like fields: temperature/top_p/top_k/seed, num_ctx, reasoning_effort
+    ("none" turns thinking off), tools, tool_choice and ChatInput's own fields (`model` is ignored)."""
+    sampling = Sampling(**{name: fields.pop(name) for name in SAMPLING_FIELDS if name in fields})
+    if "num_ctx" in fields:
+        fields["context_len"] = fields.pop("num_ctx")
+    if fields.pop("reasoning_effort", None) == "none":
+        fields["thinking"] = False
+    choice = fields.pop("tool_choice", None)
+    if choice is not None and not isinstance(choice, str):
+        fields.update(tool_choice="required", forced_tool=choice.function.name)
+    elif choice is not None:
+        fields["tool_choice"] = choice
+    fields.setdefault("max_tokens", 16)
+    return ChatInput(messages=messages, sampling=sampling, **fields)
+
+
+def chat_request(*turns: str | list[MessagePart], model: str = "tiny", **fields: Any) -> ChatInput:
+    """A chat input whose messages alternate user / assistant, starting with the user."""
+    messages = [
+        InputMessage(role="user" if i % 2 == 0 else "assistant", parts=[TextPart(text=t)] if isinstance(t, str) else t)
+        for i, t in enumerate(turns)
+    ]
+    return chat_input(messages, **fields)
+
+
+async def collect(engine: Any, request: ChatInput, max_tokens: int = 16, cancel: CancelToken | None = None,
                   **options: Any) -> tuple[str, ChatFinished, list[Any]]:
-    """Run a chat to the end: (text, final event, all events)."""
+    """Run a chat to the end with max_tokens (and thinking options): (text, final event, all events)."""
+    import msgspec
+
     events = []
-    async for event in engine.chat(request, ChatOptions(max_tokens=max_tokens, **options), cancel or CancelToken()):
+    request = msgspec.structs.replace(request, max_tokens=max_tokens, **options)
+    async for event in engine.chat(request, cancel or CancelToken()):
         events.append(event)
     text = "".join(e.text for e in events if isinstance(e, ContentDelta))
     return text, events[-1], events

@@ -231,17 +231,32 @@ def make_vision_engine(model: TinyVisionModel, *, slots: int = 2, context_len: i
 
 
 def image_part(data: bytes, mime: str = "image/png") -> dict[str, Any]:
-    """An image_url content part holding the bytes as a data: URL."""
+    """An image_url content part (wire shape) holding the bytes as a data: URL."""
     import base64
 
     return {"type": "image_url", "image_url": {"url": f"data:{mime};base64,{base64.b64encode(data).decode()}"}}
 
 
-def vision_request(*parts: dict[str, Any] | str, model: str = "tiny-vl", **fields: Any) -> Any:
-    """A one-message user request whose content is the given parts (strings become text parts)."""
-    import msgspec
-    from hypnos.openai import ChatCompletionRequest
+def input_part(part: dict[str, Any] | str) -> Any:
+    """A wire content part (text, image_url data: URL, input_audio) as the server hands it to engines."""
+    from hypnos.chat import AudioPart, ImagePart, TextPart
+    from hypnos.media import decode_base64, decode_data_url
 
-    content = [{"type": "text", "text": p} if isinstance(p, str) else p for p in parts]
-    body = {"model": model, "messages": [{"role": "user", "content": content}], **fields}
-    return msgspec.convert(body, ChatCompletionRequest)
+    if isinstance(part, str):
+        return TextPart(text=part)
+    if part["type"] == "image_url":
+        media = decode_data_url(part["image_url"]["url"], max_bytes=1 << 30)
+        return ImagePart(data=media.data, mime=media.mime)
+    if part["type"] == "input_audio":
+        audio = part["input_audio"]
+        return AudioPart(data=decode_base64(audio["data"], max_bytes=1 << 30), format=audio.get("format", "wav"))
+    return TextPart(text=part.get("text") or "")
+
+
+def vision_request(*parts: dict[str, Any] | str, model: str = "tiny-vl", **fields: Any) -> Any:
+    """A one-message user chat input whose content is the given parts (strings become text parts)."""
+    from hypnos.chat import InputMessage
+
+    from hypnos_llama.testing import chat_input
+
+    return chat_input([InputMessage(role="user", parts=[input_part(p) for p in parts])], **fields)

@@ -5,17 +5,16 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypnos.engine import ChatOptions, ContentDelta, ReasoningDelta, ToolCallEvent
+from hypnos.engine import ContentDelta, ReasoningDelta, ToolCallEvent
 from hypnos.errors import HypnosError
 from hypnos.openai import (
-    ChatCompletionRequest,
-    ChatMessage,
     FunctionDefinition,
     ToolChoiceFunction,
     ToolChoiceObject,
     ToolDefinition,
 )
 from hypnos_llama.chat_plan import plan_chat
+from hypnos_llama.testing import chat_request
 
 QWEN = "{% if tools %}<tools></tools> <tool_call>{% endif %}<|im_start|>assistant\n"
 THINKER = QWEN + "{% if enable_thinking %}<think>\n{% else %}<think>\n\n</think>\n\n{% endif %}</think>"
@@ -23,8 +22,8 @@ PLAIN = "<|im_start|>assistant\n"
 TOOLS = [ToolDefinition(function=FunctionDefinition(name="get_weather", parameters={"type": "object"}))]
 
 
-def _request(**fields) -> ChatCompletionRequest:
-    return ChatCompletionRequest(model="m", messages=[ChatMessage(role="user", content="hi")], **fields)
+def _request(**fields):
+    return chat_request("hi", max_tokens=8, **fields)
 
 
 def _events(splitter, text):
@@ -33,23 +32,23 @@ def _events(splitter, text):
 
 def test_tools_on_a_model_without_a_format_are_refused() -> None:
     with pytest.raises(HypnosError) as caught:
-        plan_chat(PLAIN, _request(tools=TOOLS), ChatOptions(max_tokens=8))
+        plan_chat(PLAIN, _request(tools=TOOLS))
     assert caught.value.status == 400 and caught.value.type == "invalid_request_error"
 
 
 def test_tool_choice_none_hides_tools_even_without_a_format() -> None:
-    plan = plan_chat(PLAIN, _request(tools=TOOLS, tool_choice="none"), ChatOptions(max_tokens=8))
+    plan = plan_chat(PLAIN, _request(tools=TOOLS, tool_choice="none"))
     assert plan.hide_tools and plan.tool_format is None
-    assert plan.render_request(_request(tools=TOOLS)).tools is None
+    assert plan.render_request(_request(tools=TOOLS)).tools == []
 
 
 def test_required_and_named_calls_are_forced_and_parsed() -> None:
-    required = plan_chat(QWEN, _request(tools=TOOLS, tool_choice="required"), ChatOptions(max_tokens=8))
+    required = plan_chat(QWEN, _request(tools=TOOLS, tool_choice="required"))
     assert required.finish_prompt("P").endswith('<tool_call>\n{"name": "')
     events = _events(required.output_parser(required.finish_prompt("P")), 'get_weather", "arguments": {}}')
     assert [e.call.function.name for e in events if isinstance(e, ToolCallEvent)] == ["get_weather"]
     named_choice = ToolChoiceObject(function=ToolChoiceFunction(name="get_weather"))
-    named = plan_chat(QWEN, _request(tools=TOOLS, tool_choice=named_choice), ChatOptions(max_tokens=8))
+    named = plan_chat(QWEN, _request(tools=TOOLS, tool_choice=named_choice))
     prompt = named.finish_prompt("P")
     assert prompt.endswith('"get_weather", "arguments": ')
     events = _events(named.output_parser(prompt), '{"city": "Paris"}}\n</tool_call>')
@@ -59,7 +58,7 @@ def test_required_and_named_calls_are_forced_and_parsed() -> None:
 
 
 def test_auto_leaves_the_answer_free() -> None:
-    plan = plan_chat(QWEN, _request(tools=TOOLS), ChatOptions(max_tokens=8))
+    plan = plan_chat(QWEN, _request(tools=TOOLS))
     assert plan.forced_prefix == "" and plan.tool_format is not None and plan.tool_format.name == "hermes"
 
 
@@ -68,15 +67,14 @@ def test_auto_leaves_the_answer_free() -> None:
     [(None, None, 0, False), (None, True, None, True), ("none", True, 0, False), ("low", None, 512, True)],
 )
 def test_thinking_budgets(effort, think, budget, on) -> None:
-    options = ChatOptions(max_tokens=8, thinking=bool(think) or (effort not in (None, "none")),
-                          thinking_budget=512 if effort == "low" else None)
-    plan = plan_chat(THINKER, _request(reasoning_effort=effort, think=think), options)
+    thinking = bool(think) if effort is None else effort != "none"  # as the server decides it
+    plan = plan_chat(THINKER, _request(thinking=thinking, thinking_budget=512 if effort == "low" else None))
     assert plan.thinking_budget == budget and plan.thinking_on is on
     assert plan.template_variables["enable_thinking"] is on
 
 
 def test_budget_zero_closes_a_block_the_template_opened() -> None:
-    plan = plan_chat(THINKER, _request(reasoning_effort="none"), ChatOptions(max_tokens=8))
+    plan = plan_chat(THINKER, _request(thinking=False))
     prompt = plan.finish_prompt("...<|im_start|>assistant\n<think>\n")
     assert prompt.endswith("</think>\n\n")
     events = _events(plan.output_parser(prompt), "Paris.")
@@ -84,7 +82,7 @@ def test_budget_zero_closes_a_block_the_template_opened() -> None:
 
 
 def test_thinking_prompt_starts_the_parser_in_reasoning() -> None:
-    plan = plan_chat(THINKER, _request(think=True), ChatOptions(max_tokens=8, thinking=True))
+    plan = plan_chat(THINKER, _request(thinking=True))
     prompt = plan.finish_prompt("<|im_start|>assistant\n<think>\n")
     events = _events(plan.output_parser(prompt), "ponder</think>\n\nParis.")
     assert "".join(e.text for e in events if isinstance(e, ReasoningDelta)) == "ponder"
@@ -92,8 +90,7 @@ def test_thinking_prompt_starts_the_parser_in_reasoning() -> None:
 
 
 def test_forced_call_on_a_thinking_model_skips_thinking() -> None:
-    plan = plan_chat(THINKER, _request(tools=TOOLS, tool_choice="required", think=True),
-                     ChatOptions(max_tokens=8, thinking=True))
+    plan = plan_chat(THINKER, _request(tools=TOOLS, tool_choice="required", thinking=True))
     assert plan.thinking_budget == 0 and plan.template_variables["enable_thinking"] is False
     prompt = plan.finish_prompt("assistant\n<think>\n")
     assert prompt.endswith('</think>\n\n<tool_call>\n{"name": "')

@@ -8,7 +8,6 @@ from hypnos_server.observability.hub import Observability
 from hypnos_server.observability.payloads import PayloadCapture
 from hypnos_server.observability.route_templates import RouteTemplates
 from hypnos_server.observability.routes import observability_routes
-from hypnos_server.observability.scheduler_view import scheduler_counters, scheduler_status
 
 if TYPE_CHECKING:
     from hypnos_server.state import HypnosState
@@ -21,8 +20,8 @@ def install_observability(state: HypnosState) -> list[Any]:
     scheduler = state.scheduler
     obs = Observability(
         state.settings,
-        status=lambda: scheduler_status(scheduler),
-        scheduler_counters=lambda: scheduler_counters(scheduler),
+        status=scheduler.status,
+        scheduler_counters=lambda: scheduler.counters,
         started_unix=state.started_at,
     )
     state.observers.append(obs.observe)

@@ -8,8 +8,10 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
-import msgspec
-from hypnos.types import EngineTiming, MemoryTier
+from hypnos.hardware import GpuSample
+from hypnos.scheduler.status import MemoryStatus, ModelMemoryStatus
+from hypnos.scheduler.tiers import SchedulerCounters
+from hypnos.types import EngineTiming
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
@@ -30,8 +32,8 @@ ADMISSION_REJECTIONS = frozenset(
 )
 KEY_REJECTIONS = frozenset({"rate_limit_error", "permission_denied"})
 
-StatusProvider = Callable[[], "dict[str, Any] | None"]
-CountersProvider = Callable[[], "dict[str, Any] | None"]
+StatusProvider = Callable[[], "MemoryStatus | None"]
+CountersProvider = Callable[[], "SchedulerCounters | None"]
 
 # name -> (help, bucket bounds): the per-modality histograms, declared whether or not a plugin serves them.
 MODALITY_HISTOGRAMS: Mapping[str, tuple[str, tuple[float, ...]]] = MappingProxyType(
@@ -54,18 +56,6 @@ SCHEDULER_COUNTERS = MappingProxyType(
         "admissions_rejected": "Requests the scheduler refused (queue full, deadline, memory).",
     }
 )
-TIER_NUMBER = MappingProxyType({tier.value: tier.rank for tier in MemoryTier})
-VRAM_KINDS = MappingProxyType(
-    {
-        "used": "tier1_vram_used_bytes",
-        "free": "tier1_vram_free_bytes",
-        "real_free": "tier1_vram_real_free_bytes",
-        "real_total": "tier1_vram_real_total_bytes",
-        "unaccounted": "tier1_vram_unaccounted_bytes",
-        "effective_free": "tier1_vram_effective_free_bytes",
-    }
-)
-PINNED_KINDS = MappingProxyType({"used": "tier2_pinned_ram_used_bytes", "free": "tier2_pinned_ram_free_bytes"})
 GPU_FIELDS = MappingProxyType(
     {
         "utilization_percent": "GPU utilization (%).",
@@ -229,11 +219,13 @@ class _ScrapeCollector(Collector):
         yield from self._latency(m)
         for name, (doc, _bounds) in MODALITY_HISTOGRAMS.items():
             yield histogram_family(name, doc, [], [([], m.modality[name])])
-        status = _call(m.status) or {}
-        yield from self._scheduler(m, status)
-        yield from _models(status)
+        status: MemoryStatus | None = _call(m.status)
+        models = status.models if status is not None else []
+        yield from self._scheduler(m, models)
+        yield from _models(models)
         yield from _memory(status)
-        yield from _gpu(status.get("gpu"))
+        if status is not None and isinstance(status.gpu, GpuSample):
+            yield from _gpu(status.gpu)
         today = GaugeMetricFamily("hypnos_api_key_tokens_today", "Tokens charged today (UTC) per key.", labels=["key"])
         for key, count in sorted(m.tokens_today().items()):
             today.add_metric([key], count)
@@ -259,63 +251,68 @@ class _ScrapeCollector(Collector):
         yield total
         yield largest
 
-    def _scheduler(self, m: HypnosMetrics, status: dict[str, Any]) -> Iterator[Any]:
-        counters = _call(m.scheduler_counters) or status.get("counters") or {}
+    def _scheduler(self, m: HypnosMetrics, models: list[ModelMemoryStatus]) -> Iterator[Any]:
+        counters: SchedulerCounters | None = _call(m.scheduler_counters)
         for name, doc in SCHEDULER_COUNTERS.items():
-            value = counters.get(name, m.derived_scheduler[name])
+            value = getattr(counters, name) if counters is not None else m.derived_scheduler[name]
             yield CounterMetricFamily(f"hypnos_scheduler_{name}", doc, value=value)
         failures = CounterMetricFamily("hypnos_model_load_failures", "Failed loads per model.", labels=["model"])
-        for model in status.get("models") or []:
-            failures.add_metric([str(model.get("id"))], model.get("load_failures") or 0)
+        for model in models:
+            failures.add_metric([model.id], model.load_failures)
         yield failures
 
 
 def _call(provider: Callable[[], Any] | None) -> Any:
-    """A provider's answer as builtins (Structs converted), or None when absent or failing."""
+    """A provider's answer, or None when absent or failing."""
     if provider is None:
         return None
     try:
-        value = provider()
+        return provider()
     except Exception:  # a scrape never fails because one source did
         return None
-    if value is None or isinstance(value, dict):
-        return value
-    return msgspec.to_builtins(value)
 
 
-def _models(status: dict[str, Any]) -> Iterator[Any]:
+def _models(models: list[ModelMemoryStatus]) -> Iterator[Any]:
     tier = GaugeMetricFamily("hypnos_model_tier", "Current tier per model (1 GPU, 2 RAM, 3 disk).", labels=["model"])
     layers = GaugeMetricFamily("hypnos_model_gpu_layers", "Layers on the GPU per model.", labels=["model"])
     leases = GaugeMetricFamily("hypnos_model_active_leases", "Requests holding the model now.", labels=["model"])
     served = CounterMetricFamily("hypnos_model_requests", "Requests served per model.", labels=["model"])
-    for model in status.get("models") or []:
-        model_id = [str(model.get("id"))]
-        tier.add_metric(model_id, TIER_NUMBER.get(model.get("current_tier"), 3))
-        layers.add_metric(model_id, (model.get("placement") or {}).get("gpu_layers") or 0)
-        leases.add_metric(model_id, model.get("active_leases") or 0)
-        served.add_metric(model_id, model.get("total_requests_served") or 0)
+    for model in models:
+        tier.add_metric([model.id], model.current_tier.rank)
+        layers.add_metric([model.id], model.placement.gpu_layers)
+        leases.add_metric([model.id], model.active_leases)
+        served.add_metric([model.id], model.total_requests_served)
     yield from (tier, layers, leases, served)
 
 
-def _memory(status: dict[str, Any]) -> Iterator[Any]:
+def _memory(status: MemoryStatus | None) -> Iterator[Any]:
     vram = GaugeMetricFamily("hypnos_vram_bytes", "Tier 1 memory by kind (bytes).", labels=["kind"])
     pinned = GaugeMetricFamily("hypnos_pinned_ram_bytes", "Tier 2 memory by kind (bytes).", labels=["kind"])
-    capabilities = status.get("capabilities") or {}
-    for kind, field in [*VRAM_KINDS.items(), ("budget", "usable_vram_budget_bytes")]:
-        value = status.get(field, capabilities.get(field))
-        if value is not None:
-            vram.add_metric([kind], value)
-    for kind, field in [*PINNED_KINDS.items(), ("budget", "pinned_ram_budget_bytes")]:
-        value = status.get(field, capabilities.get(field))
-        if value is not None:
-            pinned.add_metric([kind], value)
+    if status is None:
+        yield from (vram, pinned)
+        return
+    budgets = status.capabilities
+    for kind, used in [
+        ("used", status.tier1_vram_used_bytes),
+        ("free", status.tier1_vram_free_bytes),
+        ("real_free", status.tier1_vram_real_free_bytes),
+        ("real_total", status.tier1_vram_real_total_bytes),
+        ("unaccounted", status.tier1_vram_unaccounted_bytes),
+        ("effective_free", status.tier1_vram_effective_free_bytes),
+        ("budget", budgets.usable_vram_budget_bytes),
+    ]:
+        vram.add_metric([kind], used)
+    for kind, used in [
+        ("used", status.tier2_pinned_ram_used_bytes),
+        ("free", status.tier2_pinned_ram_free_bytes),
+        ("budget", budgets.pinned_ram_budget_bytes),
+    ]:
+        pinned.add_metric([kind], used)
     yield from (vram, pinned)
 
 
-def _gpu(gpu: dict[str, Any] | None) -> Iterator[Any]:
-    if not gpu:
-        return
+def _gpu(gpu: GpuSample) -> Iterator[Any]:
     for field, doc in GPU_FIELDS.items():
-        value = gpu.get(field)
+        value = getattr(gpu, field)
         if value is not None:
             yield GaugeMetricFamily(f"hypnos_gpu_{field}", doc, value=float(value))

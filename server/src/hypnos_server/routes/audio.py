@@ -19,17 +19,14 @@ from litestar.response import Stream
 
 from hypnos_server.errors import field_error
 from hypnos_server.routes.inference import (
-    LeasedStream,
-    call_engine,
+    InferenceRun,
     decode_json,
     json_response,
-    lease_for,
-    note_lease,
     read_form,
     ready_guard,
     wait_headers,
 )
-from hypnos_server.state import RequestContext, hypnos_state, request_context
+from hypnos_server.state import hypnos_state, request_context
 from hypnos_server.wav import wav_duration, wav_header
 
 logger = logging.getLogger(__name__)
@@ -99,22 +96,17 @@ async def transcriptions(request: Request[Any, Any, Any]) -> Response[bytes]:
         raise invalid_request("The audio file is empty")
     if len(job.audio) > state.settings.limits.max_audio_bytes:
         raise invalid_request(f"The audio is {len(job.audio)} bytes, above limits.max_audio_bytes")
-    state.scheduler.serving(model, Modality.SPEECH_TO_TEXT)
-    async with lease_for(request, model, Modality.SPEECH_TO_TEXT) as lease:
-        note_lease(context, lease)
-        started = time.perf_counter()
-        result = await call_engine(state, lease, lambda: lease.engine.transcribe(job, lease.cancel))
-        inference_ms = (time.perf_counter() - started) * 1000
+    async with InferenceRun(request, model, [Modality.SPEECH_TO_TEXT]) as run:
+        result = await run.call(lambda engine: engine.transcribe(job, run.lease.cancel))
         duration = result.duration_secs if result.duration_secs is not None else wav_duration(job.audio)
         timing = result.timing
         if duration and timing.audio_secs is None:
             timing.audio_secs = duration
         if duration and timing.rtf is None:
-            timing.rtf = round(inference_ms / 1000 / duration, 4)
-        telemetry = lease.telemetry(timing, inference_ms)
-        headers = wait_headers(lease)
-    context.record.inference_ms = round(inference_ms, 3)
-    context.record.telemetry, context.record.output_text = telemetry, result.text  # observability
+            timing.rtf = round(run.inference_ms / 1000 / duration, 4)
+        telemetry = run.telemetry(timing)
+        headers = run.headers()
+    context.record.output_text = result.text  # observability
     answer: dict[str, Any] = {"text": result.text}
     if job.language:
         answer["language"] = job.language
@@ -158,27 +150,23 @@ async def speech(request: Request[Any, Any, Any]) -> Response[Any]:
         raise invalid_request("Invalid value for `speed`: expected a number between 0.25 and 4.0")
     fmt, media_type = _speech_format(body.response_format)
     job = SpeechInput(text=body.input, voice=map_voice(body.voice), speed=body.speed, language=body.language)
-    state.scheduler.serving(body.model, Modality.TEXT_TO_SPEECH)
-    lease_cm = lease_for(request, body.model, Modality.TEXT_TO_SPEECH)
+    run = InferenceRun(request, body.model, [Modality.TEXT_TO_SPEECH])
     if body.stream:
-        stream = LeasedStream(context, lease_cm, lambda lease: _speech_stream(context, lease, job, fmt))
-        lease = await stream.open()
-        return Stream(stream, media_type=media_type, headers=_tier_headers(lease))
-    async with lease_cm as lease:
-        note_lease(context, lease)
-        started = time.perf_counter()
-        chunks = await call_engine(state, lease, lambda: _collect(lease.engine.speak(job, lease.cancel)))
-        inference_ms = (time.perf_counter() - started) * 1000
-        headers = _tier_headers(lease)
-    rate = chunks[0].sample_rate if chunks else 24000
-    pcm = b"".join(chunk.pcm16 for chunk in chunks)
-    audio_secs = len(pcm) / 2 / rate
-    context.record.inference_ms = round(inference_ms, 3)
+        lease = await run.open()
+        chunks = run.stream(lambda _lease: _speech_stream(run, job, fmt))
+        return Stream(chunks, media_type=media_type, headers=_tier_headers(lease))
+    async with run:
+        pieces = await run.call(lambda engine: _collect(engine.speak(job, run.lease.cancel)))
+        headers = _tier_headers(run.lease)
+        rate = pieces[0].sample_rate if pieces else 24000
+        pcm = b"".join(piece.pcm16 for piece in pieces)
+        audio_secs = len(pcm) / 2 / rate
+        inference_ms = run.inference_ms
+        rtf = round(inference_ms / 1000 / audio_secs, 4) if audio_secs else None  # observability: /metrics tts rtf
+        run.telemetry(EngineTiming(audio_secs=round(audio_secs, 3), rtf=rtf))
     headers["x-hypnos-inference-ms"] = f"{inference_ms:.1f}"
     headers["x-hypnos-audio-secs"] = f"{audio_secs:.3f}"
     headers["x-hypnos-rtf"] = f"{(inference_ms / 1000 / audio_secs) if audio_secs else 0.0:.4f}"
-    rtf = round(inference_ms / 1000 / audio_secs, 4) if audio_secs else None  # observability: /metrics tts rtf
-    context.record.telemetry = lease.telemetry(EngineTiming(audio_secs=round(audio_secs, 3), rtf=rtf), inference_ms)
     content = pcm if fmt == "pcm" else wav_header(len(pcm), rate) + pcm
     return Response(content=content, media_type=media_type, headers=headers)
 
@@ -187,11 +175,11 @@ async def _collect(chunks: AsyncIterator[AudioChunk]) -> list[AudioChunk]:
     return [chunk async for chunk in chunks]
 
 
-async def _speech_stream(context: RequestContext, lease: Lease, job: SpeechInput, fmt: str) -> AsyncIterator[bytes]:
+async def _speech_stream(run: InferenceRun, job: SpeechInput, fmt: str) -> AsyncIterator[bytes]:
     first = True
     started, ttfa_ms, samples, rate = time.perf_counter(), None, 0, 24000  # observability: time to first audio, rtf
     try:
-        async for chunk in lease.engine.speak(job, lease.cancel):
+        async for chunk in run.engine.speak(job, run.lease.cancel):
             ttfa_ms = (time.perf_counter() - started) * 1000 if ttfa_ms is None else ttfa_ms
             samples, rate = samples + len(chunk.pcm16) // 2, chunk.sample_rate
             if first and fmt == "wav":
@@ -200,13 +188,13 @@ async def _speech_stream(context: RequestContext, lease: Lease, job: SpeechInput
             else:
                 yield chunk.pcm16
     except Exception as error:  # the headers are out: the body simply ends early (section 10)
-        logger.error("speech stream on %s failed", lease.model_id, exc_info=error)
-        context.record.error = f"{type(error).__name__}: {error}"
-        context.record.error_type = getattr(error, "type", "server_error")
+        logger.error("speech stream on %s failed", run.model, exc_info=error)
+        run.record.error = f"{type(error).__name__}: {error}"
+        run.record.error_type = getattr(error, "type", "server_error")
     if ttfa_ms is not None:  # observability
         elapsed = (time.perf_counter() - started) * 1000
         rtf = elapsed / 1000 / (samples / rate) if samples else None
-        context.record.telemetry = lease.telemetry(EngineTiming(ttfa_ms=round(ttfa_ms, 3), rtf=rtf), elapsed)
+        run.telemetry(EngineTiming(ttfa_ms=round(ttfa_ms, 3), rtf=rtf))
 
 
 ROUTES = [transcriptions, speech]

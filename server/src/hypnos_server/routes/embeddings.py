@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from hypnos.errors import invalid_request
@@ -10,15 +9,7 @@ from hypnos.openai import EmbeddingsRequest
 from hypnos.types import Modality
 from litestar import Request, Response, post
 
-from hypnos_server.routes.inference import (
-    call_engine,
-    decode_json,
-    json_response,
-    lease_for,
-    note_lease,
-    ready_guard,
-    wait_headers,
-)
+from hypnos_server.routes.inference import InferenceRun, decode_json, json_response, ready_guard
 from hypnos_server.routes.vector_encoding import check_encoding_format, encode_vector
 from hypnos_server.state import hypnos_state, request_context
 
@@ -37,17 +28,12 @@ async def embeddings(request: Request[Any, Any, Any]) -> Response[bytes]:
     chars = sum(len(text) for text in texts)
     if chars > state.settings.limits.max_prompt_chars:
         raise invalid_request(f"The input holds {chars} characters, above limits.max_prompt_chars")
-    state.scheduler.serving(body.model, Modality.EMBEDDINGS)
-    async with lease_for(request, body.model, Modality.EMBEDDINGS) as lease:
-        note_lease(context, lease)
-        started = time.perf_counter()
-        result = await call_engine(state, lease, lambda: lease.engine.embed(texts, lease.cancel))
-        inference_ms = (time.perf_counter() - started) * 1000
-        telemetry = lease.telemetry(result.timing, inference_ms)
-        headers = wait_headers(lease)
+    async with InferenceRun(request, body.model, [Modality.EMBEDDINGS]) as run:
+        result = await run.call(lambda engine: engine.embed(texts, run.lease.cancel))
+        telemetry = run.telemetry(result.timing)
+        headers = run.headers()
     context.record.tokens_in = result.prompt_tokens
-    context.record.inference_ms = round(inference_ms, 3)
-    context.record.telemetry, context.record.input_text = telemetry, "\n".join(texts)  # observability
+    context.record.input_text = "\n".join(texts)  # observability
     data = [
         {"object": "embedding", "index": i, "embedding": encode_vector(vector, encoding_format)}
         for i, vector in enumerate(result.vectors)

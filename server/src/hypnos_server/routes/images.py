@@ -16,16 +16,7 @@ from hypnos.types import Modality
 from litestar import Request, Response, post
 from litestar.datastructures import UploadFile
 
-from hypnos_server.routes.inference import (
-    call_engine_watching,
-    decode_json,
-    json_response,
-    lease_for,
-    note_lease,
-    read_form,
-    ready_guard,
-    wait_headers,
-)
+from hypnos_server.routes.inference import InferenceRun, decode_json, json_response, read_form, ready_guard
 from hypnos_server.state import hypnos_state, request_context
 
 MIN_SIDE, MAX_SIDE, SIDE_STEP = 256, 2048, 16
@@ -82,17 +73,11 @@ async def _generate(
     model = state.scheduler.serving(body.model, Modality.IMAGE_GENERATION)
     if references and (model.engine is None or not model.engine.capabilities().image_edit):
         raise invalid_request(f"The model `{body.model}` does not edit images")
-    async with lease_for(request, body.model, Modality.IMAGE_GENERATION) as lease:
-        note_lease(context, lease)
-        started = time.perf_counter()
-        result = await call_engine_watching(
-            request, state, lease, lambda: lease.engine.generate_images(job, lease.cancel)
-        )
-        inference_ms = (time.perf_counter() - started) * 1000
-        telemetry = lease.telemetry(result.timing, inference_ms)
-        headers = wait_headers(lease)
-    context.record.inference_ms = round(inference_ms, 3)
-    context.record.telemetry, context.record.input_text = telemetry, body.prompt  # observability
+    async with InferenceRun(request, body.model, [Modality.IMAGE_GENERATION]) as run:
+        result = await run.call(lambda engine: engine.generate_images(job, run.lease.cancel))
+        telemetry = run.telemetry(result.timing)
+        headers = run.headers()
+    context.record.input_text = body.prompt  # observability
     data = [
         {"b64_json": base64.b64encode(image.png).decode("ascii"), "seed": job.seed + index}
         for index, image in enumerate(result.images)

@@ -1,30 +1,35 @@
-"""What every inference route shares: body decoding, the staging guard, lease options, leased streams, responses."""
+"""The inference runner every route goes through: lease, engine work, timings, record, release, the client watched."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack
 from typing import Any, TypeVar
 
 import anyio
 import msgspec
-from hypnos.engine import DeviceOutOfMemory
+from hypnos.engine import DeviceOutOfMemory, Engine
 from hypnos.errors import HypnosError, invalid_request, server_error, staging
 from hypnos.scheduler import Lease
-from hypnos.types import Modality
+from hypnos.types import EngineTiming, HypnosTelemetry, Modality
 from litestar import Request, Response
 from litestar.connection import ASGIConnection
 from litestar.handlers import BaseRouteHandler
 
 from hypnos_server.errors import field_error
-from hypnos_server.state import HypnosState, RequestContext, hypnos_state
+from hypnos_server.state import HypnosState, RequestContext, hypnos_state, request_context
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+# How long a cancelled engine call may take to reach its next cancellation check before the lease is let go anyway.
+CANCEL_GRACE_SECS = 15.0
+STREAM_QUEUE_CHUNKS = 16
+_END = object()
 
 
 def ready_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
@@ -64,72 +69,22 @@ def json_response(obj: Any, headers: dict[str, str] | None = None, status: int =
     return Response(content=encode(obj), status_code=status, media_type="application/json", headers=headers or {})
 
 
-def lease_for(request: Request[Any, Any, Any], model: str, modality: Modality) -> AbstractAsyncContextManager[Lease]:
-    """The scheduler lease for this request, honouring x-hypnos-deadline-ms and x-hypnos-next-model."""
-    deadline: int | None = None
+def _deadline_ms(request: Request[Any, Any, Any]) -> int | None:
     raw = request.headers.get("x-hypnos-deadline-ms")
-    if raw is not None:
-        try:
-            deadline = int(float(raw))
-        except ValueError:
-            raise HypnosError(
-                400, "invalid_request_error", "x-hypnos-deadline-ms must be a number of milliseconds"
-            ) from None
-    next_model = request.headers.get("x-hypnos-next-model") or None
-    scheduler = hypnos_state(request).scheduler
-    return scheduler.lease(model, modality, deadline_ms=deadline, next_model=next_model)
+    if raw is None:
+        return None
+    try:
+        return int(float(raw))
+    except ValueError:
+        raise HypnosError(
+            400, "invalid_request_error", "x-hypnos-deadline-ms must be a number of milliseconds"
+        ) from None
 
 
 def wait_headers(lease: Lease) -> dict[str, str]:
     """x-hypnos-estimated-wait-ms when the scheduler made an estimate."""
-    wait = getattr(lease, "estimated_wait_ms", None)
+    wait = lease.estimated_wait_ms
     return {} if wait is None else {"x-hypnos-estimated-wait-ms": str(int(wait))}
-
-
-def note_lease(context: RequestContext, lease: Lease) -> None:
-    """Copy what the lease cost into the request record."""
-    record = context.record
-    record.model = lease.model_id
-    record.previous_tier = str(lease.previous_tier)
-    record.tier_switch_ms = round(lease.tier_switch_latency_ms, 3)
-
-
-async def call_engine(state: HypnosState, lease: Lease, work: Callable[[], Awaitable[T]]) -> T:
-    """Run an engine call, retried once after a device OOM (the lease evicts idle models first); map failures."""
-    try:
-        retrying = getattr(lease, "run_with_oom_retry", None)
-        if retrying is not None:
-            return await retrying(lambda _engine: work())  # type: ignore[no-any-return]
-        try:
-            return await work()
-        except DeviceOutOfMemory:
-            logger.warning("device out of memory on %s; retrying once", lease.model_id)
-            return await work()
-    except HypnosError:
-        raise
-    except Exception as error:
-        raise engine_failure(lease.model_id, error) from error
-    except BaseException:
-        lease.cancel.cancel()
-        raise
-
-
-async def call_engine_watching(
-    request: Request[Any, Any, Any], state: HypnosState, lease: Lease, work: Callable[[], Awaitable[T]]
-) -> T:
-    """call_engine for a non-streaming route whose body was read: a client disconnect meanwhile cancels the lease's
-    token, so the engine stops at its next step and the lease is freed (the ASGI server does not cancel us)."""
-
-    async def watch() -> None:
-        while (await request.receive())["type"] != "http.disconnect":
-            pass
-        lease.cancel.cancel()
-
-    watcher = asyncio.create_task(watch())
-    try:
-        return await call_engine(state, lease, work)
-    finally:
-        watcher.cancel()
 
 
 def engine_failure(model: str, error: Exception) -> HypnosError:
@@ -138,44 +93,199 @@ def engine_failure(model: str, error: Exception) -> HypnosError:
     return server_error(f"The model `{model}` failed: {type(error).__name__}: {error}")
 
 
-class LeasedStream:
-    """A streamed body that holds its lease until the last chunk: open() admits (errors stay HTTP errors)."""
+def client_gone() -> HypnosError:
+    """What a request whose client hung up ends with (nobody reads it; the record keeps it)."""
+    return HypnosError(499, "cancelled", "the client went away")
 
-    def __init__(
-        self,
-        context: RequestContext,
-        lease_cm: AbstractAsyncContextManager[Lease],
-        produce: Callable[[Lease], AsyncIterator[bytes]],
-    ) -> None:
-        self.context = context
-        self._lease_cm = lease_cm
-        self._produce = produce
+
+class InferenceRun:
+    """One request's way through a model, the same for every route, streamed or not.
+
+    `open()` admits and leases the model for every modality the request needs (errors stay HTTP errors) and defers
+    the release to the end of the response; `call()` runs the engine (retried once after a device OOM) while
+    watching the client, whose hang-up cancels the work through the lease's CancelToken; `stream()` makes a
+    response body whose production continues to its end after a hang-up (cancelled, so the engine stops at its
+    next check) so that the record is complete and the model is free before the lease goes back.
+    """
+
+    def __init__(self, request: Request[Any, Any, Any], model: str, modalities: Sequence[Modality]) -> None:
+        self.state: HypnosState = hypnos_state(request)
+        self.context: RequestContext = request_context(request)
+        self.record = self.context.record
+        self.record.model = model
+        self.model = model
+        self.modalities = list(dict.fromkeys(modalities))
+        self.state.scheduler.serving(model, *self.modalities)
+        self._deadline = _deadline_ms(request)
+        self._next_model = request.headers.get("x-hypnos-next-model") or None
+        self._receive = request.receive
         self._stack = AsyncExitStack()
-        self.lease: Lease | None = None
+        self._lease: Lease | None = None
+        self._started = 0.0
+        self.inference_ms = 0.0
+        self._pump: asyncio.Task[None] | None = None
+        self._queue: asyncio.Queue[Any] = asyncio.Queue(STREAM_QUEUE_CHUNKS)
+        self._gone = False
+        self._delivered = False  # the body reached its end
+
+    @property
+    def lease(self) -> Lease:
+        """The lease (after open())."""
+        assert self._lease is not None, "open() first"
+        return self._lease
+
+    @property
+    def engine(self) -> Engine:
+        """The leased model's engine."""
+        return self.lease.engine
 
     async def open(self) -> Lease:
         """Enter the lease; from here on the pipeline releases it even if the body never starts."""
         self.context.defer(self.close)
-        self.lease = await self._stack.enter_async_context(self._lease_cm)
-        note_lease(self.context, self.lease)
-        return self.lease
+        scheduler = self.state.scheduler
+        lease_cm = scheduler.lease(self.model, self.modalities, deadline_ms=self._deadline, next_model=self._next_model)
+        lease = await self._stack.enter_async_context(lease_cm)
+        self._lease = lease
+        record = self.record
+        record.model = lease.model_id
+        record.modalities = [str(m) for m in lease.modalities]
+        record.previous_tier = str(lease.previous_tier)
+        record.tier_switch_ms = round(lease.tier_switch_latency_ms, 3)
+        return lease
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        """The body chunks; a client disconnect cancels the engine through the lease's CancelToken."""
-        assert self.lease is not None, "open() first"
-        started = time.perf_counter()
+    async def __aenter__(self) -> InferenceRun:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.close()
+
+    def headers(self) -> dict[str, str]:
+        """x-hypnos-estimated-wait-ms when the scheduler made an estimate."""
+        return wait_headers(self.lease)
+
+    def telemetry(self, timing: EngineTiming | None) -> HypnosTelemetry:
+        """The hypnos_telemetry of this request (also kept in the record for /metrics)."""
+        inference_ms = self.inference_ms or (time.perf_counter() - self._started) * 1000
+        telemetry = self.lease.telemetry(timing, inference_ms)
+        self.record.telemetry = telemetry
+        return telemetry
+
+    # ---- whole answers -------------------------------------------------------------------------------------------
+
+    async def call(self, work: Callable[[Engine], Awaitable[T]]) -> T:
+        """Run `work(engine)` (once more after a device OOM) while watching the client; a hang-up cancels it."""
+        lease = self.lease
+        self._started = started = time.perf_counter()
+        task = asyncio.ensure_future(self._with_oom_retry(work))
+        watcher = asyncio.ensure_future(self._client_hung_up())
         try:
-            async for chunk in self._produce(self.lease):
-                yield chunk
+            await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+            if not task.done():  # the client hung up: stop the engine at its next check, then let the model go
+                self._gone = True
+                lease.cancel.cancel()
+                await self._settle(task)
+                raise client_gone()
+            return task.result()
         except BaseException:
-            self.lease.cancel.cancel()
-            self.context.record.error = self.context.record.error or "the client went away"
+            if not task.done():  # cancelled from outside (timeout, shutdown): the engine stops too
+                lease.cancel.cancel()
+                with anyio.CancelScope(shield=True):
+                    await self._settle(task)
             raise
         finally:
-            self.context.record.inference_ms = round((time.perf_counter() - started) * 1000, 3)
-            await self.close()
+            watcher.cancel()
+            self._note_time(started)
+
+    async def _with_oom_retry(self, work: Callable[[Engine], Awaitable[T]]) -> T:
+        try:
+            return await self.lease.run_with_oom_retry(work)
+        except (HypnosError, DeviceOutOfMemory):
+            raise
+        except Exception as error:
+            raise engine_failure(self.lease.model_id, error) from error
+
+    async def _client_hung_up(self) -> None:
+        """Return when the connection reports http.disconnect (the body was read before)."""
+        try:
+            while True:
+                message = await self._receive()
+                if message.get("type") == "http.disconnect":
+                    return
+        except Exception:  # a connection that cannot tell never reports a hang-up
+            await asyncio.get_running_loop().create_future()
+
+    async def _settle(self, task: asyncio.Future[Any]) -> None:
+        """Wait (bounded) for cancelled work to stop; its outcome is nobody's answer any more."""
+        done, _ = await asyncio.wait({task}, timeout=CANCEL_GRACE_SECS)
+        if not done:
+            logger.warning(
+                "the engine of %s did not stop within %.0f s of its cancellation", self.model, CANCEL_GRACE_SECS
+            )
+            task.cancel()
+            await asyncio.wait({task})
+        if not task.cancelled() and task.exception() is not None:
+            logger.debug("cancelled work on %s ended with %r", self.model, task.exception())
+
+    def _note_time(self, started: float) -> None:
+        self.inference_ms = (time.perf_counter() - started) * 1000
+        self.record.inference_ms = round(self.inference_ms, 3)
+
+    # ---- streams -------------------------------------------------------------------------------------------------
+
+    def stream(self, produce: Callable[[Lease], AsyncIterator[bytes]]) -> AsyncIterator[bytes]:
+        """The body of a streamed response; `produce` runs in its own task, to its end even if the client leaves."""
+        self._pump = asyncio.ensure_future(self._run_pump(produce(self.lease)))
+        return self._body()
+
+    async def _run_pump(self, chunks: AsyncIterator[bytes]) -> None:
+        self._started = time.perf_counter()
+        try:
+            async for chunk in chunks:
+                if not self._gone:
+                    await self._queue.put(chunk)
+        except BaseException as error:
+            if not self._gone:
+                await self._queue.put(error)
+            if not isinstance(error, Exception):
+                raise
+        finally:
+            self._note_time(self._started)
+            if not self._gone:
+                await self._queue.put(_END)
+
+    async def _body(self) -> AsyncIterator[bytes]:
+        try:
+            while True:
+                item = await self._queue.get()
+                if item is _END:
+                    self._delivered = True
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        except BaseException:
+            if self._pump is not None and not self._pump.done():
+                self._hang_up()
+            raise
+
+    def _hang_up(self) -> None:
+        """The client left mid-stream: the engine stops at its next check; what it still makes is dropped."""
+        if self._gone:
+            return
+        self._gone = True
+        self.lease.cancel.cancel()
+        self.record.error = self.record.error or "the client went away"
+        self.record.error_type = self.record.error_type or "cancelled"
+        while not self._queue.empty():  # unblock a pump waiting for room
+            self._queue.get_nowait()
 
     async def close(self) -> None:
-        """Release the lease (idempotent; shielded, since a disconnect cancels the task that streams)."""
+        """Let the stream's production finish (cancelled if the client left), then release the lease (idempotent)."""
         with anyio.CancelScope(shield=True):
+            pump = self._pump
+            if pump is not None and not pump.done():
+                if not self._delivered:
+                    self._hang_up()
+                await self._settle(pump)
             await self._stack.aclose()
