@@ -6,6 +6,14 @@ import msgspec
 
 from hypnos.types import ErrorBody, ErrorDetail
 
+ECHO_LIMIT = 256
+
+
+def clip(text: object, limit: int = ECHO_LIMIT) -> str:
+    """A client-supplied value as an error or log may echo it: at most `limit` characters, then an ellipsis."""
+    value = str(text)
+    return value if len(value) <= limit else value[:limit] + "…"
+
 
 class HypnosError(Exception):
     """An error a client sees: HTTP status, machine-readable type, message, optional Retry-After and code."""

@@ -21,6 +21,7 @@ MISSING_KEY = "Missing API key. Send it as `Authorization: Bearer <key>` (server
 MALFORMED_KEY = "Malformed Authorization header. Send it as `Authorization: Bearer <key>`."
 UNKNOWN_KEY = "Invalid API key. Send one of the server's keys as `Authorization: Bearer <key>`."
 
+OPEN_PATHS = frozenset({"/health", "/ready"})
 _ADMIN_PATHS = (
     ("POST", re.compile(r"^/v1/models/?$")),
     ("PUT", re.compile(r"^/v1/models/[^/]+/?$")),
@@ -106,7 +107,10 @@ def needs_admin(method: str, path: str) -> bool:
 
 
 class AuthLayer:
-    """Checks the bearer key on /v1/* (and /metrics when closed), the admin right, and the key's limits."""
+    """Checks the bearer key on every path but the open ones, the admin right, and the key's limits.
+
+    The pipeline has already refused non-canonical paths, so the path decided on here is the one the router matches.
+    """
 
     def __init__(self, app: ASGIApp, settings: Settings, keys: KeyRing, limiter: KeyLimiter) -> None:
         self.app = app
@@ -115,9 +119,10 @@ class AuthLayer:
         self.limiter = limiter
 
     def _protected(self, path: str) -> bool:
+        """Every path needs the key except /health, /ready and (unless closed) /metrics: new routes start closed."""
         if path == "/metrics":
             return self.settings.server.metrics_require_auth
-        return path == "/v1" or path.startswith("/v1/")
+        return path not in OPEN_PATHS
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Authenticate, admit against the key's limits, and hold the concurrency permit until the last byte."""
