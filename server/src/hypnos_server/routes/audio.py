@@ -29,7 +29,7 @@ from hypnos_server.routes.inference import (
     wait_headers,
 )
 from hypnos_server.state import RequestContext, hypnos_state, request_context
-from hypnos_server.wav import wav_duration, wav_header
+from hypnos_server.wav import check_wav, wav_duration, wav_header
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +98,7 @@ async def transcriptions(request: Request[Any, Any, Any]) -> Response[bytes]:
         raise invalid_request("The audio file is empty")
     if len(job.audio) > state.settings.limits.max_audio_bytes:
         raise invalid_request(f"The audio is {len(job.audio)} bytes, above limits.max_audio_bytes")
+    check_wav(job.audio)
     state.scheduler.serving(model, Modality.SPEECH_TO_TEXT)
     async with lease_for(request, model, Modality.SPEECH_TO_TEXT) as lease:
         note_lease(context, lease)

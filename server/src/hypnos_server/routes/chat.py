@@ -9,6 +9,7 @@ from typing import Any
 from hypnos.config import LimitsConfig
 from hypnos.engine import ChatFinished, ChatOptions, ContentDelta, ReasoningDelta, ToolCallEvent
 from hypnos.errors import HypnosError, invalid_request
+from hypnos.media import decode_base64
 from hypnos.openai import ChatCompletionRequest, ToolCall
 from hypnos.types import Modality
 from litestar import Request, Response, post
@@ -27,11 +28,13 @@ from hypnos_server.routes.inference import (
     wait_headers,
 )
 from hypnos_server.state import hypnos_state, request_context
+from hypnos_server.wav import check_wav
 
 DEFAULT_MAX_TOKENS = 512
 ROLES = {"system", "user", "assistant", "tool", "developer"}
 THINKING_BUDGETS = {"low": 512, "minimal": 512, "medium": 2048, "high": 6144}
 TOOL_CHOICES = {"none", "auto", "required"}
+MAX_SCHEMA_DEPTH = 64  # nesting of a tool's parameters schema; far beyond any real one, far below recursion limits
 
 
 def _data_url_bytes(url: str) -> int:
@@ -64,6 +67,8 @@ def required_modalities(body: ChatCompletionRequest, limits: LimitsConfig) -> li
             elif part.type == "input_audio" and part.input_audio is not None:
                 if len(part.input_audio.data) * 3 // 4 > limits.max_audio_bytes:
                     raise invalid_request(f"`messages[{index}]` audio is larger than limits.max_audio_bytes")
+                if part.input_audio.data.startswith("UklGR"):  # base64 of "RIFF": the header is checked here
+                    check_wav(decode_base64(part.input_audio.data, max_bytes=limits.max_audio_bytes))
                 if Modality.SPEECH_TO_TEXT not in needed:
                     needed.append(Modality.SPEECH_TO_TEXT)
             else:
@@ -106,7 +111,28 @@ def chat_options(body: ChatCompletionRequest, limits: LimitsConfig) -> ChatOptio
     return ChatOptions(max_tokens=max_tokens, thinking=bool(body.think), context_len=body.num_ctx)
 
 
+def nesting_depth(value: Any) -> int:
+    """How deeply dicts and lists nest in a decoded JSON value (iterative: no recursion to exhaust)."""
+    deepest, pending = 0, [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth)
+        pending.extend((child, depth + 1) for child in children)
+    return deepest
+
+
 def _check_tools(body: ChatCompletionRequest) -> None:
+    for index, tool in enumerate(body.tools or []):
+        if nesting_depth(tool.function.parameters) > MAX_SCHEMA_DEPTH:
+            raise invalid_request(
+                f"Invalid value for `tools[{index}].function.parameters`: nested deeper than {MAX_SCHEMA_DEPTH}"
+            )
     choice = body.tool_choice
     if isinstance(choice, str) and choice not in TOOL_CHOICES:
         raise invalid_request(f"Invalid value for `tool_choice`: `{choice}`")

@@ -9,11 +9,12 @@ from typing import Any
 
 import msgspec
 from hypnos.engine import ChatFinished, ChatOptions, ContentDelta, ReasoningDelta, ToolCallEvent
-from hypnos.errors import HypnosError
+from hypnos.errors import HypnosError, clip
 from hypnos.openai import ChatCompletionRequest
 from hypnos.scheduler import Lease
 
 from hypnos_server.observability.capture import prompt_text
+from hypnos_server.routes.inference import engine_failed_message
 from hypnos_server.state import RequestContext
 
 logger = logging.getLogger(__name__)
@@ -88,8 +89,8 @@ async def sse_body(
         if isinstance(error, HypnosError):
             message, kind = error.message, error.type
         else:
-            logger.error("chat stream on %s failed", body.model, exc_info=error)
-            message, kind = f"The model `{body.model}` failed: {type(error).__name__}: {error}", "server_error"
+            logger.error("chat stream on %s failed", clip(body.model), exc_info=error)
+            message, kind = engine_failed_message(body.model), "server_error"
         record.error, record.error_type = message, kind
         yield writer.event({}, "error", error={"message": message, "type": kind})
         yield DONE
