@@ -29,9 +29,20 @@ def children(pid: int) -> list[int]:
     """Direct children of a process, from /proc."""
     found = []
     for task in Path(f"/proc/{pid}/task").iterdir():
-        text = (task / "children").read_text().split()
-        found.extend(int(child) for child in text)
+        try:  # threads come and go while we read
+            found.extend(int(child) for child in (task / "children").read_text().split())
+        except OSError:
+            continue
     return found
+
+
+def serving_on(pid: int, port: str) -> bool:
+    """True when the process runs `serve ... --port port`."""
+    try:
+        arguments = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return b"serve" in arguments and port.encode() in arguments
 
 
 def alive(pid: int) -> bool:
@@ -63,9 +74,9 @@ def config_path(tmp_path: Path) -> Path:
 @pytest.fixture
 def server(config_path: Path) -> Iterator[tuple[str, int]]:
     """A live server and the pid of granian's main process (the test's only child running `serve`)."""
-    before = set(children(os.getpid()))
     with live_server(config_path, env={"HYPNOS_PLUGINS": "fake"}, ready_timeout=60) as base:
-        (main,) = set(children(os.getpid())) - before
+        port = base.rsplit(":", 1)[1]
+        (main,) = [child for child in children(os.getpid()) if serving_on(child, port)]
         yield base, main
 
 
