@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 import msgspec
-from hypnos.errors import HypnosError, invalid_request, not_found, server_error
+from hypnos.errors import HypnosError, clip, invalid_request, not_found, server_error
 from litestar import Request, Response
 from litestar.exceptions import (
     HTTPException,
@@ -82,9 +82,9 @@ def as_hypnos_error(exc: BaseException, method: str = "", path: str = "") -> Hyp
     if isinstance(exc, RecursionError) and "deserializ" in str(exc):  # msgspec's depth limit: the body's fault
         return too_deep()
     if isinstance(exc, NotFoundException):
-        return not_found(f"No route for {method} {path}".strip())
+        return not_found(f"No route for {method} {clip(path)}".strip())
     if isinstance(exc, MethodNotAllowedException):
-        return HypnosError(405, "invalid_request_error", f"The method {method} is not allowed on {path}")
+        return HypnosError(405, "invalid_request_error", f"The method {clip(method)} is not allowed on {clip(path)}")
     if isinstance(exc, ValidationException):
         return _from_validation(exc)
     if isinstance(exc, HTTPException):

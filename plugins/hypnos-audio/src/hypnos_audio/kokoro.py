@@ -23,7 +23,7 @@ from hypnos.engine import (
     MemoryEstimate,
     SpeechInput,
 )
-from hypnos.errors import invalid_request, server_error
+from hypnos.errors import clip, invalid_request, server_error
 from hypnos.types import LayerPlacementPlan, MemoryTier, TierSwitchPhases
 
 from hypnos_audio import onnx_session
@@ -34,6 +34,7 @@ from hypnos_audio.worker import ModelWorker
 logger = logging.getLogger(__name__)
 
 SAMPLE_RATE = 24000
+MAX_FALLBACKS_LOGGED = 64  # distinct missing voice names that still get a warning
 MiB = 1024 * 1024
 
 
@@ -193,11 +194,14 @@ class KokoroEngine(Engine):
             return requested
         fallback = next(iter(self._voices))
         # a warning the first time per voice, then debug lines, so a pack without OpenAI voices does not flood the log
-        level = logging.DEBUG if requested in self._fallbacks_logged else logging.WARNING
-        self._fallbacks_logged.add(requested)
+        # (at most MAX_FALLBACKS_LOGGED names are remembered: past that every miss is a debug line)
+        first = requested not in self._fallbacks_logged and len(self._fallbacks_logged) < MAX_FALLBACKS_LOGGED
+        if first:
+            self._fallbacks_logged.add(requested)
         logger.log(
-            level, "model %s: the voice pack %s has no voice `%s`; using its first voice `%s`",
-            self.model.id, self.voices_file.name, requested, fallback,
+            logging.WARNING if first else logging.DEBUG,
+            "model %s: the voice pack %s has no voice `%s`; using its first voice `%s`",
+            self.model.id, self.voices_file.name, clip(requested, 64), fallback,
         )
         return fallback
 

@@ -47,6 +47,7 @@ VOICES = {
     "verse": "am_michael",
 }
 FALLBACK_VOICE = "af_heart"
+MAX_VOICE_CHARS = 64  # a raw voice id longer than this is no voice of any pack: it gets the fallback
 WAV_FALLBACK_FORMATS = {"wav", "mp3", "opus", "aac", "flac"}
 
 
@@ -54,7 +55,7 @@ def map_voice(voice: str) -> str:
     """OpenAI voice names to Kokoro ids; raw ids (xx_name) pass as-is, anything else is af_heart."""
     if voice in VOICES:
         return VOICES[voice]
-    if len(voice) > 3 and voice[2] == "_" and voice[:2].isalpha():
+    if 3 < len(voice) <= MAX_VOICE_CHARS and voice[2] == "_" and voice[:2].isalpha():
         return voice
     return FALLBACK_VOICE
 
