@@ -56,16 +56,37 @@ def _audio_part(data: bytes) -> dict[str, Any]:
 
 def test_images_decode_to_rgb_and_the_limit_counts_decoded_bytes() -> None:
     for image_format in ("PNG", "JPEG", "WEBP", "GIF"):
-        item = decode_image(png_bytes((30, 20), image_format=image_format), max_bytes=1 << 20)
+        item = decode_image(png_bytes((30, 20), image_format=image_format), max_bytes=1 << 20, max_pixels=1 << 20)
         assert (item.width, item.height) == (30, 20) and len(item.data) == 30 * 20 * 3
     small_file = png_bytes((400, 400))  # a few hundred bytes of PNG, 480 000 bytes of pixels
     assert len(small_file) < 10_000
     with pytest.raises(HypnosError) as raised:
-        decode_image(small_file, max_bytes=100_000)
+        decode_image(small_file, max_bytes=100_000, max_pixels=1 << 20)
     assert raised.value.status == 400 and "400x400" in raised.value.message
     with pytest.raises(HypnosError) as raised:
-        decode_image(b"\x89PNG\r\n\x1a\nnot really", max_bytes=1 << 20)
+        decode_image(b"\x89PNG\r\n\x1a\nnot really", max_bytes=1 << 20, max_pixels=1 << 20)
     assert raised.value.status == 400 and "could not be decoded" in raised.value.message
+
+
+def test_the_pixel_limit_is_checked_from_the_header_before_decoding(monkeypatch: pytest.MonkeyPatch) -> None:
+    from PIL import Image
+
+    image = png_bytes((400, 300))
+    with pytest.raises(HypnosError) as raised:
+        decode_image(image, max_bytes=1 << 24, max_pixels=100_000)
+    assert raised.value.status == 400 and "400x300" in raised.value.message
+    assert "max_image_pixels" in raised.value.message
+
+    def no_decoding(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("Pillow decoded an image the header already refused")
+
+    files = [png_bytes((400, 300), image_format=image_format) for image_format in ("PNG", "JPEG", "WEBP", "GIF", "BMP")]
+    monkeypatch.setattr(Image.Image, "convert", no_decoding)
+    monkeypatch.setattr(Image.Image, "load", no_decoding)
+    for data in files:
+        with pytest.raises(HypnosError) as raised:
+            decode_image(data, max_bytes=1 << 24, max_pixels=100_000)
+        assert "400x300" in raised.value.message
 
 
 def test_wav_decodes_to_mono_float_at_the_projector_rate() -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from hypnos.config import LimitsConfig
 from hypnos.errors import HypnosError, invalid_request
+from hypnos.image_header import check_image_pixels, check_pixel_count
 from hypnos.openai import ChatCompletionRequest
 
 IMAGE, AUDIO = "image", "audio"
@@ -42,15 +43,18 @@ def media_kinds(request: ChatCompletionRequest) -> list[str]:
     return kinds
 
 
-def decode_image(data: bytes, *, max_bytes: int) -> MediaItem:
-    """Image bytes (PNG, JPEG, WebP, GIF, BMP ...) to RGB pixels; 400 when unreadable or above max_bytes decoded."""
+def decode_image(data: bytes, *, max_bytes: int, max_pixels: int) -> MediaItem:
+    """Image bytes (PNG, JPEG, WebP, GIF, BMP ...) to RGB pixels; 400 when unreadable, above max_pixels by its header
+    (checked before Pillow decodes anything) or above max_bytes decoded."""
     from PIL import Image, UnidentifiedImageError
 
     if len(data) > max_bytes:
         raise invalid_request(f"the image is larger than the server's limit of {max_bytes} bytes")
+    check_image_pixels(data, max_pixels)
     try:
-        with Image.open(io.BytesIO(data)) as image:
+        with Image.open(io.BytesIO(data)) as image:  # reads the header only
             width, height = image.size
+            check_pixel_count(width, height, max_pixels)
             if width * height * 3 > max_bytes:
                 raise invalid_request(f"the image decodes to {width}x{height} pixels, larger than the server's "
                                       f"limit of {max_bytes} bytes")
@@ -182,7 +186,8 @@ async def load_request_media(request: ChatCompletionRequest, limits: LimitsConfi
                 media = await load_media_url(part.image_url.url, max_bytes=limits.max_image_bytes,
                                              allow_remote=limits.allow_remote_image_urls,
                                              allow_private=limits.allow_private_urls, what="image")
-                items.append(await asyncio.to_thread(decode_image, media.data, max_bytes=limits.max_image_bytes))
+                items.append(await asyncio.to_thread(decode_image, media.data, max_bytes=limits.max_image_bytes,
+                                                     max_pixels=limits.max_image_pixels))
             elif part.type == "input_audio":
                 if part.input_audio is None:
                     raise invalid_request("an input_audio part has no `input_audio`")

@@ -9,7 +9,8 @@ from typing import Any
 from hypnos.config import LimitsConfig
 from hypnos.engine import ChatFinished, ChatOptions, ContentDelta, ReasoningDelta, ToolCallEvent
 from hypnos.errors import HypnosError, invalid_request
-from hypnos.media import decode_base64
+from hypnos.image_header import check_image_pixels
+from hypnos.media import decode_base64, decode_data_url
 from hypnos.openai import ChatCompletionRequest, ToolCall
 from hypnos.types import Modality
 from litestar import Request, Response, post
@@ -82,6 +83,8 @@ def _check_image(url: str, limits: LimitsConfig, index: int) -> None:
     if url.startswith("data:"):
         if _data_url_bytes(url) > limits.max_image_bytes:
             raise invalid_request(f"`messages[{index}]` image is larger than limits.max_image_bytes")
+        image = decode_data_url(url, max_bytes=limits.max_image_bytes)
+        check_image_pixels(image.data, limits.max_image_pixels, f"`messages[{index}]` image")
     elif url.startswith(("http://", "https://")):
         if not limits.allow_remote_image_urls:
             raise invalid_request("Remote image URLs are not allowed here (limits.allow_remote_image_urls)")
