@@ -19,6 +19,7 @@ PACKAGES: dict[str, list[str]] = {
     "server": ["core[test]", "server[test]", "tests/fake-plugin"],
 }
 
+
 def _listed_extras(folder: str, name: str) -> list[str]:
     """Extras named in a plugin's `name` file (comma or newline separated)."""
     listed = os.path.join(folder, name)

@@ -52,8 +52,22 @@ def _wav(samples: np.ndarray, rate: int, channels: int = 1, open_ended: bool = F
     pcm = to_pcm16(samples)
     data = wav_bytes(pcm, rate)
     if channels == 2:
-        header = struct.pack("<4sI4s4sIHHIIHH4sI", b"RIFF", 36 + len(pcm), b"WAVE", b"fmt ", 16, 1, 2, rate,
-                             rate * 4, 4, 16, b"data", len(pcm))
+        header = struct.pack(
+            "<4sI4s4sIHHIIHH4sI",
+            b"RIFF",
+            36 + len(pcm),
+            b"WAVE",
+            b"fmt ",
+            16,
+            1,
+            2,
+            rate,
+            rate * 4,
+            4,
+            16,
+            b"data",
+            len(pcm),
+        )
         data = header + pcm
     if open_ended:
         data = data[:4] + b"\xff\xff\xff\xff" + data[8:40] + b"\xff\xff\xff\xff" + data[44:]
@@ -113,8 +127,10 @@ def test_providers() -> None:
 
 def _model(engine: str, **extra: object) -> ModelConfig:
     modality = Modality.TEXT_TO_SPEECH if engine == "kokoro_onnx" else Modality.SPEECH_TO_TEXT
-    return msgspec.convert({"id": "m", "modality": modality, "engine": engine, "weights_path": "w",
-                            "voices_path": "v.npz", **extra}, ModelConfig)
+    return msgspec.convert(
+        {"id": "m", "modality": modality, "engine": engine, "weights_path": "w", "voices_path": "v.npz", **extra},
+        ModelConfig,
+    )
 
 
 def test_missing_library_errors_name_the_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

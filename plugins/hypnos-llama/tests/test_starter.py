@@ -35,8 +35,9 @@ def fake_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> StarterWeight
     )
 
 
-def test_joins_verifies_and_skips_when_present(fake_parts: StarterWeights, tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_joins_verifies_and_skips_when_present(
+    fake_parts: StarterWeights, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(starter, "STARTERS", (fake_parts,))
     models = tmp_path / "models"
     tables = starter_models(models)

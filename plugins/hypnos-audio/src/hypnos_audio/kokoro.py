@@ -201,7 +201,10 @@ class KokoroEngine(Engine):
         logger.log(
             logging.WARNING if first else logging.DEBUG,
             "model %s: the voice pack %s has no voice `%s`; using its first voice `%s`",
-            self.model.id, self.voices_file.name, clip(requested, 64), fallback,
+            self.model.id,
+            self.voices_file.name,
+            clip(requested, 64),
+            fallback,
         )
         return fallback
 
@@ -256,11 +259,14 @@ class KokoroEngine(Engine):
         table = self._voices[voice]
         style = table[min(len(tokens), len(table)) - 1].reshape(1, -1)
         try:
-            outputs = self._session.run(None, {
-                self._token_input: np.array([[0, *tokens, 0]], dtype=np.int64),
-                "style": style.astype(np.float32),
-                "speed": np.array([speed], dtype=np.float32),
-            })
+            outputs = self._session.run(
+                None,
+                {
+                    self._token_input: np.array([[0, *tokens, 0]], dtype=np.int64),
+                    "style": style.astype(np.float32),
+                    "speed": np.array([speed], dtype=np.float32),
+                },
+            )
         except Exception as error:
             raise server_error(f"Kokoro inference failed: {error}") from error
         return trim_silence(np.asarray(outputs[0], dtype=np.float32).ravel())

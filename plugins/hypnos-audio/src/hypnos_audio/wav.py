@@ -62,8 +62,9 @@ def read_wav(data: bytes) -> WavAudio | None:
     present = len(payload) // block_align
     declared_frames = declared // block_align if declared != _OPEN_ENDED else present
     duration = min(declared_frames, present) / sample_rate
-    return WavAudio(samples=frames.astype(np.float32), sample_rate=sample_rate, channels=channels,
-                    header_duration_secs=duration)
+    return WavAudio(
+        samples=frames.astype(np.float32), sample_rate=sample_rate, channels=channels, header_duration_secs=duration
+    )
 
 
 def _samples(payload: bytes, format_tag: int, bits: int) -> np.ndarray | None:
@@ -91,7 +92,19 @@ def to_pcm16(audio: np.ndarray) -> bytes:
 def wav_bytes(pcm16: bytes, sample_rate: int) -> bytes:
     """A complete mono 16-bit WAV file around the PCM bytes."""
     header = struct.pack(
-        "<4sI4s4sIHHIIHH4sI", b"RIFF", 36 + len(pcm16), b"WAVE", b"fmt ", 16, 1, 1, sample_rate, sample_rate * 2, 2, 16,
-        b"data", len(pcm16),
+        "<4sI4s4sIHHIIHH4sI",
+        b"RIFF",
+        36 + len(pcm16),
+        b"WAVE",
+        b"fmt ",
+        16,
+        1,
+        1,
+        sample_rate,
+        sample_rate * 2,
+        2,
+        16,
+        b"data",
+        len(pcm16),
     )
     return header + pcm16

@@ -166,8 +166,11 @@ class WhisperEngine(Engine):
             device = self._resolve_device()
             try:
                 self._whisper = faster_whisper.WhisperModel(
-                    str(self.model_dir), device=device, compute_type=self.options.compute_type,
-                    cpu_threads=self.options.cpu_threads, files=dict(self._files),
+                    str(self.model_dir),
+                    device=device,
+                    compute_type=self.options.compute_type,
+                    cpu_threads=self.options.cpu_threads,
+                    files=dict(self._files),
                 )
             except ValueError as error:
                 raise EngineUnavailable(f"the model `{self.model.id}` cannot run on {device}: {error}") from error

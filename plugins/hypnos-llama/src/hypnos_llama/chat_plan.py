@@ -70,7 +70,7 @@ def plan_chat(chat_template: str | None, request: ChatCompletionRequest, options
         if plan.tool_format is None:
             raise invalid_request(
                 f"the model `{request.model}` has no tool-calling format; send the request without tools "
-                "or with tool_choice \"none\""
+                'or with tool_choice "none"'
             )
         if choice == "required":
             plan.forced_prefix = plan.tool_format.forced_prefix(None)

@@ -56,8 +56,9 @@ def decode_image(data: bytes, *, max_bytes: int, max_pixels: int) -> MediaItem:
             width, height = image.size
             check_pixel_count(width, height, max_pixels)
             if width * height * 3 > max_bytes:
-                raise invalid_request(f"the image decodes to {width}x{height} pixels, larger than the server's "
-                                      f"limit of {max_bytes} bytes")
+                raise invalid_request(
+                    f"the image decodes to {width}x{height} pixels, larger than the server's limit of {max_bytes} bytes"
+                )
             rgb = image.convert("RGB")
             return MediaItem(IMAGE, width, height, rgb.tobytes())
     except HypnosError:
@@ -81,8 +82,10 @@ def _decode_container(data: bytes, *, sample_rate: int, max_bytes: int) -> Media
     try:
         import av
     except ImportError:
-        raise invalid_request("the audio is not WAV, and this server decodes other containers only with PyAV "
-                              "installed (pip install av, or the hypnos-llama[audio] extra)") from None
+        raise invalid_request(
+            "the audio is not WAV, and this server decodes other containers only with PyAV "
+            "installed (pip install av, or the hypnos-llama[audio] extra)"
+        ) from None
     chunks: list[Any] = []
     decoded = 0
     try:
@@ -95,8 +98,9 @@ def _decode_container(data: bytes, *, sample_rate: int, max_bytes: int) -> Media
                     chunk = out.to_ndarray().reshape(-1)
                     decoded += chunk.size * 4
                     if decoded > max_bytes:
-                        raise invalid_request(f"the audio decodes to more than the server's limit of {max_bytes} "
-                                              "bytes of samples")
+                        raise invalid_request(
+                            f"the audio decodes to more than the server's limit of {max_bytes} bytes of samples"
+                        )
                     chunks.append(chunk)
             chunks += [out.to_ndarray().reshape(-1) for out in resampler.resample(None)]
     except HypnosError:
@@ -132,8 +136,8 @@ def _read_wav(data: bytes) -> tuple[Any, int]:
         raise ValueError("not a RIFF/WAVE file")
     offset, fmt, payload = 12, None, None
     while offset + 8 <= len(data):
-        chunk_id, size = data[offset:offset + 4], int.from_bytes(data[offset + 4:offset + 8], "little")
-        body = data[offset + 8:offset + 8 + size]
+        chunk_id, size = data[offset : offset + 4], int.from_bytes(data[offset + 4 : offset + 8], "little")
+        body = data[offset + 8 : offset + 8 + size]
         if chunk_id == b"fmt ":
             fmt = body
         elif chunk_id == b"data":
@@ -183,15 +187,25 @@ async def load_request_media(request: ChatCompletionRequest, limits: LimitsConfi
             if part.type == "image_url":
                 if part.image_url is None:
                     raise invalid_request("an image_url part has no `image_url`")
-                media = await load_media_url(part.image_url.url, max_bytes=limits.max_image_bytes,
-                                             allow_remote=limits.allow_remote_image_urls,
-                                             allow_private=limits.allow_private_urls, what="image")
-                items.append(await asyncio.to_thread(decode_image, media.data, max_bytes=limits.max_image_bytes,
-                                                     max_pixels=limits.max_image_pixels))
+                media = await load_media_url(
+                    part.image_url.url,
+                    max_bytes=limits.max_image_bytes,
+                    allow_remote=limits.allow_remote_image_urls,
+                    allow_private=limits.allow_private_urls,
+                    what="image",
+                )
+                items.append(
+                    await asyncio.to_thread(
+                        decode_image, media.data, max_bytes=limits.max_image_bytes, max_pixels=limits.max_image_pixels
+                    )
+                )
             elif part.type == "input_audio":
                 if part.input_audio is None:
                     raise invalid_request("an input_audio part has no `input_audio`")
                 raw = decode_base64(part.input_audio.data, max_bytes=limits.max_audio_bytes, what="audio")
-                items.append(await asyncio.to_thread(decode_audio, raw, sample_rate=sample_rate,
-                                                     max_bytes=limits.max_audio_bytes))
+                items.append(
+                    await asyncio.to_thread(
+                        decode_audio, raw, sample_rate=sample_rate, max_bytes=limits.max_audio_bytes
+                    )
+                )
     return items

@@ -28,8 +28,9 @@ def hypnos_engine_kinds() -> list[EngineKind]:
         EngineKind(
             name="ggml_llama",
             # vision and speech_to_text need a projector (aux_path); a model advertises what its projector takes
-            modalities=frozenset({Modality.TEXT_GENERATION, Modality.EMBEDDINGS, Modality.VISION,
-                                  Modality.SPEECH_TO_TEXT}),
+            modalities=frozenset(
+                {Modality.TEXT_GENERATION, Modality.EMBEDDINGS, Modality.VISION, Modality.SPEECH_TO_TEXT}
+            ),
             factory=_make_engine,
             config_keys=frozenset({"llama"}),
             description="GGUF models on llama.cpp: chat with slots and continuous batching (images and audio through "

