@@ -81,3 +81,20 @@ def test_canonical_paths_still_need_the_key(server):
     assert raw_request(server, "GET", "/v1/models", "spent-key")[0] == 429
     assert raw_request(server, "GET", "/v1/memory/status", "user-key")[0] == 200
     assert raw_request(server, "GET", "/health", None)[0] == 200
+
+
+def test_other_spellings_never_answer_without_a_key(server):
+    port = server.rsplit(":", 1)[1]
+    targets = [
+        f"http://127.0.0.1:{port}/v1/memory/status",
+        f"http://127.0.0.1:{port}//v1/memory/status",
+        "/v1/memory/status/",
+        "/V1/memory/status",
+        "/v1/Memory/status",
+        "/v1/memory/status;x",
+        "/v1/memory/status%00",
+        "/%76%31/memory/status",
+        "*",
+    ]
+    for target in targets:
+        assert raw_request(server, "GET", target, None)[0] in (401, 404), target
