@@ -18,7 +18,7 @@ KEYS = {
     "keys": [{"key": "user-key", "label": "alice"}, {"key": "spent-key", "label": "spent", "tokens_per_day": 0}],
 }
 KEY_KINDS = {"none": None, "user": "user-key", "admin": "admin-key", "over-limit": "spent-key"}
-OPEN = {"/health", "/ready", "/metrics"}
+OPEN = {"/health", "/ready", "/metrics", "/", "/playground/fake-chat"}
 
 
 def build(**server):
@@ -38,8 +38,8 @@ def expected_canonical(kind: str, method: str, path: str, status: int, open_path
         return status not in (401, 403, 429)
     if kind == "none":
         return status == 401
-    if kind == "over-limit":
-        return status == 429
+    if kind == "over-limit":  # not an admin key either: the pool routes refuse it first
+        return status == (403 if needs_admin(method, path) else 429)
     if kind == "user" and needs_admin(method, path):
         return status == 403
     return status not in (401, 403, 429)
