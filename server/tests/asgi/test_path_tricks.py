@@ -18,7 +18,14 @@ KEYS = {
     "keys": [{"key": "user-key", "label": "alice"}, {"key": "spent-key", "label": "spent", "tokens_per_day": 0}],
 }
 KEY_KINDS = {"none": None, "user": "user-key", "admin": "admin-key", "over-limit": "spent-key"}
-OPEN = {"/health", "/ready", "/metrics", "/", "/playground/fake-chat"}
+OPEN = {"/health", "/ready", "/metrics", "/", "/schema"}  # and what lies under the two prefixes below
+OPEN_UNDER = ("/playground/", "/schema/")
+
+
+def open_paths_of(app, metrics_closed: bool = False) -> set[str]:
+    """The app's routes that answer without a key: the listed ones, the playground's assets, the schema pages."""
+    listed = OPEN - ({"/metrics"} if metrics_closed else set())
+    return {path for _, path in app_routes(app) if path in listed or path.startswith(OPEN_UNDER)}
 
 
 def build(**server):
@@ -58,7 +65,7 @@ def test_the_route_list_is_the_apps_own():
 @pytest.mark.parametrize("metrics_closed", [False, True])
 async def test_every_route_every_trick_every_key_kind(kind, metrics_closed):
     app = build(metrics_require_auth=metrics_closed)
-    open_paths = OPEN - ({"/metrics"} if metrics_closed else set())
+    open_paths = open_paths_of(app, metrics_closed)
     wrong = []
     async with running(app):
         for method, path in app_routes(app):

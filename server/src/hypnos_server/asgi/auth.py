@@ -21,8 +21,8 @@ MISSING_KEY = "Missing API key. Send it as `Authorization: Bearer <key>` (server
 MALFORMED_KEY = "Malformed Authorization header. Send it as `Authorization: Bearer <key>`."
 UNKNOWN_KEY = "Invalid API key. Send one of the server's keys as `Authorization: Bearer <key>`."
 
-OPEN_PATHS = frozenset({"/health", "/ready", "/"})  # "/" is the playground page; its API calls send the key
-OPEN_PREFIX = "/playground/"  # the playground's static assets
+OPEN_PATHS = frozenset({"/health", "/ready", "/", "/schema"})  # "/": the playground page (its calls send the key)
+OPEN_PREFIXES = ("/playground/", "/schema/")  # the playground's assets, the OpenAPI schema
 _ADMIN_PATHS = (
     ("POST", re.compile(r"^/v1/models/?$")),
     ("PUT", re.compile(r"^/v1/models/[^/]+/?$")),
@@ -120,10 +120,10 @@ class AuthLayer:
         self.limiter = limiter
 
     def _protected(self, path: str) -> bool:
-        """Every path needs the key but /health, /ready, the playground and (unless closed) /metrics."""
+        """Every path needs the key but /health, /ready, the playground, the schema and (unless closed) /metrics."""
         if path == "/metrics":
             return self.settings.server.metrics_require_auth
-        return path not in OPEN_PATHS and not path.startswith(OPEN_PREFIX)
+        return path not in OPEN_PATHS and not path.startswith(OPEN_PREFIXES)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Authenticate, admit against the key's limits, and hold the concurrency permit until the last byte."""

@@ -23,6 +23,7 @@ from hypnos_server.routes.inference import (
     json_response,
     lease_for,
     note_lease,
+    read_form,
     ready_guard,
     wait_headers,
 )
@@ -121,7 +122,7 @@ async def edits(request: Request[Any, Any, Any]) -> Response[bytes]:
     limits = hypnos_state(request).settings.limits
     if not request.headers.get("content-type", "").startswith("multipart/"):
         raise invalid_request("POST /v1/images/edits takes multipart/form-data (model, prompt, image)")
-    form = await request.form()
+    form = await read_form(request)
     if form.get("mask") not in (None, ""):
         raise invalid_request("`mask` is not supported: the models edit from the prompt and the references")
     files = [f for name in ("image", "image[]") for f in form.getall(name, []) if isinstance(f, UploadFile)]

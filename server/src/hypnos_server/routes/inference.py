@@ -46,6 +46,16 @@ async def decode_json(request: Request[Any, Any, Any], type_: type[T]) -> T:
         raise too_deep() from None
 
 
+async def read_form(request: Request[Any, Any, Any]) -> Any:
+    """The multipart form; 400 when a text part is not valid in its charset (Litestar decodes those itself)."""
+    try:
+        return await request.form()
+    except (UnicodeDecodeError, LookupError):
+        raise invalid_request(
+            "A form field is not valid text in its charset; send files as parts with a filename"
+        ) from None
+
+
 def encode(obj: Any) -> bytes:
     """JSON bytes of a response object (dicts, lists and Structs)."""
     return msgspec.json.encode(obj)
