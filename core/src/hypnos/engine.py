@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
@@ -16,7 +16,6 @@ from hypnos.types import EngineTiming, LayerPlacementPlan, MemoryTier, Modality,
 
 if TYPE_CHECKING:
     from hypnos.config import LimitsConfig, ModelConfig
-    from hypnos.scheduler.kv_park import KvParkStore
 
 
 class CancelToken:
@@ -55,6 +54,13 @@ def missing_library(package: str, extra: str | None = None) -> EngineUnavailable
     return EngineUnavailable(f"the engine library `{package}` is not installed ({hint})")
 
 
+class EngineCapabilities(msgspec.Struct, kw_only=True):
+    """What the server must know of a loaded-or-not engine: an image model edits; a speech model's voices."""
+
+    image_edit: bool = False
+    voices: list[str] | None = None
+
+
 class MemoryEstimate(msgspec.Struct, kw_only=True):
     """What a model needs, read from its files: per-layer weights, KV per token, workspace, experts."""
 
@@ -80,6 +86,33 @@ class MemoryEstimate(msgspec.Struct, kw_only=True):
         return sum(self.expert_bytes_per_layer)
 
 
+@dataclass(frozen=True)
+class ParkedSlot:
+    """One slot's conversation: the tokens its KV cells hold and the engine's serialized sequence state."""
+
+    seq_id: int
+    tokens: list[int]
+    state: bytes
+    extra: Any = None  # engine-private facts restored with the state (e.g. positions after media)
+
+
+class KvPark(Protocol):
+    """What an engine may use of KV parking (section 14); the scheduler's store implements it (thread-safe)."""
+
+    @property
+    def enabled(self) -> bool:
+        """False while parking is off: park() keeps nothing."""
+        ...
+
+    def park(self, model_id: str, layout: Hashable, slots: list[ParkedSlot]) -> bool:
+        """Keep these slots for the model (replacing what it had parked); False when off, empty or above the cap."""
+        ...
+
+    def take(self, model_id: str, layout: Hashable) -> list[ParkedSlot]:
+        """The model's parked slots, removed; none when the layout changed since they were parked."""
+        ...
+
+
 @dataclass
 class EngineContext:
     """What an engine gets besides its model config: where models live, the limits, the device."""
@@ -90,10 +123,26 @@ class EngineContext:
     cache_dir: Path | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     # KV parking (section 14): where engines park their slots' KV states when leaving tier 1; None = no parking
-    kv_park: KvParkStore | None = None
+    kv_park: KvPark | None = None
     # Called (from any thread) when an engine grows a loaded model's context to `cells` in all: the scheduler books
     # the larger KV cache (model id, cells)
     context_resized: Callable[[str, int], None] | None = None
+    # [server] kv_idle_timeout_secs: how long an idle slot's KV may stay before the engine may drop it (None: never)
+    kv_idle_timeout_secs: int | None = None
+    # The decoded option Structs per model id and table (filled by the scheduler from EngineKind.options)
+    options: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def options_for(self, model: ModelConfig, table: str, struct: type[Any] | None = None) -> Any:
+        """The model's decoded `[models.<table>]` Struct; decoded here from model.engine_options when the
+        scheduler did not (an engine built by hand in a test), given the Struct type."""
+        decoded = self.options.get(model.id, {}).get(table)
+        if decoded is not None or struct is None:
+            return decoded
+        from hypnos.options import decode_table
+
+        decoded = decode_table(model, table, struct, "<engine options>")
+        self.options.setdefault(model.id, {})[table] = decoded
+        return decoded
 
 
 # ---- per-modality inputs and results ---------------------------------------------------------------------------
@@ -275,6 +324,10 @@ class Engine:
         """Free everything (tier 3); also called at shutdown."""
         await self.demote(MemoryTier.TIER3)
 
+    def capabilities(self) -> EngineCapabilities:
+        """What the server must know of this engine (image edits, voices); the base reports nothing special."""
+        return EngineCapabilities()
+
     # modalities
     def chat(
         self, request: ChatCompletionRequest, options: ChatOptions, cancel: CancelToken
@@ -315,10 +368,20 @@ EngineFactory = Callable[["ModelConfig", EngineContext], Engine]
 
 @dataclass(frozen=True)
 class EngineKind:
-    """An engine kind a plugin provides: name, modalities it can serve, a factory, the config tables it reads."""
+    """An engine kind a plugin provides: name, modalities, a factory, and its `[models.<table>]` option tables.
+
+    `options` maps each table to a msgspec Struct (declare it with forbid_unknown_fields=True) that core decodes
+    once at config load; `config_keys` names further tables accepted undecoded. Any other table is a config error.
+    """
 
     name: str
     modalities: frozenset[Modality]
     factory: EngineFactory
     config_keys: frozenset[str] = frozenset()
     description: str = ""
+    options: Mapping[str, type[Any]] = field(default_factory=dict, hash=False, compare=False)
+
+    @property
+    def tables(self) -> frozenset[str]:
+        """Every `[models.<table>]` name this kind accepts."""
+        return frozenset(self.config_keys) | frozenset(self.options)

@@ -12,8 +12,9 @@ import msgspec
 from hypnos.config import ConfigError, HardwareConfig, load_settings
 from hypnos.errors import HypnosError
 from hypnos.hardware import SystemHardware
+from hypnos.options import check_engine_options
 from hypnos.overlay import load_pool
-from hypnos.plugins import allow_list_from_env, make_plugin_manager
+from hypnos.plugins import allow_list_from_env, collect_engine_kinds, make_plugin_manager
 
 from hypnos_server.advisor import NEEDS, AdvisorRequest, advise, config_text, machine_for
 from hypnos_server.app import server_version
@@ -106,6 +107,7 @@ def serve(config: str | None, host: str | None, port: int | None) -> int:
         os.environ["HYPNOS_PORT"] = str(port)
     try:
         settings, _ = load_pool(load_settings())
+        check_engine_options(settings, collect_engine_kinds(make_plugin_manager(allow=allow_list_from_env())))
     except ConfigError as error:
         sys.stderr.write(f"hypnos: bad config: {error}\n")
         return 2

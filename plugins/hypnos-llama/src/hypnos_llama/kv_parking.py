@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hypnos.scheduler.kv_park import KvParkStore, ParkedSlot
+from hypnos.engine import KvPark, ParkedSlot
 
 from hypnos_llama.options import LlamaOptions
 
@@ -34,7 +34,7 @@ def context_layout(weights: Path, options: LlamaOptions, context: LlamaContext) 
     )
 
 
-def park_slots(store: KvParkStore | None, model_id: str, layout: tuple[Any, ...], batch: BatchLoop) -> int:
+def park_slots(store: KvPark | None, model_id: str, layout: tuple[Any, ...], batch: BatchLoop) -> int:
     """Save every idle slot holding a conversation (the loop is stopped); returns the slots parked."""
     if store is None or not store.enabled:
         return 0
@@ -56,7 +56,7 @@ def park_slots(store: KvParkStore | None, model_id: str, layout: tuple[Any, ...]
 
 
 def restore_slots(
-    store: KvParkStore | None, model_id: str, layout: tuple[Any, ...], batch: BatchLoop
+    store: KvPark | None, model_id: str, layout: tuple[Any, ...], batch: BatchLoop
 ) -> tuple[float, int] | None:
     """Put the model's parked slots back before the loop starts; (milliseconds, tokens restored), or None when
     nothing was parked for this layout."""

@@ -9,6 +9,8 @@ from hypnos.engine import EngineContext, EngineKind
 from hypnos.hookspecs import hookimpl
 from hypnos.types import Modality
 
+from hypnos_llama.options import LlamaOptions
+
 
 def _make_engine(model: Any, context: EngineContext) -> Any:
     """Build the engine for the model's primary modality (imported on first use)."""
@@ -32,7 +34,7 @@ def hypnos_engine_kinds() -> list[EngineKind]:
                 {Modality.TEXT_GENERATION, Modality.EMBEDDINGS, Modality.VISION, Modality.SPEECH_TO_TEXT}
             ),
             factory=_make_engine,
-            config_keys=frozenset({"llama"}),
+            options={"llama": LlamaOptions},
             description="GGUF models on llama.cpp: chat with slots and continuous batching (images and audio through "
             "a projector), and embeddings",
         )

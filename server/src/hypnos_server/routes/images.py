@@ -18,7 +18,7 @@ from litestar import Request, Response, post
 from litestar.datastructures import UploadFile
 
 from hypnos_server.routes.inference import (
-    call_engine,
+    call_engine_watching,
     decode_json,
     json_response,
     lease_for,
@@ -81,12 +81,14 @@ async def _generate(
     context.record.model = body.model
     job = image_job(body, state.settings.limits, references)
     model = state.scheduler.serving(body.model, Modality.IMAGE_GENERATION)
-    if references and not model.config.engine_options.get("image", {}).get("edit", False):
-        raise invalid_request(f"The model `{body.model}` does not edit images ([models.image] edit = true)")
+    if references and (model.engine is None or not model.engine.capabilities().image_edit):
+        raise invalid_request(f"The model `{body.model}` does not edit images")
     async with lease_for(request, body.model, Modality.IMAGE_GENERATION) as lease:
         note_lease(context, lease)
         started = time.perf_counter()
-        result = await call_engine(state, lease, lambda: lease.engine.generate_images(job, lease.cancel))
+        result = await call_engine_watching(
+            request, state, lease, lambda: lease.engine.generate_images(job, lease.cancel)
+        )
         inference_ms = (time.perf_counter() - started) * 1000
         telemetry = lease.telemetry(result.timing, inference_ms)
         headers = wait_headers(lease)

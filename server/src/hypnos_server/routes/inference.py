@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import time
@@ -119,6 +120,24 @@ async def call_engine(state: HypnosState, lease: Lease, work: Callable[[], Await
     except BaseException:
         lease.cancel.cancel()
         raise
+
+
+async def call_engine_watching(
+    request: Request[Any, Any, Any], state: HypnosState, lease: Lease, work: Callable[[], Awaitable[T]]
+) -> T:
+    """call_engine for a non-streaming route whose body was read: a client disconnect meanwhile cancels the lease's
+    token, so the engine stops at its next step and the lease is freed (the ASGI server does not cancel us)."""
+
+    async def watch() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+        lease.cancel.cancel()
+
+    watcher = asyncio.create_task(watch())
+    try:
+        return await call_engine(state, lease, work)
+    finally:
+        watcher.cancel()
 
 
 def engine_failure(model: str, error: Exception) -> HypnosError:
