@@ -53,6 +53,7 @@ def test_hanging_up_stops_the_conversion_at_the_next_page(client: Any, server_co
     line = next(line for line in log.read_text().splitlines() if "conversion of hangup.pdf cancelled" in line)
     done = int(line.split("cancelled after ")[1].split(" of ")[0])
     assert done < pages
+
     def went_away() -> bool:
         logs = client.get("/v1/logs", params={"model": "docling", "limit": 20}).json()["records"]
         return any(record["stream"] and "went away" in (record.get("error") or "") for record in logs)

@@ -67,7 +67,7 @@ def plan_chat(chat_template: str | None, request: ChatInput, model_id: str = "")
         if plan.tool_format is None:
             raise invalid_request(
                 f"the model `{model_id}` has no tool-calling format; send the request without tools "
-                "or with tool_choice \"none\""
+                'or with tool_choice "none"'
             )
         if request.forced_tool is not None:
             plan.forced_prefix = plan.tool_format.forced_prefix(request.forced_tool)
