@@ -1,7 +1,11 @@
-"""The shared latency histogram: buckets, percentiles as bucket upper bounds, the label cap."""
+"""The shared latency histogram: Prometheus buckets, percentiles within 5% of the true ones, the label cap."""
 
 from __future__ import annotations
 
+import math
+import random
+
+import pytest
 from hypnos_server.observability.histogram import OVERFLOW_LABEL, HistogramSet, LatencyHistogram
 
 
@@ -10,33 +14,47 @@ def test_empty_histogram_reports_zero() -> None:
     assert (summary.p50, summary.p95, summary.p99, summary.count) == (0.0, 0.0, 0.0, 0)
 
 
-def test_percentiles_are_bucket_upper_bounds() -> None:
-    histogram = LatencyHistogram((10, 100, 1000))
-    for _ in range(90):
-        histogram.observe(7)
-    for _ in range(9):
-        histogram.observe(70)
-    histogram.observe(700)
+def true_quantile(ordered: list[float], quantile: float) -> float:
+    """The nearest-rank quantile of sorted samples."""
+    return ordered[max(0, math.ceil(quantile * len(ordered)) - 1)]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_percentiles_are_within_five_percent_of_the_true_quantiles(seed: int) -> None:
+    rng = random.Random(seed)
+    samples = [rng.lognormvariate(4.0, 1.5) for _ in range(20_000)]  # 0.1 ms .. minutes, a long tail
+    histogram = LatencyHistogram()
+    for value in samples:
+        histogram.observe(value)
+    ordered = sorted(samples)
+    for quantile in (0.5, 0.95, 0.99):
+        assert histogram.percentile(quantile) == pytest.approx(true_quantile(ordered, quantile), rel=0.05)
+
+
+def test_three_voice_turns_report_their_own_figures_not_bucket_bounds() -> None:
+    histogram = LatencyHistogram()
+    for value in (1770.0, 2620.0, 2340.0):
+        histogram.observe(value)
     summary = histogram.summary()
-    assert summary.count == 100
-    assert summary.p50 == 10
-    assert summary.p95 == 100
-    assert summary.p99 == 100
-    assert histogram.percentile(1.0) == 1000
+    assert summary.p50 == pytest.approx(2340.0, rel=0.05)
+    assert summary.p95 == pytest.approx(2620.0, rel=0.05)
+    assert summary.p99 == pytest.approx(2620.0, rel=0.05)
 
 
-def test_a_value_on_a_bound_falls_in_that_bucket() -> None:
+def test_a_single_value_reports_itself() -> None:
     histogram = LatencyHistogram((10, 100))
-    histogram.observe(10)
-    assert histogram.percentile(0.5) == 10
-
-
-def test_overflow_reports_the_largest_observation() -> None:
-    histogram = LatencyHistogram((10,))
-    histogram.observe(5)
     histogram.observe(12345.5)
+    assert histogram.percentile(0.5) == 12345.5
     assert histogram.percentile(0.99) == 12345.5
     assert histogram.max == 12345.5
+
+
+def test_zero_latencies_are_counted() -> None:
+    histogram = LatencyHistogram()
+    for value in (0.0, -3.0, 0.0, 8.0):
+        histogram.observe(value)
+    assert histogram.percentile(0.5) == 0.0
+    assert histogram.percentile(0.99) == pytest.approx(8.0, rel=0.05)
 
 
 def test_cumulative_buckets_end_with_inf() -> None:

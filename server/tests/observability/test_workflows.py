@@ -45,7 +45,7 @@ def test_end_header_closes_with_first_start_to_last_byte() -> None:
     tracker.record("voice/1", 1001.3, 1002.0, end=True)  # speech
     summary = tracker.summaries()["voice"]
     assert summary.count == 1
-    assert summary.p50 == 2500  # 2000 ms falls in the 2500 ms bucket
+    assert summary.p50 == pytest.approx(2000, rel=0.05)  # first start to last byte
     assert tracker.open_count == 0
 
 
@@ -57,7 +57,7 @@ def test_idle_workflow_closes_lazily() -> None:
     assert tracker.summaries() == {}
     clock.now = 1031.0
     summary = tracker.summaries()["batch"]
-    assert summary.count == 1 and summary.p99 == 5
+    assert summary.count == 1 and summary.p99 == pytest.approx(4, rel=0.05)
     assert tracker.open_count == 0
 
 

@@ -1,12 +1,14 @@
-"""One bucketed histogram shared by the status `latency` object and the Prometheus histogram families."""
+"""One latency record per series: Prometheus buckets for `/metrics`, a DDSketch for the status `latency` quantiles."""
 
 from __future__ import annotations
 
 import bisect
+import math
 import threading
 from collections.abc import Iterable
 
 import msgspec
+from ddsketch import DDSketch
 
 # Upper bounds (ms) of the end-to-end latency buckets: sub-millisecond fast paths up to the 900 s request timeout.
 LATENCY_BOUNDS_MS: tuple[float, ...] = (
@@ -14,10 +16,12 @@ LATENCY_BOUNDS_MS: tuple[float, ...] = (
 )  # fmt: skip
 
 OVERFLOW_LABEL = "other"
+# The sketch's relative-error bound: a reported quantile is within 1% of the true one (the status promises 5%).
+SKETCH_RELATIVE_ACCURACY = 0.01
 
 
 class LatencySummary(msgspec.Struct, kw_only=True):
-    """p50 / p95 / p99 as bucket upper bounds (ms), with the number of observations."""
+    """p50 / p95 / p99 (ms, within 1% of the true quantiles), with the number of observations."""
 
     p50: float
     p95: float
@@ -26,7 +30,7 @@ class LatencySummary(msgspec.Struct, kw_only=True):
 
 
 class LatencyHistogram:
-    """Counts observations into fixed buckets; percentiles are the upper bound of the bucket that holds them."""
+    """Counts observations into fixed buckets (for Prometheus) and a DDSketch (percentiles within 1%)."""
 
     def __init__(self, bounds: Iterable[float] = LATENCY_BOUNDS_MS) -> None:
         self.bounds: tuple[float, ...] = tuple(sorted(float(b) for b in bounds))
@@ -35,6 +39,8 @@ class LatencyHistogram:
         self._counts = [0] * (len(self.bounds) + 1)  # the last slot is the +Inf bucket
         self._sum = 0.0
         self._max = 0.0
+        self._min = float("inf")
+        self._sketch = DDSketch(relative_accuracy=SKETCH_RELATIVE_ACCURACY)
         self._lock = threading.Lock()
 
     def observe(self, value: float) -> None:
@@ -45,6 +51,8 @@ class LatencyHistogram:
             self._counts[index] += 1
             self._sum += value
             self._max = max(self._max, value)
+            self._min = min(self._min, value)
+            self._sketch.add(value)
 
     @property
     def count(self) -> int:
@@ -62,20 +70,16 @@ class LatencyHistogram:
         return self._max
 
     def percentile(self, quantile: float) -> float:
-        """The upper bound of the bucket holding the quantile; past the last bound, the largest observation."""
+        """The nearest-rank quantile (0..1) of the observations, within the sketch's 1% relative error; 0 when none."""
         with self._lock:
-            counts = list(self._counts)
-            largest = self._max
-        total = sum(counts)
-        if total == 0:
-            return 0.0
-        rank = max(1.0, quantile * total)
-        running = 0
-        for index, count in enumerate(counts):
-            running += count
-            if running >= rank:
-                return self.bounds[index] if index < len(self.bounds) else largest
-        return largest
+            total = int(self._sketch.count)
+            if total == 0:
+                return 0.0
+            # DDSketch returns the value at rank q x (n - 1); ask for the nearest rank ceil(q x n) instead.
+            rank = max(0, math.ceil(min(1.0, max(0.0, quantile)) * total) - 1)
+            value = self._sketch.get_quantile_value(min(1.0, (rank + 0.5) / (total - 1)) if total > 1 else 0.5)
+            smallest, largest = self._min, self._max
+        return round(min(max(float(value or 0.0), smallest), largest), 3)
 
     def summary(self) -> LatencySummary:
         """p50, p95 and p99 with the count."""
