@@ -59,26 +59,31 @@ def choose_victims(
     if need1 <= 0 and need2 <= 0 and needp <= 0:
         return []
     chosen: list[Eviction] = []
+    append = chosen.append
+    new = tuple.__new__  # Eviction(...) without the namedtuple's Python-level __new__: this loop is the hot path
     tier2, tier3 = MemoryTier.TIER2, MemoryTier.TIER3
     for model_id, _rank, _cost, t1, t2, proc, warm, warm_proc, _last in sorted(candidates, key=_ORDER_KEY):
         helps2 = need2 > 0 and t2 > 0
         helpsp = needp > 0 and proc > 0
-        if not (need1 > 0 and t1 > 0) and not helps2 and not helpsp:
-            continue
-        to_tier = tier3
-        if not helps2 and not helpsp and warm > 0 and t1 > 0:
-            grow2 = warm - t2
-            growp = warm_proc - proc
-            if grow2 <= spare_tier2 and (spare_process is None or growp <= spare_process):
-                to_tier = tier2
-                spare_tier2 -= grow2
-                if spare_process is not None:
-                    spare_process -= growp
-        if to_tier is tier3:
-            need2 -= t2
-            needp -= proc
+        if not helps2 and not helpsp:
+            if need1 <= 0 or t1 <= 0:
+                continue
+            if warm > 0:  # freed for tier 1 only: kept warm in tier 2 when the spare room holds it
+                grow2 = warm - t2
+                growp = warm_proc - proc
+                if grow2 <= spare_tier2 and (spare_process is None or growp <= spare_process):
+                    spare_tier2 -= grow2
+                    if spare_process is not None:
+                        spare_process -= growp
+                    need1 -= t1
+                    append(new(Eviction, (model_id, tier2, reason)))
+                    if need1 <= 0 and need2 <= 0 and needp <= 0:
+                        return chosen
+                    continue
+        need2 -= t2
+        needp -= proc
         need1 -= t1
-        chosen.append(Eviction(model_id, to_tier, reason))
+        append(new(Eviction, (model_id, tier3, reason)))
         if need1 <= 0 and need2 <= 0 and needp <= 0:
             return chosen
     return None
@@ -105,4 +110,7 @@ class DecayingRate:
 
     def per_minute(self, now: float) -> float:
         """The decayed rate at `now`; a steady rate of r per minute converges to r."""
-        return self._decayed(now) * 60.0 / RATE_TAU_S
+        score = self._score
+        if score == 0.0:
+            return 0.0
+        return score * math.exp(-max(0.0, now - self._at) / RATE_TAU_S) * (60.0 / RATE_TAU_S)

@@ -43,6 +43,8 @@ class ModelState:
     context_override: int | None = None
     rate: DecayingRate = field(default_factory=DecayingRate)
     reload_ms: dict[MemoryTier, float] = field(default_factory=dict)
+    # reload times estimated from the size and the tier bandwidths, per source tier (the budgets never change)
+    reload_estimates: dict[MemoryTier, float] = field(default_factory=dict)
     priority_rank: int = 0
     # what the model serves: its config's modalities and what its engine found in its files (set at construction)
     modalities: list[Modality] = field(default_factory=list)
@@ -108,10 +110,13 @@ class ModelState:
         measured = self.reload_ms.get(from_tier)
         if measured is not None:
             return measured
-        size = total_weight_bytes(self.estimate())
-        ms = transfer_ms(size, budgets.tier2_to_tier1_gbps)
-        if from_tier == MemoryTier.TIER3:
-            ms += transfer_ms(size, budgets.tier3_to_tier2_gbps)
+        ms = self.reload_estimates.get(from_tier)
+        if ms is None:
+            size = total_weight_bytes(self.estimate())
+            ms = transfer_ms(size, budgets.tier2_to_tier1_gbps)
+            if from_tier == MemoryTier.TIER3:
+                ms += transfer_ms(size, budgets.tier3_to_tier2_gbps)
+            self.reload_estimates[from_tier] = ms
         return ms
 
     def eviction_reload_ms(self, budgets: Budgets) -> float:

@@ -119,32 +119,35 @@ class TierManager:
         """Idle, evictable models holding memory (never leased, moving, or realtime_pinned)."""
         now = self.clock()
         budgets = self.budgets
+        host_tier1 = budgets.simulated or not budgets.discrete
         pinned_rank = ModelPriority.REALTIME_PINNED.rank
-        tier1 = MemoryTier.TIER1
-        out = []
-        for state in self.models.values():
+        tier1, tier2, tier3 = MemoryTier.TIER1, MemoryTier.TIER2, MemoryTier.TIER3
+        out: list[EvictionCandidate] = []
+        append = out.append
+        new = tuple.__new__  # EvictionCandidate(...) without the namedtuple's Python-level __new__
+        for state in self.models.values():  # every placement's hot loop: plain reads, cached estimates
             booked = state.booked
             held1 = booked.vram_weight_bytes + booked.vram_kv_and_workspace_bytes
             held2 = booked.pinned_ram_bytes
-            if (held1 == 0 and held2 == 0) or state is exclude or state.priority_rank == pinned_rank:
+            if not (held1 or held2) or state is exclude or state.priority_rank == pinned_rank:
                 continue
             gate = state.gate
             if state.active_leases or gate.in_use or gate.queued or state.transition is not None or not state.engine:
                 continue
             rate = state.rate.per_minute(now)
-            cost = state.eviction_reload_ms(budgets) * rate if rate else 0.0
-            warm = total_weight_bytes(state.estimate()) if state.tier is tier1 else 0
-            out.append(
-                EvictionCandidate(
-                    state.id,
-                    state.priority_rank,
-                    cost,
-                    held1,
-                    held2,
-                    budgets.process_bytes(booked),
-                    warm,
-                    warm,
-                    state.last_used,
+            warm = 0
+            where = tier3  # an eviction leaves a GPU model warm in tier 2, anything else on disk
+            if state.tier is tier1:
+                estimate = state.estimate()
+                warm = estimate.weight_bytes + estimate.projector_bytes
+                where = tier2
+            cost = state.reload_estimate_ms(budgets, where) * rate if rate else 0.0
+            process = held2 + held1 if host_tier1 else held2
+            rank = state.priority_rank
+            append(
+                new(
+                    EvictionCandidate,
+                    (state.config.id, rank, cost, held1, held2, process, warm, warm, state.last_used),
                 )
             )
         return out
