@@ -268,9 +268,21 @@ class InferenceRun:
                 await self._queue.put(_END)
 
     async def _body(self) -> AsyncIterator[bytes]:
+        queue = self._queue
         try:
             while True:
-                item = await self._queue.get()
+                item = await queue.get()
+                if type(item) is bytes and not queue.empty():  # chunks already waiting go out in one write
+                    pending, item = [item], None
+                    while not queue.empty():
+                        waiting = queue.get_nowait()
+                        if type(waiting) is not bytes:
+                            item = waiting  # the end or an error, after the chunks before it
+                            break
+                        pending.append(waiting)
+                    yield b"".join(pending)
+                    if item is None:
+                        continue
                 if item is _END:
                     self._delivered = True
                     return
