@@ -33,8 +33,9 @@ STREAM_QUEUE_CHUNKS = 16
 _END = object()
 
 
-def ready_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
-    """503 model_not_available with Retry-After: 5 while the startup models are being staged."""
+async def ready_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+    """503 model_not_available with Retry-After: 5 while the startup models are being staged (async: Litestar runs a
+    sync guard in a worker thread, a thread hop on every inference request)."""
     if not hypnos_state(connection).scheduler.ready:
         raise staging()
 
