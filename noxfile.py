@@ -76,7 +76,7 @@ def e2e(session: nox.Session) -> None:
     """Cross-package tests: a real server process (granian) and the OpenAI SDK, plus the load-and-fault test."""
     _install(session, ["core[test]", "server[test]", "tests/fake-plugin"])
     session.install(OPENAI_PIN)
-    _pytest(session, "tests", "--ignore=tests/fuzz", "--ignore=tests/playground")
+    _pytest(session, "tests", "--ignore=tests/fuzz", "--ignore=tests/playground", "--ignore=tests/distributed")
 
 
 @nox.session(python=PYTHON)
@@ -89,6 +89,14 @@ def fuzz(session: nox.Session) -> None:
     if os.path.exists(starter):  # a second, smaller pass with the server on the starter models, when their venv exists
         env = {**OFFLINE, "HYPNOS_FUZZ_SERVER_PYTHON": starter, "HYPNOS_FUZZ_EXAMPLES": "5"}
         session.run("python", "-m", "pytest", "-q", "tests/fuzz/test_schemathesis.py", *session.posargs, env=env)
+
+
+@nox.session(python=PYTHON)
+def distributed(session: nox.Session) -> None:
+    """Hypnos on a local multi-node Ray cluster (hypnos-server[ray], loopback only): the `distributed` marker."""
+    _install(session, ["core[test]", "server[test,ray]", "tests/fake-plugin"])
+    session.install(OPENAI_PIN)
+    _pytest(session, "tests/distributed", "-m", "distributed")
 
 
 CHROMIUM_PACKAGES = {"/usr/bin/chromium": "chromium", "/usr/bin/chromedriver": "chromium-driver"}
@@ -131,10 +139,11 @@ def bench(session: nox.Session) -> None:
 
 @nox.session(python=False)
 def tests(session: nox.Session) -> None:
-    """The umbrella: lint, every package, e2e, fuzz, then the playground in a browser."""
+    """The umbrella: lint, every package, e2e, the Ray cluster, fuzz, then the playground in a browser."""
     session.notify("lint")
     for name in PACKAGES:
         session.notify(f"package(package='{name}')")
     session.notify("e2e")
+    session.notify("distributed")
     session.notify("fuzz")
     session.notify("playground")

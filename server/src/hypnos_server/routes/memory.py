@@ -28,10 +28,15 @@ class KvParkRequest(msgspec.Struct, kw_only=True):
     max_bytes: int | None = None
 
 
-@get("/v1/memory/status", sync_to_thread=False)
-def memory_status(request: Request[Any, Any, Any]) -> Response[bytes]:
-    """The full tiers snapshot of section 14 (open during staging); latency comes from the observability layer."""
-    return json_response(hypnos_state(request).scheduler.status())
+@get("/v1/memory/status")
+async def memory_status(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """The full tiers snapshot of section 14 (open during staging); latency comes from the observability layer. On
+    a Ray cluster it adds `nodes`: every node's own snapshot with its node_id, address and alive."""
+    state = hypnos_state(request)
+    status = state.scheduler.status()
+    if state.cluster is None:
+        return json_response(status)
+    return json_response({**msgspec.to_builtins(status), "nodes": await state.cluster.node_statuses()})
 
 
 @post("/v1/memory/tier", guards=[ready_guard], status_code=200)
