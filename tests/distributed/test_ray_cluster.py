@@ -53,6 +53,13 @@ kv_bytes_per_token = 1024
 max_context_len = 4096
 
 [[models]]
+id = "cold-big"
+modality = "text_generation"
+engine = "fake"
+[models.fake]
+layer_bytes = 83886080
+
+[[models]]
 id = "slow-chat"
 modality = "text_generation"
 engine = "fake"
@@ -119,7 +126,7 @@ def test_status_lists_one_agent_per_gpu_node(front: str) -> None:
     nodes = status["nodes"]
     assert len(nodes) == 2
     assert all(node["alive"] for node in nodes)
-    assert {m["id"] for m in nodes[0]["models"]} == {"big-a", "big-b", "slow-chat"}
+    assert {m["id"] for m in nodes[0]["models"]} == {"big-a", "big-b", "cold-big", "slow-chat"}
     assert "capabilities" in status and "models" in status  # the spec's own body is still there
 
 
@@ -158,6 +165,51 @@ def test_an_unknown_model_is_404_as_on_one_machine(front: str) -> None:
     response = chat(front, "no-such-model")
     assert response.status_code == 404
     assert response.json()["error"]["type"] == "model_not_found"
+
+
+def test_deadlines_use_the_chosen_nodes_estimate(front: str) -> None:
+    assert chat(front, "big-a").status_code == 200
+    headers = {"x-hypnos-deadline-ms": "1"}
+    resident = httpx.post(
+        f"{front}/v1/chat/completions",
+        json={"model": "big-a", "messages": [{"role": "user", "content": "hi"}]},
+        headers=headers,
+        timeout=60,
+    )
+    assert resident.status_code == 200  # routed to its node, where nothing has to load
+    assert resident.headers["x-hypnos-estimated-wait-ms"] == "0"
+    cold = httpx.post(
+        f"{front}/v1/chat/completions",
+        json={"model": "cold-big", "messages": [{"role": "user", "content": "hi"}]},
+        headers=headers,
+        timeout=60,
+    )
+    assert cold.status_code == 503
+    assert cold.json()["error"]["type"] == "deadline_unmeetable"
+    assert "retry-after" in cold.headers
+
+
+def test_pool_changes_apply_on_every_node(front: str) -> None:
+    block = '[[models]]\nid = "added-chat"\nmodality = "text_generation"\nengine = "fake"\n'
+    added = httpx.post(f"{front}/v1/models", json={"config": block}, timeout=60)
+    assert added.status_code == 201
+    status = httpx.get(f"{front}/v1/memory/status", timeout=30).json()
+    assert all(any(m["id"] == "added-chat" for m in node["models"]) for node in status["nodes"])
+    assert chat(front, "added-chat").status_code == 200
+    removed = httpx.delete(f"{front}/v1/models/added-chat", timeout=60)
+    assert removed.status_code == 200
+    status = httpx.get(f"{front}/v1/memory/status", timeout=30).json()
+    assert not any(m["id"] == "added-chat" for node in status["nodes"] for m in node["models"])
+    gone = chat(front, "added-chat")
+    assert gone.status_code == 404 and gone.json()["error"]["type"] == "model_not_found"
+
+
+def test_metrics_label_models_by_node(front: str) -> None:
+    assert chat(front, "big-a").status_code == 200
+    (holder,) = nodes_holding(front, "big-a")
+    text = httpx.get(f"{front}/metrics", timeout=30).text
+    assert f'hypnos_node_model_tier{{model="big-a",node="{holder}"}} 1.0' in text
+    assert text.count("hypnos_node_up{") == 2
 
 
 def test_a_client_hang_up_cancels_on_the_node(front: str) -> None:

@@ -259,6 +259,8 @@ class ClusterBackend:
         from ray.exceptions import RayError
 
         nodes = self.alive()
+        if len(nodes) == 1:  # nothing to weigh: the lease itself answers 404/429/503/507 (saves a round trip)
+            return nodes[0]
         answers = await asyncio.gather(*(n.agent.route.remote(model_id) for n in nodes), return_exceptions=True)
         ranked: list[tuple[tuple[int, int, float, int], int, Node]] = []
         failure: Failure | None = None
