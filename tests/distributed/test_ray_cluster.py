@@ -4,6 +4,8 @@ whose two worker nodes carry a `fake_gpu` resource (one agent each), fake engine
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -119,6 +121,15 @@ def leased_on(base: str, model: str) -> list[str]:
         for node in status["nodes"]
         if node["alive"] and any(m["id"] == model and m["active_leases"] > 0 for m in node["models"])
     ]
+
+
+def test_the_single_machine_server_never_imports_ray() -> None:
+    code = (
+        "import sys; from hypnos.config import settings_from_mapping; from hypnos_server.app import create_app; "
+        "create_app(settings_from_mapping({'models': []})); print('ray' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.strip() == "False"
 
 
 def test_status_lists_one_agent_per_gpu_node(front: str) -> None:
