@@ -104,6 +104,10 @@ def chat(base: str, model: str, **extra: Any) -> httpx.Response:
     return httpx.post(f"{base}/v1/chat/completions", json=body, timeout=60)
 
 
+def move(base: str, model: str, tier: str) -> httpx.Response:
+    return httpx.post(f"{base}/v1/memory/tier", json={"model": model, "target_tier": tier}, timeout=60)
+
+
 def nodes_holding(base: str, model: str) -> list[str]:
     """The node ids whose tier 1 holds the model, from the front's /v1/memory/status `nodes`."""
     status = httpx.get(f"{base}/v1/memory/status", timeout=30).json()
@@ -213,6 +217,28 @@ def test_pool_changes_apply_on_every_node(front: str) -> None:
     assert not any(m["id"] == "added-chat" for node in status["nodes"] for m in node["models"])
     gone = chat(front, "added-chat")
     assert gone.status_code == 404 and gone.json()["error"]["type"] == "model_not_found"
+
+
+def test_moving_a_model_by_hand_uses_one_node_up_and_every_node_down(front: str) -> None:
+    up = move(front, "slow-chat", "tier1_gpu_vram")
+    assert up.status_code == 200
+    assert up.json()["placement"]["primary_tier"] == "tier1_gpu_vram"
+    assert len(nodes_holding(front, "slow-chat")) == 1
+    down = move(front, "slow-chat", "tier3_nvme_ssd")
+    assert down.status_code == 200
+    assert nodes_holding(front, "slow-chat") == []
+
+
+def test_disabling_a_model_applies_on_every_node(front: str) -> None:
+    assert httpx.post(f"{front}/v1/models/big-b/disable", timeout=60).status_code == 200
+    try:
+        status = httpx.get(f"{front}/v1/memory/status", timeout=30).json()
+        states = [m for node in status["nodes"] for m in node["models"] if m["id"] == "big-b"]
+        assert len(states) == 2 and not any(m["enabled"] for m in states)
+        assert chat(front, "big-b").json()["error"]["type"] == "model_disabled"
+    finally:
+        assert httpx.post(f"{front}/v1/models/big-b/enable", timeout=60).status_code == 200
+    assert chat(front, "big-b").status_code == 200
 
 
 def test_metrics_label_models_by_node(front: str) -> None:

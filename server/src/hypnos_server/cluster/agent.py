@@ -186,6 +186,24 @@ class NodeAgent:
             return failure_of(error)
         return None
 
+    async def control(self, action: str, model_id: str, value: Any, context_len: int | None = None) -> Any:
+        """Placement control on this node: move (a MemoryTier), set_enabled (a bool), set_moe_offload (a mode);
+        the model's placement and, for moe, when it applies; a Failure when refused (404, 429, 507)."""
+        scheduler = self.scheduler
+        applies = "now"
+        try:
+            if action == "move":
+                state = await scheduler.move(model_id, value, context_len=context_len)
+            elif action == "set_enabled":
+                state = await scheduler.set_enabled(model_id, value)
+            elif action == "set_moe_offload":
+                applies, state = await scheduler.set_moe_offload(model_id, value)
+            else:
+                raise ValueError(f"unknown control {action}")
+        except HypnosError as error:
+            return failure_of(error)
+        return {"placement": state.placement, "applies": applies}
+
     def _lease(self, lease_id: str) -> Lease:
         held = self._leases.get(lease_id)
         if held is None:

@@ -13,7 +13,7 @@ from hypnos.config import ClusterConfig, Settings
 from hypnos.engine import CancelToken
 from hypnos.errors import HypnosError, clip
 from hypnos.scheduler import Lease
-from hypnos.types import Modality
+from hypnos.types import MemoryTier, Modality
 
 from hypnos_server.cluster.agent import NodeAgent
 from hypnos_server.cluster.wire import Failure, LeaseGrant, NodeRoute
@@ -305,6 +305,46 @@ class ClusterBackend:
             elif isinstance(answer, Failure):
                 logger.warning("node %s refused %s %s: %s", node.node_id, action, model_id, answer.message)
                 raise answer.error()
+
+    async def control(self, nodes: list[Node], action: str, model_id: str, value: Any, **extra: Any) -> list[Any]:
+        """Run a placement control on these nodes; their answers ({placement, applies}), or the first refusal."""
+        from ray.exceptions import RayError
+
+        answers = await asyncio.gather(
+            *(n.agent.control.remote(action, model_id, value, **extra) for n in nodes), return_exceptions=True
+        )
+        out = []
+        for node, answer in zip(nodes, answers, strict=True):
+            if isinstance(answer, RayError):
+                raise self.lost(node, model_id, answer)
+            if isinstance(answer, BaseException):
+                raise answer
+            if isinstance(answer, Failure):
+                raise answer.error()
+            out.append(answer)
+        return out
+
+    async def move(self, model_id: str, target: MemoryTier, context_len: int | None) -> Any:
+        """POST /v1/memory/tier on a cluster: up to tier 1 or 2 on the node routing would pick, down to tier 3
+        everywhere; the placement (of the chosen node, or the first)."""
+        nodes = self.alive() if target is MemoryTier.TIER3 else [await self.choose(model_id)]
+        answers = await self.control(nodes, "move", model_id, target, context_len=context_len)
+        return answers[0]["placement"] if answers else None
+
+    async def set_enabled(self, model_id: str, enabled: bool) -> None:
+        """Enable or disable on every node; a disable refused on one node (429: leased there) is undone elsewhere."""
+        nodes = self.alive()
+        try:
+            await self.control(nodes, "set_enabled", model_id, enabled)
+        except HypnosError:
+            if not enabled:
+                await asyncio.gather(*(n.agent.control.remote("set_enabled", model_id, True) for n in nodes))
+            raise
+
+    async def set_moe_offload(self, model_id: str, mode: Any) -> str:
+        """Set the expert offload on every node: "now" when it applied now on each, else "next_load"."""
+        answers = await self.control(self.alive(), "set_moe_offload", model_id, mode)
+        return "now" if all(a["applies"] == "now" for a in answers) else "next_load"
 
     async def node_statuses(self) -> list[dict[str, Any]]:
         """Every node's /v1/memory/status body, with its node id, address and whether its agent answers."""

@@ -45,7 +45,12 @@ async def move_tier(request: Request[Any, Any, Any]) -> Response[bytes]:
     body = await decode_json(request, TierRequest)
     if body.context_len is not None and body.context_len < 1:
         raise HypnosError(400, "invalid_request_error", "context_len must be a positive number of tokens")
-    moved = await hypnos_state(request).scheduler.move(body.model, body.target_tier, context_len=body.context_len)
+    state = hypnos_state(request)
+    if state.cluster is not None:  # the front holds no model: the move happens on the nodes
+        model = state.scheduler.serving(body.model).id  # 404 unknown or disabled, as on one machine
+        placement = await state.cluster.move(model, body.target_tier, body.context_len)
+        return json_response({"model": model, "placement": placement})
+    moved = await state.scheduler.move(body.model, body.target_tier, context_len=body.context_len)
     return json_response({"model": moved.id, "placement": moved.placement})
 
 

@@ -39,7 +39,11 @@ def list_models(request: Request[Any, Any, Any]) -> Response[bytes]:
 
 async def _set_enabled(request: Request[Any, Any, Any], model_id: str, enabled: bool) -> Response[bytes]:
     """Enable, or disable (evicted to tier 3; 429 model_busy while leased; 404 for an unknown id)."""
-    model = await hypnos_state(request).scheduler.set_enabled(model_id, enabled)
+    state = hypnos_state(request)
+    if state.cluster is not None:  # every node first (a node where it is leased refuses), then the front's gate
+        state.scheduler.get(model_id)
+        await state.cluster.set_enabled(model_id, enabled)
+    model = await state.scheduler.set_enabled(model_id, enabled)
     return json_response({"model": model.id, "enabled": model.enabled, "placement": model.placement})
 
 
@@ -75,7 +79,10 @@ async def set_moe_offload(request: Request[Any, Any, Any]) -> Response[bytes]:
             f"Unknown moe_offload mode {body.mode!r}; use one of {choices}",
             code="invalid_value",
         ) from None
-    applies, model = await hypnos_state(request).scheduler.set_moe_offload(request.path_params["model_id"], mode)
+    state = hypnos_state(request)
+    applies, model = await state.scheduler.set_moe_offload(request.path_params["model_id"], mode)
+    if state.cluster is not None:  # the front holds no model: when it applies is the nodes' answer
+        applies = await state.cluster.set_moe_offload(model.id, mode)
     return json_response(
         {"model": model.id, "moe_offload": str(model.moe_offload), "applies": applies, "placement": model.placement}
     )
