@@ -93,8 +93,10 @@ def fuzz(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def distributed(session: nox.Session) -> None:
-    """Hypnos on a local multi-node Ray cluster (hypnos-server[ray], loopback only): the `distributed` marker."""
-    _install(session, ["core[test]", "server[test,ray]", "tests/fake-plugin"])
+    """Hypnos on a local multi-node Ray cluster (hypnos-server[ray], loopback only): the `distributed` marker; fake
+    engines and one tiny real GGUF (the llama plugin, with the llama.cpp build prebuild.py keeps for this CPU)."""
+    session.run("python", "plugins/hypnos-llama/prebuild.py")
+    _install(session, ["core[test]", "server[test,ray]", "tests/fake-plugin", "plugins/hypnos-llama[test]"])
     session.install(OPENAI_PIN)
     _pytest(session, "tests/distributed", "-m", "distributed")
 

@@ -15,6 +15,7 @@ import httpx
 import openai
 import pytest
 import ray
+from hypnos_llama.testing import write_tiny_llama
 from hypnos_server.cluster.front import NAMESPACE, agent_name
 from hypnos_server.testing import live_server
 from ray.cluster_utils import Cluster
@@ -24,6 +25,8 @@ pytestmark = pytest.mark.distributed
 GIB = 1024**3
 # tier 1 of every node holds one "big" model (672 MiB of weights) but not two
 CONFIG = """
+models_dir = "{models}"
+
 [hardware]
 simulate = true
 simulate_vram_bytes = {vram}
@@ -62,6 +65,13 @@ engine = "fake"
 layer_bytes = 83886080
 
 [[models]]
+id = "tiny-gguf"
+modality = "text_generation"
+engine = "ggml_llama"
+weights_path = "tiny.gguf"
+context_len = 512
+
+[[models]]
 id = "slow-chat"
 modality = "text_generation"
 engine = "fake"
@@ -93,9 +103,11 @@ def cluster() -> Iterator[Cluster]:
 @pytest.fixture(scope="module")
 def front(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The real front process (granian + the Litestar app) joined to the cluster."""
-    config = tmp_path_factory.mktemp("ray") / "hypnos.toml"
-    config.write_text(CONFIG.format(vram=GIB, address=cluster.address))
-    with live_server(config, env={"HYPNOS_PLUGINS": "fake"}, ready_timeout=150) as base:
+    folder = tmp_path_factory.mktemp("ray")
+    write_tiny_llama(folder / "tiny.gguf", seed=1)
+    config = folder / "hypnos.toml"
+    config.write_text(CONFIG.format(vram=GIB, address=cluster.address, models=folder))
+    with live_server(config, env={"HYPNOS_PLUGINS": "fake,llama"}, ready_timeout=150) as base:
         yield base
 
 
@@ -141,7 +153,7 @@ def test_status_lists_one_agent_per_gpu_node(front: str) -> None:
     nodes = status["nodes"]
     assert len(nodes) == 2
     assert all(node["alive"] for node in nodes)
-    assert {m["id"] for m in nodes[0]["models"]} == {"big-a", "big-b", "cold-big", "slow-chat"}
+    assert {m["id"] for m in nodes[0]["models"]} == {"big-a", "big-b", "cold-big", "tiny-gguf", "slow-chat"}
     assert "capabilities" in status and "models" in status  # the spec's own body is still there
 
 
@@ -174,6 +186,19 @@ def test_the_openai_sdk_works_unchanged_against_the_front(front: str) -> None:
     pieces = client.chat.completions.create(model="big-b", messages=[{"role": "user", "content": "hi"}], stream=True)
     text = "".join(chunk.choices[0].delta.content or "" for chunk in pieces if chunk.choices)
     assert text == whole.choices[0].message.content  # same prompt, same seed: the same words, streamed
+
+
+def test_a_tiny_real_gguf_streams_through_a_node(front: str) -> None:
+    client = openai.OpenAI(base_url=f"{front}/v1", api_key="unused", max_retries=0)
+    messages = [{"role": "user", "content": "tell me about the fox"}]
+    whole = client.chat.completions.create(model="tiny-gguf", messages=messages, max_tokens=12, temperature=0)
+    assert whole.usage is not None and whole.usage.completion_tokens > 0
+    pieces = client.chat.completions.create(
+        model="tiny-gguf", messages=messages, max_tokens=12, temperature=0, stream=True
+    )
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in pieces if chunk.choices)
+    assert text == whole.choices[0].message.content  # greedy: the same answer, streamed in batches
+    assert len(nodes_holding(front, "tiny-gguf")) == 1
 
 
 def test_an_unknown_model_is_404_as_on_one_machine(front: str) -> None:
