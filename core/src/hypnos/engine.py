@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -55,6 +56,13 @@ def missing_library(package: str, extra: str | None = None) -> EngineUnavailable
     return EngineUnavailable(f"the engine library `{package}` is not installed ({hint})")
 
 
+class EngineCapabilities(msgspec.Struct, kw_only=True):
+    """What the server must know of a loaded-or-not engine: an image model edits; a speech model's voices."""
+
+    image_edit: bool = False
+    voices: list[str] | None = None
+
+
 class MemoryEstimate(msgspec.Struct, kw_only=True):
     """What a model needs, read from its files: per-layer weights, KV per token, workspace, experts."""
 
@@ -94,6 +102,20 @@ class EngineContext:
     # Called (from any thread) when an engine grows a loaded model's context to `cells` in all: the scheduler books
     # the larger KV cache (model id, cells)
     context_resized: Callable[[str, int], None] | None = None
+    # [server] kv_idle_timeout_secs: how long an idle slot's KV may stay before the engine may drop it (None: never)
+    kv_idle_timeout_secs: int | None = None
+    # The decoded option Structs per model id and table (filled by the scheduler from EngineKind.options)
+    options: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def options_for(self, model: ModelConfig, table: str, struct: type[Any] | None = None) -> Any:
+        """The model's decoded `[models.<table>]` Struct; decoded here from model.engine_options when the
+        scheduler did not (an engine built by hand in a test), given the Struct type."""
+        decoded = self.options.get(model.id, {}).get(table)
+        if decoded is not None or struct is None:
+            return decoded
+        decoded = decode_table(model, table, struct, "<engine options>")
+        self.options.setdefault(model.id, {})[table] = decoded
+        return decoded
 
 
 # ---- per-modality inputs and results ---------------------------------------------------------------------------
@@ -275,6 +297,10 @@ class Engine:
         """Free everything (tier 3); also called at shutdown."""
         await self.demote(MemoryTier.TIER3)
 
+    def capabilities(self) -> EngineCapabilities:
+        """What the server must know of this engine (image edits, voices); the base reports nothing special."""
+        return EngineCapabilities()
+
     # modalities
     def chat(
         self, request: ChatCompletionRequest, options: ChatOptions, cancel: CancelToken
@@ -315,10 +341,53 @@ EngineFactory = Callable[["ModelConfig", EngineContext], Engine]
 
 @dataclass(frozen=True)
 class EngineKind:
-    """An engine kind a plugin provides: name, modalities it can serve, a factory, the config tables it reads."""
+    """An engine kind a plugin provides: name, modalities, a factory, and its `[models.<table>]` option tables.
+
+    `options` maps each table to a msgspec Struct (declare it with forbid_unknown_fields=True) that core decodes
+    once at config load; `config_keys` names further tables accepted undecoded. Any other table is a config error.
+    """
 
     name: str
     modalities: frozenset[Modality]
     factory: EngineFactory
     config_keys: frozenset[str] = frozenset()
     description: str = ""
+    options: Mapping[str, type[Any]] = field(default_factory=dict, hash=False, compare=False)
+
+    @property
+    def tables(self) -> frozenset[str]:
+        """Every `[models.<table>]` name this kind accepts."""
+        return frozenset(self.config_keys) | frozenset(self.options)
+
+
+def decode_table(model: ModelConfig, table: str, struct: type[Any], source: str) -> Any:
+    """One `[models.<table>]` decoded into its Struct; a ConfigError naming file, model, table and key."""
+    from hypnos.config import ConfigError
+
+    raw = model.engine_options.get(table, {})
+    if isinstance(raw, struct):
+        return raw
+    try:
+        return msgspec.convert(raw, struct, strict=True)
+    except msgspec.ValidationError as error:
+        text, _, where = str(error).partition(" - at `$")
+        key = where.rstrip("`").lstrip(".")
+        unknown = re.match(r"Object contains unknown field `([^`]*)`", text)
+        if unknown:
+            key, text = (f"{key}.{unknown.group(1)}" if key else unknown.group(1)), "unknown key"
+        where_key = f"key `{key}`" if key else "the table"
+        raise ConfigError(f"{source}: model `{model.id}`: [models.{table}] {where_key}: {text[:200]}") from None
+
+
+def decode_engine_options(model: ModelConfig, kind: EngineKind, source: str) -> dict[str, Any]:
+    """Check the model's tables against the kind and decode each declared one (defaults when absent)."""
+    from hypnos.config import ConfigError
+
+    for table in model.engine_options:
+        if table not in kind.tables:
+            known = ", ".join(f"[models.{name}]" for name in sorted(kind.tables)) or "none"
+            raise ConfigError(
+                f"{source}: model `{model.id}`: unknown table [models.{table}] for the engine `{kind.name}` "
+                f"(it reads {known})"
+            )
+    return {table: decode_table(model, table, struct, source) for table, struct in kind.options.items()}

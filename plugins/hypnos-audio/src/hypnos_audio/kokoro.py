@@ -29,7 +29,7 @@ from hypnos.types import LayerPlacementPlan, MemoryTier, TierSwitchPhases
 from hypnos_audio import onnx_session
 from hypnos_audio.phonemes import EspeakPhonemizer, group_phrases, split_phonemes, split_phrases, tokenize
 from hypnos_audio.wav import to_pcm16
-from hypnos_audio.worker import ModelWorker
+from hypnos.kit.worker import ModelWorker
 
 logger = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from hypnos.types import EngineTiming, LayerPlacementPlan, MemoryTier, TierSwitc
 
 from hypnos_audio.ct2_model import resident_bytes
 from hypnos_audio.wav import read_wav
-from hypnos_audio.worker import ModelWorker
+from hypnos.kit.worker import ModelWorker
 
 logger = logging.getLogger(__name__)
 

@@ -43,7 +43,7 @@ from hypnos_llama.options import LlamaOptions
 from hypnos_llama.sampling import SamplingParams
 from hypnos_llama.slots import ChatJob
 from hypnos_llama.template import CHATML_FALLBACK, ChatTemplate
-from hypnos_llama.warm_pages import WarmPages
+from hypnos.kit.warm_pages import WarmPages
 
 logger = logging.getLogger(__name__)
 
@@ -148,9 +148,9 @@ class LlamaEngine(Engine):
 
     def _warm_all(self) -> float:
         """Hold the weights' and the projector's pages; the milliseconds it took."""
-        warm_ms = self._warm.acquire()
+        warm_ms = self._warm.hold()
         if self._projector_warm is not None and self._projector_warm.path.is_file():
-            warm_ms += self._projector_warm.acquire()
+            warm_ms += self._projector_warm.hold()
         return warm_ms
 
     @property

@@ -19,7 +19,7 @@ from hypnos_llama.estimate import estimate_gguf
 from hypnos_llama.gguf_meta import GgufFile, read_gguf
 from hypnos_llama.options import LlamaOptions
 from hypnos_llama.runtime import import_llama_cpp
-from hypnos_llama.warm_pages import WarmPages
+from hypnos.kit.warm_pages import WarmPages
 
 logger = logging.getLogger(__name__)
 
@@ -159,7 +159,7 @@ class LlamaEmbeddingEngine(Engine):
     async def load(self, plan: LayerPlacementPlan) -> TierSwitchPhases:
         """Tier 2: hold the file's pages; tier 1: build the model and an embedding context."""
         started = time.perf_counter()
-        warm_ms = await asyncio.to_thread(self._warm.acquire)
+        warm_ms = await asyncio.to_thread(self._warm.hold)
         context_ms = 0.0
         if plan.primary_tier == MemoryTier.TIER1 and self._batcher is None:
             build_started = time.perf_counter()

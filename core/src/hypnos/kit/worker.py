@@ -9,7 +9,11 @@ from typing import Any
 
 
 class ModelWorker:
-    """A single worker thread per model, created on first use and again after close()."""
+    """A single worker thread per model, created on first use and again after close().
+
+    Calls run one at a time in submission order, so a tier move submitted while a (cancelled) request still runs
+    waits for that request's call to return first.
+    """
 
     def __init__(self, name: str) -> None:
         self.name = name

@@ -1,4 +1,4 @@
-"""Tier 2 for GGUF: keep a model file's pages resident in host RAM (mapped, populated, optionally locked)."""
+"""Tier 2 for file-backed engines: keep model files' pages resident in host RAM (mapped, populated, maybe locked)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -30,27 +31,18 @@ def _libc() -> ctypes.CDLL:
     return libc
 
 
-class WarmPages:
-    """Holds a file's pages in RAM so that loading it (mmap or read) does not touch the disk."""
+class _FilePages:
+    """One file's pages held in RAM (mapped and populated on Linux, read once elsewhere)."""
 
-    def __init__(self, path: Path, *, lock: bool = False) -> None:
-        self.path = Path(path)
+    def __init__(self, path: Path, lock: bool) -> None:
+        self.path = path
         self.lock = lock
         self.locked = False
         self.size = 0
         self._address: int | None = None
         self._libc: ctypes.CDLL | None = None
 
-    @property
-    def held(self) -> bool:
-        """True while the pages are held."""
-        return self._address is not None or (self.size > 0 and not sys.platform.startswith("linux"))
-
-    def acquire(self) -> float:
-        """Map and populate the file (locking it when asked and allowed); returns the milliseconds it took."""
-        if self.held:
-            return 0.0
-        started = time.perf_counter()
+    def hold(self) -> None:
         self.size = self.path.stat().st_size
         if sys.platform.startswith("linux") and self.size:
             self._map_linux()
@@ -58,7 +50,6 @@ class WarmPages:
             with self.path.open("rb") as handle:
                 while handle.read(16 * 1024 * 1024):
                     pass
-        return (time.perf_counter() - started) * 1000
 
     def _map_linux(self) -> None:
         libc = self._libc = _libc()
@@ -79,7 +70,6 @@ class WarmPages:
                 logger.info("could not lock %s in RAM (errno %d); pages stay mapped", self.path, ctypes.get_errno())
 
     def release(self) -> None:
-        """Unmap (and unlock) the pages; the kernel may then drop them."""
         if self._address is not None and self._libc is not None:
             if self.locked:
                 self._libc.munlock(self._address, self.size)
@@ -87,3 +77,52 @@ class WarmPages:
         self._address = None
         self.locked = False
         self.size = 0
+
+
+class WarmPages:
+    """Holds files' pages in RAM (tier 2 of file-backed engines) so that loading them does not touch the disk."""
+
+    def __init__(self, paths: Path | str | Iterable[Path | str], *, lock: bool = False) -> None:
+        listed = [paths] if isinstance(paths, (str, Path)) else list(paths)
+        self.paths = [Path(p) for p in listed]
+        self.lock = lock
+        self._files: list[_FilePages] = []
+
+    @property
+    def held(self) -> bool:
+        """True while the pages are held."""
+        return bool(self._files)
+
+    @property
+    def bytes_held(self) -> int:
+        """The bytes of the files held (0 when released)."""
+        return sum(f.size for f in self._files)
+
+    @property
+    def locked(self) -> bool:
+        """True when every held file is also locked (mlock) in RAM."""
+        return bool(self._files) and all(f.locked for f in self._files)
+
+    def hold(self) -> float:
+        """Map and populate every file (locking them when asked and allowed); the milliseconds it took.
+
+        Idempotent: holding held pages costs nothing. A file that cannot be held releases the others and raises.
+        """
+        if self._files:
+            return 0.0
+        started = time.perf_counter()
+        try:
+            for path in self.paths:
+                pages = _FilePages(path, self.lock)
+                self._files.append(pages)
+                pages.hold()
+        except BaseException:
+            self.release()
+            raise
+        return (time.perf_counter() - started) * 1000
+
+    def release(self) -> None:
+        """Unmap (and unlock) the pages; the kernel may then drop them."""
+        files, self._files = self._files, []
+        for pages in files:
+            pages.release()

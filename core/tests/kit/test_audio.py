@@ -1,0 +1,102 @@
+"""The kit's audio decoder: WAV formats, bounds checked before decoding, malformed headers refused with 400."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+from hypnos.errors import HypnosError
+from hypnos.kit.audio import decode_audio, read_audio, to_pcm16, wav_bytes
+
+
+def _wav(
+    fmt: tuple[int, int, int, int, int, int], payload: bytes, *, data_size: int | None = None, fmt_size: int = 16
+) -> bytes:
+    body = struct.pack("<HHIIHH", *fmt)[:fmt_size]
+    size = len(payload) if data_size is None else data_size
+    chunks = b"fmt " + struct.pack("<I", fmt_size) + body + b"data" + struct.pack("<I", size) + payload
+    return b"RIFF" + struct.pack("<I", 4 + len(chunks)) + b"WAVE" + chunks
+
+
+def _tone(rate: int, secs: float) -> np.ndarray:
+    return (0.5 * np.sin(2 * np.pi * 440 * np.arange(int(rate * secs)) / rate)).astype(np.float32)
+
+
+def test_pcm16_mono_roundtrip_and_resample() -> None:
+    tone = _tone(24000, 0.5)
+    audio = read_audio(wav_bytes(to_pcm16(tone), 24000), sample_rate=24000, max_seconds=10)
+    assert audio.duration_secs == pytest.approx(0.5)
+    assert np.max(np.abs(audio.samples - tone)) < 1e-3
+    resampled = decode_audio(wav_bytes(to_pcm16(tone), 24000), sample_rate=16000, max_seconds=10)
+    assert abs(resampled.size - 8000) <= 64 and resampled.dtype == np.float32
+
+
+@pytest.mark.parametrize("bits", [8, 24, 32])
+def test_other_pcm_widths_and_stereo(bits: int) -> None:
+    tone = _tone(8000, 0.25)
+    if bits == 8:
+        payload = np.repeat((tone * 127 + 128).astype(np.uint8), 2).tobytes()
+    elif bits == 24:
+        ints = np.repeat((tone * ((1 << 23) - 1)).astype("<i4"), 2)
+        payload = b"".join(int(v).to_bytes(3, "little", signed=True) for v in ints)
+    else:
+        payload = np.repeat((tone * ((1 << 31) - 1)).astype("<i4"), 2).tobytes()
+    data = _wav((1, 2, 8000, 8000 * 2 * bits // 8, 2 * bits // 8, bits), payload)
+    out = decode_audio(data, sample_rate=8000, max_seconds=10)
+    assert out.size == tone.size and np.max(np.abs(out - tone)) < 0.02
+
+
+def test_float32_wav() -> None:
+    tone = _tone(16000, 0.1)
+    out = decode_audio(
+        _wav((3, 1, 16000, 64000, 4, 32), tone.astype("<f4").tobytes()), sample_rate=16000, max_seconds=1
+    )
+    assert np.allclose(out, tone)
+
+
+def test_one_hertz_wav_refused_before_decoding() -> None:
+    """Issue 13 item 2: a 644-byte WAV declaring 1 Hz would be 300 s of audio after resampling."""
+    data = _wav((1, 1, 1, 2, 2, 16), b"\x01\x00" * 300)
+    assert len(data) == 644
+    with pytest.raises(HypnosError) as caught:
+        decode_audio(data, sample_rate=16000, max_seconds=120)
+    assert caught.value.status == 400 and "300.0 s" in caught.value.message
+
+
+def test_declared_size_beyond_file_counts_what_is_present() -> None:
+    data = _wav((1, 1, 8000, 16000, 2, 16), b"\x00\x00" * 800, data_size=0x7FFFFFF0)
+    assert read_audio(data, sample_rate=8000, max_seconds=1).duration_secs == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        _wav((1, 1, 16000, 32000, 2, 16), b"\x00" * 10, fmt_size=12),  # truncated fmt chunk
+        _wav((1, 2, 16000, 64000, 3, 16), b"\x00" * 12),  # bad block_align
+        _wav((1, 0, 16000, 0, 0, 16), b"\x00" * 12),  # no channels
+        _wav((1, 1, 0, 0, 2, 16), b"\x00" * 12),  # zero rate
+        _wav((1, 1, 4_000_000_000, 0, 2, 16), b"\x00" * 12),  # absurd rate
+        _wav((2, 1, 16000, 32000, 2, 16), b"\x00" * 12),  # ADPCM: unsupported
+        b"RIFF\x10\x00\x00\x00WAVEfmt ",  # cut inside the chunk list
+        b"RIFF\x00\x00\x00\x00WAVEdata\x04\x00\x00\x00\x00\x00\x00\x00",  # data before fmt
+    ],
+)
+def test_malformed_wav_is_400_without_library_text(data: bytes) -> None:
+    with pytest.raises(HypnosError) as caught:
+        decode_audio(data, sample_rate=16000, max_seconds=60)
+    assert caught.value.status == 400 and caught.value.type == "invalid_request_error"
+    assert "Error" not in caught.value.message
+
+
+def test_odd_sample_count_in_stereo_drops_the_partial_frame() -> None:
+    data = _wav((1, 2, 8000, 32000, 4, 16), b"\x00\x10" * 5)
+    assert decode_audio(data, sample_rate=8000, max_seconds=1).size == 2
+
+
+def test_not_audio_is_400() -> None:
+    with pytest.raises(HypnosError) as caught:
+        decode_audio(b"ID3 this is not audio at all" * 10, sample_rate=16000, max_seconds=60)
+    assert caught.value.status == 400
+    with pytest.raises(HypnosError):
+        decode_audio(b"", sample_rate=16000, max_seconds=60)
