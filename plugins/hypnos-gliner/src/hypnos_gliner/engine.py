@@ -12,9 +12,9 @@ import msgspec
 from hypnos.config import ModelConfig
 from hypnos.engine import (
     CancelToken,
-    Entity,
     EngineContext,
     EngineUnavailable,
+    Entity,
     EntityInput,
     EntityResult,
     MemoryEstimate,
@@ -84,7 +84,9 @@ class GlinerEngine(StagedEngine):
     def estimate(self) -> MemoryEstimate:
         """The weights' bytes from the files' headers, plus the configured inference workspace."""
         weights = weight_bytes(self.files)
-        return MemoryEstimate(weight_bytes=weights, non_layer_bytes=weights, workspace_bytes=self.options.workspace_bytes)
+        return MemoryEstimate(
+            weight_bytes=weights, non_layer_bytes=weights, workspace_bytes=self.options.workspace_bytes
+        )
 
     def read_weights(self) -> None:
         """Tier 3 -> 2: the torch state dict (CPU tensors) or the ONNX export's bytes."""
@@ -167,8 +169,10 @@ class GlinerEngine(StagedEngine):
             # each family resolved as its own pass would be, then the families' answers resolved together
             merged = resolve([c for pool in by_family for c in resolve(pool, flat)], flat)
             entities.append(
-                [Entity(text=plan.text[c.start : c.end], label=c.label, start=c.start, end=c.end, score=c.score)
-                 for c in merged]
+                [
+                    Entity(text=plan.text[c.start : c.end], label=c.label, start=c.start, end=c.end, score=c.score)
+                    for c in merged
+                ]
             )
         return EntityResult(entities=entities)
 

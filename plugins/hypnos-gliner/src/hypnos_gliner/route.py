@@ -74,9 +74,7 @@ async def entities(request: Request[Any, Any, Any]) -> Response[bytes]:
         headers = wait_headers(lease)
     context.record.inference_ms = round(inference_ms, 3)
     context.record.telemetry, context.record.input_text = telemetry, "\n".join(job.texts)  # observability
-    data = [
-        {"object": "entities", "index": index, "entities": found} for index, found in enumerate(result.entities)
-    ]
+    data = [{"object": "entities", "index": index, "entities": found} for index, found in enumerate(result.entities)]
     answer = {
         "object": "list",
         "model": body.model,

@@ -47,10 +47,18 @@ def build_tiny_gliner(dest: Path, *, onnx: bool = True, seed: int = 1, spread: f
         for name in TOKENIZER_FILES:
             shutil.copy(tokenizer_dir() / name, scratch)
         torch.manual_seed(seed)
-        encoder = {"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
-                   "intermediate_size": 64, "vocab_size": 30522, "max_position_embeddings": 512}
-        config = GLiNERConfig(model_name=scratch, encoder_config=encoder, hidden_size=32, max_width=12, max_len=384,
-                              span_mode="markerV0")
+        encoder = {
+            "model_type": "bert",
+            "hidden_size": 32,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "intermediate_size": 64,
+            "vocab_size": 30522,
+            "max_position_embeddings": 512,
+        }
+        config = GLiNERConfig(
+            model_name=scratch, encoder_config=encoder, hidden_size=32, max_width=12, max_len=384, span_mode="markerV0"
+        )
         model = GLiNER.from_config(config, backbone_from_pretrained=False)
         generator = torch.Generator().manual_seed(seed + 1)
         with torch.no_grad():

@@ -49,8 +49,9 @@ def safetensors_bytes(path: Path) -> int:
     with path.open("rb") as handle:
         (size,) = struct.unpack("<Q", handle.read(8))
         header = json.loads(handle.read(size))
-    return sum(end - start for key, entry in header.items() if key != "__metadata__" for start, end in
-               [entry["data_offsets"]])
+    return sum(
+        end - start for key, entry in header.items() if key != "__metadata__" for start, end in [entry["data_offsets"]]
+    )
 
 
 def torch_zip_bytes(path: Path) -> int:
