@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -70,24 +71,34 @@ def plan_windows(word_tokens: Sequence[int], max_words: int, max_tokens: int | N
     return windows
 
 
-def _overlaps(a: Candidate, b: Candidate, flat: bool) -> bool:
+def _clash(start: int, end: int, other_start: int, other_end: int, flat: bool) -> bool:
     """GLiNER's has_overlapping (flat) / has_overlapping_nested (nested) with one label per span."""
-    if (a.start, a.end) == (b.start, b.end):
+    if start == other_start and end == other_end:
         return True
-    if a.start >= b.end or b.start >= a.end:
+    if start >= other_end or other_start >= end:
         return False
     if flat:
         return True
-    nested = (a.start <= b.start and a.end >= b.end) or (b.start <= a.start and b.end >= a.end)
+    nested = (start <= other_start and end >= other_end) or (other_start <= start and other_end >= end)
     return not nested
 
 
 def resolve(candidates: Sequence[Candidate], flat: bool) -> list[Candidate]:
     """GLiNER's greedy search: highest score first, drop a span that overlaps a kept one (flat: any overlap;
-    nested: a partial overlap; the same span twice: always), then order by start."""
+    nested: a partial overlap; the same span twice: always), then order by start.
+
+    Kept spans are looked up by start, only those that can reach the candidate, so long texts stay fast.
+    """
     kept: list[Candidate] = []
+    bounds: list[tuple[int, int]] = []  # the kept spans' (start, end), sorted
+    longest = 0
     for candidate in sorted(candidates, key=lambda c: -c.score):
-        if not any(_overlaps(candidate, other, flat) for other in kept):
-            kept.append(candidate)
+        low = bisect.bisect_left(bounds, (candidate.start - longest, -1))
+        high = bisect.bisect_left(bounds, (candidate.end, -1))
+        if any(_clash(candidate.start, candidate.end, s, e, flat) for s, e in bounds[low:high]):
+            continue
+        kept.append(candidate)
+        bisect.insort(bounds, (candidate.start, candidate.end))
+        longest = max(longest, candidate.end - candidate.start)
     kept.sort(key=lambda c: c.start)
     return kept
