@@ -267,7 +267,7 @@ def main() -> None:
     parser.add_argument("--no-server", action="store_true", help="skip the HTTP server measures")
     args = parser.parse_args()
     from hypnos_audio.starter import KOKORO_DIR, WHISPER_DIR, starter_models
-    from hypnos_audio.wav import to_pcm16, wav_bytes
+    from hypnos.kit.audio import to_pcm16, wav_bytes
 
     with tempfile.TemporaryDirectory(prefix="hypnos-audio-bench-") as temp:
         folder = Path(temp)

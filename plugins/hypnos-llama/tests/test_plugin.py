@@ -22,7 +22,7 @@ def test_entry_point_registers_ggml_llama(tiny_gguf: Path) -> None:
     manager = make_plugin_manager(allow=["llama"])
     kinds = collect_engine_kinds(manager)
     kind = kinds["ggml_llama"]
-    assert Modality.TEXT_GENERATION in kind.modalities and "llama" in kind.config_keys
+    assert Modality.TEXT_GENERATION in kind.modalities and "llama" in kind.tables
     model = ModelConfig(id="t", modality="text_generation", engine="ggml_llama", weights_path=str(tiny_gguf))
     engine = kind.factory(model, EngineContext(models_dir=tiny_gguf.parent, limits=LimitsConfig()))
     assert engine.estimate().num_layers == 2

@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 from hypnos.config import ConfigError, load_settings
-from hypnos.plugins import allow_list_from_env, make_plugin_manager
+from hypnos.options import check_engine_options
+from hypnos.plugins import allow_list_from_env, collect_engine_kinds, make_plugin_manager
 
 from hypnos_server.app import server_version
 from hypnos_server.starter import write_starter_config
@@ -41,6 +42,7 @@ def serve(config: str | None, host: str | None, port: int | None) -> int:
         os.environ["HYPNOS_PORT"] = str(port)
     try:
         settings = load_settings()
+        check_engine_options(settings, collect_engine_kinds(make_plugin_manager(allow=allow_list_from_env())))
     except ConfigError as error:
         sys.stderr.write(f"hypnos: bad config: {error}\n")
         return 2

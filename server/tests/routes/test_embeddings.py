@@ -34,3 +34,28 @@ def test_wrong_input_type_names_the_field(client):
     response = client.post("/v1/embeddings", json={"model": "fake-embed", "input": 5})
     assert response.status_code == 400
     assert "`input`" in error_of(response)["message"]
+
+
+def test_base64_encoding_decodes_to_the_float_vectors(client):
+    """The OpenAI Node SDK asks for base64 by default and reads little-endian float32 from it."""
+    import base64
+    import struct
+
+    texts = ["first text", "second"]
+    floats = client.post("/v1/embeddings", json={"model": "fake-embed", "input": texts}).json()
+    encoded = client.post(
+        "/v1/embeddings", json={"model": "fake-embed", "input": texts, "encoding_format": "base64"}
+    ).json()
+    for plain, packed in zip(floats["data"], encoded["data"], strict=True):
+        assert isinstance(packed["embedding"], str)
+        raw = base64.b64decode(packed["embedding"])
+        assert len(raw) == 4 * len(plain["embedding"])
+        decoded = struct.unpack(f"<{len(raw) // 4}f", raw)
+        for got, want in zip(decoded, plain["embedding"], strict=True):
+            assert abs(got - want) <= 1e-6 * max(1.0, abs(want))
+
+
+def test_unknown_encoding_format_is_400(client):
+    response = client.post("/v1/embeddings", json={"model": "fake-embed", "input": "one", "encoding_format": "int8"})
+    assert response.status_code == 400
+    assert "encoding_format" in error_of(response)["message"]

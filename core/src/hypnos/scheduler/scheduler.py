@@ -14,6 +14,7 @@ from hypnos.config import ModelConfig, Settings
 from hypnos.engine import EngineContext, EngineKind, EngineUnavailable
 from hypnos.errors import HypnosError, invalid_request, model_busy, model_disabled, model_not_found
 from hypnos.hardware import HardwareProbe, SystemHardware
+from hypnos.options import decode_engine_options
 from hypnos.scheduler.admission import (
     deadline_unmeetable,
     effective_deadline_ms,
@@ -140,6 +141,7 @@ class Scheduler:
             accelerator=self.hardware.info().accelerator,
             kv_park=self.kv_park,
             context_resized=self.context_resized,
+            kv_idle_timeout_secs=settings.server.kv_idle_timeout_secs,
         )
         self.latency_provider = latency_provider
         self._implicit_deadline = implicit_deadline_ms(settings.server, settings.limits)
@@ -151,15 +153,22 @@ class Scheduler:
         self.tiers = TierManager(self._models, settings, self.budgets, self.hardware, clock)
 
     def _make_state(self, model: ModelConfig) -> ModelState:
+        """The model's state; an engine whose options, factory or estimate fail leaves the model unavailable
+        (with the reason /v1/memory/status shows) instead of stopping the server. Bad options are a ConfigError."""
         kind = self.engine_kinds.get(model.engine)
         if kind is None:
             reason = f"the engine kind `{model.engine}` of model `{model.id}` is not installed"
             return ModelState(config=model, engine=None, unavailable_reason=reason, enabled=model.enabled)
+        source = self.settings.source or "<config>"
+        self.context.options[model.id] = decode_engine_options(model, kind, source)
         try:
             engine = kind.factory(model, self.context)
-        except HypnosError as error:
-            return ModelState(config=model, engine=None, unavailable_reason=error.message, enabled=model.enabled)
-        return ModelState(config=model, engine=engine, enabled=model.enabled)
+            estimate = engine.estimate()
+        except Exception as error:
+            reason = error.message if isinstance(error, HypnosError) else f"{type(error).__name__}: {error}"
+            logger.warning("model %s is unavailable: %s", model.id, reason)
+            return ModelState(config=model, engine=None, unavailable_reason=reason[:500], enabled=model.enabled)
+        return ModelState(config=model, engine=engine, enabled=model.enabled, estimate_cache=estimate)
 
     # ---- queries ------------------------------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from hypnos.engine import (
     DocumentInput,
     EmbeddingResult,
     Engine,
+    EngineCapabilities,
     EngineContext,
     EngineKind,
     Entity,
@@ -60,6 +61,12 @@ class FakeOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     embedding_dim: int = 16
 
 
+class FakeImageOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """The `[models.image]` table: whether the model edits images (reported as a capability)."""
+
+    edit: bool = False
+
+
 def _words(seed_text: str, count: int) -> list[str]:
     """A deterministic word sequence derived from the prompt text."""
     vocabulary = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet"]
@@ -84,10 +91,15 @@ class FakeEngine(Engine):
 
     def __init__(self, model, context: EngineContext) -> None:  # type: ignore[no-untyped-def]
         super().__init__(model, context)
-        self.options = msgspec.convert(model.engine_options.get("fake", {}), FakeOptions)
+        self.options = context.options_for(model, "fake", FakeOptions)
+        self.image_options = context.options_for(model, "image", FakeImageOptions)
         self.tier = MemoryTier.TIER3
         self.loads = 0
         self._oom_pending = self.options.oom_once
+
+    def capabilities(self) -> EngineCapabilities:
+        """Edits images when `[models.image] edit = true`."""
+        return EngineCapabilities(image_edit=self.image_options.edit)
 
     def estimate(self) -> MemoryEstimate:
         """Sizes as configured."""
@@ -227,6 +239,6 @@ def fake_engine_kind(name: str = "fake") -> EngineKind:
         name=name,
         modalities=frozenset(Modality),
         factory=FakeEngine,
-        config_keys=frozenset({"fake"}),
         description="deterministic fake engine for tests",
+        options={"fake": FakeOptions, "image": FakeImageOptions},
     )

@@ -23,6 +23,7 @@ from hypnos.engine import (
     ToolCallEvent,
 )
 from hypnos.errors import HypnosError
+from hypnos.kit.warm_pages import WarmPages
 from hypnos.openai import ChatCompletionRequest
 from hypnos.types import LayerPlacementPlan, MemoryTier, TierSwitchPhases
 
@@ -43,7 +44,6 @@ from hypnos_llama.options import LlamaOptions
 from hypnos_llama.sampling import SamplingParams
 from hypnos_llama.slots import ChatJob
 from hypnos_llama.template import CHATML_FALLBACK, ChatTemplate
-from hypnos.kit.warm_pages import WarmPages
 
 logger = logging.getLogger(__name__)
 
@@ -199,7 +199,7 @@ class LlamaEngine(Engine):
                 self.context.context_resized(self.model.id, grown.shape.n_ctx)
             return grown
 
-        idle = self.options.kv_idle_timeout_secs or self.context.extra.get("kv_idle_timeout_secs")
+        idle = self.options.kv_idle_timeout_secs or self.context.kv_idle_timeout_secs
         batch = BatchLoop(model, context, rebuild, prefill_chunk=self.options.prefill_chunk, name=self.model.id,
                           idle_timeout_s=float(idle) if idle else None)
         self._kv_restored = restore_slots(self.context.kv_park, self.model.id, self._layout(context), batch)

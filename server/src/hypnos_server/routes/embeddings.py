@@ -19,6 +19,7 @@ from hypnos_server.routes.inference import (
     ready_guard,
     wait_headers,
 )
+from hypnos_server.routes.vector_encoding import check_encoding_format, encode_vector
 from hypnos_server.state import hypnos_state, request_context
 
 
@@ -29,6 +30,7 @@ async def embeddings(request: Request[Any, Any, Any]) -> Response[bytes]:
     context = request_context(request)
     body = await decode_json(request, EmbeddingsRequest)
     context.record.model = body.model
+    encoding_format = check_encoding_format(body.encoding_format)
     texts = [body.input] if isinstance(body.input, str) else list(body.input)
     if not texts:
         raise invalid_request("`input` must be a string or a non-empty array of strings")
@@ -46,7 +48,10 @@ async def embeddings(request: Request[Any, Any, Any]) -> Response[bytes]:
     context.record.tokens_in = result.prompt_tokens
     context.record.inference_ms = round(inference_ms, 3)
     context.record.telemetry, context.record.input_text = telemetry, "\n".join(texts)  # observability
-    data = [{"object": "embedding", "index": i, "embedding": vector} for i, vector in enumerate(result.vectors)]
+    data = [
+        {"object": "embedding", "index": i, "embedding": encode_vector(vector, encoding_format)}
+        for i, vector in enumerate(result.vectors)
+    ]
     answer = {
         "object": "list",
         "model": body.model,

@@ -79,8 +79,8 @@ async def _generate(
     context.record.model = body.model
     job = image_job(body, state.settings.limits, references)
     model = state.scheduler.serving(body.model, Modality.IMAGE_GENERATION)
-    if references and not model.config.engine_options.get("image", {}).get("edit", False):
-        raise invalid_request(f"The model `{body.model}` does not edit images ([models.image] edit = true)")
+    if references and (model.engine is None or not model.engine.capabilities().image_edit):
+        raise invalid_request(f"The model `{body.model}` does not edit images")
     async with lease_for(request, body.model, Modality.IMAGE_GENERATION) as lease:
         note_lease(context, lease)
         started = time.perf_counter()
