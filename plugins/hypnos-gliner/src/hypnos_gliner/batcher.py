@@ -67,11 +67,15 @@ class PassBatcher(Generic[P, R]):
     async def _drain_batches(self) -> None:
         while self._queue:
             batch: list[_Pending[P, R]] = []
+            live: dict[int, bool] = {}  # each request's token is checked once per batch
             while self._queue and len(batch) < self.max_batch:
                 entry = self._queue.popleft()
                 if entry.future.done():
                     continue
-                if entry.cancel.cancelled:
+                token = id(entry.cancel)
+                if token not in live:
+                    live[token] = not entry.cancel.cancelled
+                if not live[token]:
                     entry.future.set_exception(Cancelled())
                     continue
                 batch.append(entry)

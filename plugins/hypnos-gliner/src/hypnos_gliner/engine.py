@@ -20,17 +20,16 @@ from hypnos.engine import (
     MemoryEstimate,
     missing_library,
 )
-from hypnos.kit.staged import ModelNotLoaded, StagedEngine
+from hypnos.kit.staged import ModelNotLoaded, StagedEngine, check_cancelled
 from hypnos.types import LayerPlacementPlan
 
 from hypnos_gliner.batcher import PassBatcher
+from hypnos_gliner.jobs import check_job
 from hypnos_gliner.runner import GlinerRunner, Pass, WordSpan
 from hypnos_gliner.spans import Candidate, Window, label_families, plan_windows, resolve, unique_labels
-from hypnos_gliner.weights import ModelFiles, find_files, weight_bytes
+from hypnos_gliner.weights import ModelFiles, find_files, weight_bytes, workspace_bytes
 
 logger = logging.getLogger(__name__)
-
-MiB = 1024 * 1024
 
 
 class GlinerOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -44,7 +43,7 @@ class GlinerOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     batch_size: int = 8  # passes (window x family, across requests) per model call
     window_words: int = 0  # 0: the model's max_len
     window_overlap_words: int = 64  # raised to twice the model's max_width when smaller
-    workspace_bytes: int = 256 * MiB
+    workspace_bytes: int | None = None  # None: from the model's config and batch_size
 
 
 @dataclass
@@ -84,9 +83,10 @@ class GlinerEngine(StagedEngine):
     def estimate(self) -> MemoryEstimate:
         """The weights' bytes from the files' headers, plus the configured inference workspace."""
         weights = weight_bytes(self.files)
-        return MemoryEstimate(
-            weight_bytes=weights, non_layer_bytes=weights, workspace_bytes=self.options.workspace_bytes
-        )
+        workspace = self.options.workspace_bytes
+        if workspace is None:
+            workspace = workspace_bytes(self.files, self.options.batch_size)
+        return MemoryEstimate(weight_bytes=weights, non_layer_bytes=weights, workspace_bytes=workspace)
 
     def read_weights(self) -> None:
         """Tier 3 -> 2: the torch state dict (CPU tensors) or the ONNX export's bytes."""
@@ -142,6 +142,8 @@ class GlinerEngine(StagedEngine):
     async def extract_entities(self, job: EntityInput, cancel: CancelToken) -> EntityResult:
         """Every text x window x label family as one pass (batched with other requests'), resolved per text."""
         self.require_ready()
+        check_job(job)
+        check_cancelled(cancel)
         labels = unique_labels(job.labels)
         families = label_families(labels, self.options.labels_per_pass)
         plans: list[_TextPlan] = await self.run_blocking(self._plan_texts, job.texts, families)
@@ -154,6 +156,7 @@ class GlinerEngine(StagedEngine):
                     passes.append(Pass(words, family, job.threshold))
                     where.append((index, number, window))
         found = await self.batcher.run(passes, cancel) if passes else []
+        check_cancelled(cancel)
         # pools[text][family]: the family's spans over all windows, each span from the window that owns its start
         pools: list[list[list[Candidate]]] = [[[] for _ in families] for _ in plans]
         for (index, number, window), spans in zip(where, found, strict=True):

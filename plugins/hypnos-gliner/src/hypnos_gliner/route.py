@@ -25,6 +25,8 @@ from hypnos_server.routes.inference import (
 from hypnos_server.state import hypnos_state, request_context
 from litestar import Request, Response, post
 
+from hypnos_gliner.jobs import check_job
+
 
 class EntitiesRequest(msgspec.Struct, kw_only=True):
     """The body of POST /v1/entities; unknown fields are ignored."""
@@ -39,21 +41,12 @@ class EntitiesRequest(msgspec.Struct, kw_only=True):
 def entity_input(body: EntitiesRequest, max_chars: int) -> EntityInput:
     """The engine's job, or a 400 naming what is wrong with the request."""
     texts = [body.input] if isinstance(body.input, str) else list(body.input)
-    if not texts:
-        raise invalid_request("`input` must be a string or a non-empty array of strings")
-    for index, text in enumerate(texts):
-        if not text:
-            where = "`input`" if isinstance(body.input, str) else f"`input[{index}]`"
-            raise invalid_request(f"{where} is empty; send the text to extract entities from")
-    labels = list(body.labels)
-    if not labels or not all(label.strip() for label in labels):
-        raise invalid_request("`labels` must be a non-empty array of non-empty strings")
-    if not 0.0 <= body.threshold <= 1.0:
-        raise invalid_request(f"`threshold` must be between 0 and 1 (got {body.threshold})")
+    job = EntityInput(texts=texts, labels=list(body.labels), threshold=body.threshold, flat=body.flat)
+    check_job(job)
     chars = sum(len(text) for text in texts)
     if chars > max_chars:
         raise invalid_request(f"The input holds {chars} characters, above limits.max_prompt_chars ({max_chars})")
-    return EntityInput(texts=texts, labels=labels, threshold=body.threshold, flat=body.flat)
+    return job
 
 
 @post("/v1/entities", guards=[ready_guard], status_code=200)

@@ -72,3 +72,22 @@ def weight_bytes(files: ModelFiles) -> int:
         return path.stat().st_size + extra
     except (OSError, ValueError, KeyError, struct.error) as error:
         raise EngineUnavailable(f"cannot read the weights' header of {path}: {error}") from error
+
+
+def workspace_bytes(files: ModelFiles, batch: int) -> int:
+    """Inference working memory for a batch of full windows, from gliner_config.json: span representations
+    (max_len x max_width x hidden), attention scores (heads x tokens^2) and the encoder's activations."""
+    try:
+        config = json.loads(files.config.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise EngineUnavailable(f"cannot read {files.config}: {error}") from error
+    encoder = config.get("encoder_config") or {}
+    hidden = int(config.get("hidden_size") or 512)
+    encoder_hidden = int(encoder.get("hidden_size") or 768)
+    heads = int(encoder.get("num_attention_heads") or 12)
+    words, width = int(config.get("max_len") or 384), int(config.get("max_width") or 12)
+    tokens = words * 3 // 2 + 64  # subword tokens of a full window plus a family's label prompt
+    spans = words * width * hidden * 4 * 4
+    attention = heads * tokens * tokens * 4 * 2
+    activations = tokens * encoder_hidden * 4 * 8
+    return max(1, batch) * (spans + attention + activations)
