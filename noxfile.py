@@ -19,6 +19,7 @@ PACKAGES: dict[str, list[str]] = {
     "server": ["core[test]", "server[test]", "tests/fake-plugin"],
 }
 
+
 def _listed_extras(folder: str, name: str) -> list[str]:
     """Extras named in a plugin's `name` file (comma or newline separated)."""
     listed = os.path.join(folder, name)
@@ -76,7 +77,30 @@ def e2e(session: nox.Session) -> None:
     """Cross-package tests: a real server process (granian) and the OpenAI SDK."""
     _install(session, ["core[test]", "server[test]", "tests/fake-plugin"])
     session.install("openai>=1.40")
-    _pytest(session, "tests")
+    _pytest(session, "tests", "--ignore=tests/playground")
+
+
+CHROMIUM_PACKAGES = {"/usr/bin/chromium": "chromium", "/usr/bin/chromedriver": "chromium-driver"}
+
+
+def _ensure_chromium(session: nox.Session) -> None:
+    """Debian's chromium and chromium-driver, installed with apt-get when missing (never a downloaded browser)."""
+    missing = [package for path, package in CHROMIUM_PACKAGES.items() if not os.path.exists(path)]
+    if not missing:
+        return
+    sudo = [] if os.geteuid() == 0 else ["sudo"]
+    env = {"DEBIAN_FRONTEND": "noninteractive"}
+    session.run(*sudo, "apt-get", "update", "-qq", external=True, env=env)
+    session.run(*sudo, "apt-get", "install", "-y", "-qq", *missing, external=True, env=env)
+
+
+@nox.session(python=PYTHON)
+def playground(session: nox.Session) -> None:
+    """The playground at `/` in Debian's headless Chromium (Selenium + chromium-driver) against a real server."""
+    _ensure_chromium(session)
+    _install(session, ["core[test]", "server[test]", "tests/fake-plugin"])
+    session.install("selenium>=4.20")
+    _pytest(session, "tests/playground")
 
 
 @nox.session(python=PYTHON)
@@ -95,8 +119,9 @@ def bench(session: nox.Session) -> None:
 
 @nox.session(python=False)
 def tests(session: nox.Session) -> None:
-    """The umbrella: lint, every package, then e2e."""
+    """The umbrella: lint, every package, e2e, then the playground in a browser."""
     session.notify("lint")
     for name in PACKAGES:
         session.notify(f"package(package='{name}')")
     session.notify("e2e")
+    session.notify("playground")

@@ -24,6 +24,7 @@ from hypnos.scheduler.admission import (
 from hypnos.scheduler.budgets import compute_budgets
 from hypnos.scheduler.kv_park import KvParkStore
 from hypnos.scheduler.lease import Lease
+from hypnos.scheduler.pool import PoolChanges
 from hypnos.scheduler.state import ModelState
 from hypnos.scheduler.status import MemoryStatus, build_status
 from hypnos.scheduler.tiers import EvictionRecord, SchedulerCounters, TierManager
@@ -64,6 +65,7 @@ class LeaseContext:
 
     async def __aenter__(self) -> Lease:
         sched = self._sched
+        await sched.pool.wait_turn(self._model_id)  # a model being replaced or removed: wait for the change
         state = sched.serving(self._model_id, self._modality)
         estimate = sched.admit(state, self._deadline_ms)
         previous = state.tier
@@ -151,6 +153,7 @@ class Scheduler:
         for model in settings.models:
             self._models[model.id] = self._make_state(model)
         self.tiers = TierManager(self._models, settings, self.budgets, self.hardware, clock)
+        self.pool = PoolChanges(self._models, self.tiers, self.kv_park, self._make_state)
 
     def _make_state(self, model: ModelConfig) -> ModelState:
         """The model's state; an engine whose options, factory or estimate fail leaves the model unavailable
@@ -183,7 +186,7 @@ class Scheduler:
         return list(reversed(self.tiers.recent_evictions))
 
     def models(self) -> list[ModelState]:
-        """Every configured model, in config order."""
+        """Every model of the pool, in config order (added ones last)."""
         return list(self._models.values())
 
     def get(self, model_id: str) -> ModelState:
@@ -264,7 +267,7 @@ class Scheduler:
     def prefetch(self, model_id: str) -> None:
         """Start loading a model in the background (x-hypnos-next-model); never raises, unknown ids ignored."""
         state = self._models.get(model_id)
-        if state is None or not state.enabled or state.engine is None:
+        if state is None or not state.enabled or state.engine is None or self.pool.held(model_id):
             return
         if state.tier == MemoryTier.TIER1 or state.transition is not None:
             return
@@ -284,6 +287,8 @@ class Scheduler:
 
     def _idle_enabled(self, model_id: str) -> ModelState:
         state = self.get(model_id)
+        if self.pool.held(model_id):
+            raise model_busy(f"the model `{model_id}` is being replaced or removed; retry")
         if not state.enabled:
             raise model_disabled(model_id)
         if state.engine is None:
@@ -296,6 +301,8 @@ class Scheduler:
         """POST /v1/memory/tier: move a model by hand (404 unknown/disabled, 429 leased, 507 no room)."""
         state = self._idle_enabled(model_id)
         await self.tiers.settle(state)
+        if self._models.get(model_id) is not state or self.pool.held(model_id):  # replaced or removed meanwhile
+            raise model_busy(f"the model `{model_id}` is being replaced or removed; retry")
         if target == MemoryTier.TIER1 and context_len is not None:
             current = state.placement.allocated_context_len // max(1, state.config.slots)
             state.context_override = context_len

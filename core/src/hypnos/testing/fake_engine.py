@@ -34,12 +34,14 @@ from hypnos.engine import (
     ImageInput,
     ImageResult,
     MemoryEstimate,
+    ReasoningDelta,
     SpeechInput,
+    ToolCallEvent,
     TranscriptionInput,
     TranscriptionResult,
 )
 from hypnos.errors import server_error
-from hypnos.openai import ChatCompletionRequest
+from hypnos.openai import ChatCompletionRequest, ToolCall, ToolCallFunction
 from hypnos.types import EngineTiming, LayerPlacementPlan, MemoryTier, Modality, TierSwitchPhases
 
 
@@ -72,6 +74,21 @@ def _words(seed_text: str, count: int) -> list[str]:
     vocabulary = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet"]
     digest = hashlib.sha256(seed_text.encode()).digest()
     return [vocabulary[digest[i % len(digest)] % len(vocabulary)] for i in range(count)]
+
+
+def _tool_call(request: ChatCompletionRequest) -> ToolCall | None:
+    """A call of the named (or first) tool with the last user text as `query`, unless a tool result came last."""
+    choice = request.tool_choice
+    if not request.tools or choice == "none" or request.messages[-1].role == "tool":
+        return None
+    name = (
+        choice.function.name if choice is not None and not isinstance(choice, str) else request.tools[0].function.name
+    )
+    arguments = msgspec.json.encode({"query": request.messages[-1].text()}).decode()
+    return ToolCall(
+        id=f"call_{hashlib.sha256(arguments.encode()).hexdigest()[:8]}_0",
+        function=ToolCallFunction(name=name, arguments=arguments),
+    )
 
 
 def _png(width: int, height: int, seed: int) -> bytes:
@@ -149,13 +166,23 @@ class FakeEngine(Engine):
     async def chat(  # type: ignore[override]
         self, request: ChatCompletionRequest, options: ChatOptions, cancel: CancelToken
     ) -> AsyncIterator[ChatEvent]:
-        """Words derived from the conversation, one per token, up to max_tokens."""
+        """Thoughts when thinking is on, a call of the chosen tool when tools are offered, else words."""
         self._maybe_oom()
         prompt = "\n".join(message.text() for message in request.messages)
         prompt_tokens = max(1, len(prompt.split()))
         count = min(self.options.tokens, options.max_tokens)
         started = time.perf_counter()
         produced = 0
+        if options.thinking:
+            for index, word in enumerate(_words("thought " + prompt, 4)):
+                await self._tick(cancel)
+                produced += 1
+                yield ReasoningDelta(("thinking: " if index == 0 else " ") + word)
+        call = _tool_call(request)
+        if call is not None:
+            yield ToolCallEvent(call)
+            yield ChatFinished(finish_reason="tool_calls", prompt_tokens=prompt_tokens, completion_tokens=produced + 1)
+            return
         for index, word in enumerate(_words(prompt + str(request.seed or 0), count)):
             if cancel.cancelled:
                 break
