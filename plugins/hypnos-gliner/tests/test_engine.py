@@ -129,3 +129,23 @@ def test_a_cancelled_request_stops_between_batches(models_dir: Path) -> None:
         return ran
 
     assert asyncio.run(walk()) == 1, "the passes left were dropped at the next batch"
+
+
+def test_one_label_set_per_batch_answers_the_same(models_dir: Path) -> None:
+    """The path for models taking one label set per batch (bi-encoder ONNX graphs) gives the per-row answer."""
+    engine = make_engine(models_dir, "onnx", labels_per_pass=2)
+    job = EntityInput(texts=TEXTS, labels=LABELS, threshold=0.5, flat=False)
+
+    async def walk() -> tuple[Any, Any]:
+        await engine.load(LayerPlacementPlan(primary_tier=MemoryTier.TIER1))
+        per_row = await engine.extract_entities(job, CancelToken())
+        engine._runner.shared_labels_only = True  # type: ignore[union-attr]
+        grouped = await engine.extract_entities(job, CancelToken())
+        await engine.unload()
+        return per_row, grouped
+
+    per_row, grouped = asyncio.run(walk())
+    assert any(per_row.entities)
+    for one, other in zip(per_row.entities, grouped.entities, strict=True):
+        assert [(e.start, e.end, e.label) for e in one] == [(e.start, e.end, e.label) for e in other]
+        assert [e.score for e in one] == pytest.approx([e.score for e in other], abs=1e-4)

@@ -43,6 +43,13 @@ def _keep_every_span(spans: list[Any], flat_ner: bool = True, multi_label: bool 
     return spans
 
 
+def _bi_encoder(model: Any) -> bool:
+    """True for models whose labels have an encoder of their own."""
+    from gliner.data_processing import BaseBiEncoderProcessor
+
+    return isinstance(model.data_processor, BaseBiEncoderProcessor)
+
+
 def read_state_dict(files: ModelFiles) -> dict[str, Any]:
     """The torch weights as CPU tensors (tier 2: host RAM), read the way GLiNER reads them."""
     from gliner.model import BaseGLiNER
@@ -101,6 +108,7 @@ class GlinerRunner:
         self.max_width = int(model.config.max_width)
         limit = int(getattr(self.tokenizer, "model_max_length", 0) or 0)
         self.max_length = limit if 0 < limit < _UNBOUNDED else None
+        self.shared_labels_only = model.is_runtime_model and _bi_encoder(model)
 
     @classmethod
     def from_torch(cls, files: ModelFiles, state_dict: dict[str, Any], device: str, threads: int) -> GlinerRunner:
@@ -137,9 +145,22 @@ class GlinerRunner:
         return max(16, self.max_length - prompt - 2)
 
     def run(self, passes: list[Pass]) -> list[list[WordSpan]]:
-        """Run the passes as one batch; every span above each pass's threshold, in the decoder's order."""
+        """Every span above each pass's threshold, in the decoder's order: the passes as one batch, or, where the
+        model takes one label set per batch (bi-encoder ONNX graphs), one batch per label set."""
+        if not self.shared_labels_only:
+            return self._run(passes, [p.labels for p in passes])
+        groups: dict[tuple[str, ...], list[int]] = {}
+        for index, item in enumerate(passes):
+            groups.setdefault(tuple(item.labels), []).append(index)
+        results: list[list[WordSpan]] = [[] for _ in passes]
+        for labels, indexes in groups.items():
+            for index, found in zip(indexes, self._run([passes[i] for i in indexes], list(labels)), strict=True):
+                results[index] = found
+        return results
+
+    def _run(self, passes: list[Pass], labels: list[Any]) -> list[list[WordSpan]]:
         input_x = [{"tokenized_text": p.words, "ner": None} for p in passes]
-        batch = self.model.collate_batch(input_x, [p.labels for p in passes], self.collator)
+        batch = self.model.collate_batch(input_x, labels, self.collator)
         output = self.model.run_batch(batch, threshold=min(p.threshold for p in passes))
         thresholds = [p.threshold for p in passes]
         decoded = self.model.decode_batch(output, batch, threshold=thresholds, flat_ner=False, multi_label=False)
