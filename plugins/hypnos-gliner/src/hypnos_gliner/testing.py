@@ -14,6 +14,7 @@ import os
 import shutil
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -86,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-onnx", action="store_true", help="torch weights only")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
+    warnings.filterwarnings("ignore")  # the ONNX exporter's tracer warnings say nothing about this model
     build_tiny_gliner(args.models_dir / TINY_NAME, onnx=not args.no_onnx)
     sys.stdout.write(f'models_dir = "{args.models_dir.resolve()}"\n\n{models_block()}')
     return 0
