@@ -105,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
                 with ThreadPoolExecutor(len(items)) as pool:
                     list(pool.map(hypnos, items))
 
-            hypnos(one[0]), sequential_direct(one[:1])  # warm both sides
+            # warm both sides on every text once (torch builds its kernels per input shape on first use)
+            sequential_direct(many), sequential_hypnos(many), concurrent_hypnos(many)
             rows: dict[str, list[float]] = {}
             for _ in range(args.reps):
                 rows.setdefault("one text: predict_entities", []).append(per_second(sequential_direct, one))
