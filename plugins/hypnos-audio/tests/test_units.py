@@ -143,3 +143,17 @@ def test_ct2_header_reader(tmp_path: Path) -> None:
     assert ct2_model.resident_bytes(path, "int8", "cpu") == 9
     path.write_bytes(struct.pack("<I", 3))
     assert ct2_model.resident_bytes(path, "default", "cpu") is None
+
+
+@pytest.mark.parametrize(
+    ("tables", "needle"),
+    [("[models.kokoro]\nspeeed = 1.2\n", "[models.kokoro] key `speeed`"), ("[models.kokoroo]\n", "[models.kokoroo]")],
+)
+def test_bad_kokoro_table_stops_serve_with_one_line(tmp_path: Path, capsys, tables: str, needle: str) -> None:  # type: ignore[no-untyped-def]
+    from hypnos_server import cli
+
+    path = tmp_path / "bad.toml"
+    path.write_text(f'[[models]]\nid = "kokoro-82m"\nmodality = "text_to_speech"\nengine = "kokoro_onnx"\n{tables}')
+    assert cli.main(["serve", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(path) in err and "`kokoro-82m`" in err and needle in err, err

@@ -23,6 +23,7 @@ from hypnos_server.asgi.pipeline import RequestPipeline
 from hypnos_server.catalog import Catalog, shipped_catalog_path
 from hypnos_server.errors import exception_handler
 from hypnos_server.observability import install_observability, observe_dispatch
+from hypnos_server.openapi import openapi_config
 from hypnos_server.pool import ModelPool
 from hypnos_server.routes import server_routes
 from hypnos_server.state import HypnosState
@@ -101,7 +102,7 @@ def create_app(
         exception_handlers={Exception: exception_handler},
         lifespan=[_lifespan(state)],
         request_max_body_size=None,
-        openapi_config=None,
+        openapi_config=openapi_config(state.version),
         debug=False,
     )
     app.state.hypnos = state

@@ -27,13 +27,17 @@ def live_server(
     ready_timeout: float = 120.0,
     env: dict[str, str] | None = None,
     ready_path: str = "/ready",
+    python: str | None = None,
 ) -> Iterator[str]:
     """Run `hypnos serve --config config_path` and yield its base URL once `ready_path` answers 200.
 
     granian prints "Listening" before its worker answers, so readiness is polled over HTTP. The server's output
-    goes to `<config>.log`; it is terminated (then killed) on exit.
+    goes to `<config>.log`; it is terminated (then killed) on exit. `python` runs the server from another environment
+    (default: this interpreter).
     """
-    with live_process(config_path, port=port, ready_timeout=ready_timeout, env=env, ready_path=ready_path) as (_, base):
+    with live_process(
+        config_path, port=port, ready_timeout=ready_timeout, env=env, ready_path=ready_path, python=python
+    ) as (_, base):
         yield base
 
 
@@ -45,13 +49,14 @@ def live_process(
     ready_timeout: float = 120.0,
     env: dict[str, str] | None = None,
     ready_path: str = "/ready",
+    python: str | None = None,
 ) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     """live_server that also yields the process (a test may kill it); stopped on exit unless it already ended."""
     import httpx
 
     port = port or free_port()
     code = "import sys; from hypnos_server.cli import main; sys.exit(main())"
-    command = [sys.executable, "-c", code, "serve", "--config", str(config_path), "--port", str(port)]
+    command = [python or sys.executable, "-c", code, "serve", "--config", str(config_path), "--port", str(port)]
     environment = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
     environment.pop("HYPNOS_CONFIG", None)
     log_path = config_path.with_suffix(".log")

@@ -216,3 +216,14 @@ def test_replace_during_a_stream_drains_or_answers_model_busy(tmp_path: Path, dr
             assert usage > 2  # the old model (20 tokens) still serves
         else:
             assert answer.status_code == 200 and usage == 2
+
+
+def test_a_bad_engine_option_table_is_a_400_naming_model_table_and_key(tmp_path: Path) -> None:
+    with make_client(tmp_path) as client:
+        wait_ready(client)
+        bad_key = client.post("/v1/models", json={"config": ADDED.replace("tokens = 3", "tokenz = 3")})
+        assert bad_key.status_code == 400
+        assert all(s in bad_key.json()["error"]["message"] for s in ("`added`", "[models.fake]", "`tokenz`"))
+        bad_table = client.post("/v1/models", json={"config": ADDED.replace("[models.fake]", "[models.faek]")})
+        assert bad_table.status_code == 400 and "[models.faek]" in bad_table.json()["error"]["message"]
+        assert "added" not in [m["id"] for m in client.get("/v1/models").json()["data"]]

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from hypnos.config import ModelConfig
+from hypnos.config import ConfigError, ModelConfig
 from hypnos.errors import invalid_request, model_busy, model_not_found
 from hypnos.scheduler.kv_park import KvParkStore
 from hypnos.scheduler.state import ModelState
@@ -62,8 +62,11 @@ class PoolChanges:
         return self._locks.setdefault(model_id, asyncio.Lock())
 
     def _build(self, model: ModelConfig) -> ModelState:
-        """A fresh tier-3 state for `model`; 400 when its engine cannot be built."""
-        state = self._make_state(model)
+        """A fresh tier-3 state for `model`; 400 when its engine cannot be built or its option tables are bad."""
+        try:
+            state = self._make_state(model)
+        except ConfigError as error:
+            raise invalid_request(str(error)) from None
         if state.engine is None:
             raise invalid_request(state.unavailable_reason or f"the model `{model.id}` cannot be served")
         return state

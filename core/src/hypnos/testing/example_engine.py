@@ -15,7 +15,6 @@ from hypnos.engine import (
     EmbeddingResult,
     EngineContext,
     EngineKind,
-    EngineUnavailable,
     MemoryEstimate,
     missing_library,
 )
@@ -39,10 +38,7 @@ class ExampleEngine(StagedEngine):
     def __init__(self, model: ModelConfig, context: EngineContext) -> None:
         super().__init__(model, context)
         self.options: ExampleOptions
-        path = model.resolve(context.models_dir, model.weights_path)
-        if path is None:
-            raise EngineUnavailable(f"the model `{model.id}` needs `weights_path`")
-        self.path = path
+        self.path = self.model_path()
         self._weights: bytes | None = None
         self._rows: list[memoryview] | None = None
         self._crc: Callable[[bytes], int] | None = None

@@ -60,6 +60,7 @@ class FakeOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     tokens: int = 8
     fail_load: bool = False
     oom_once: bool = False
+    fail_every: int = 0  # every Nth chat fails after its first token (0: never): an engine failing mid-request
     embedding_dim: int = 16
 
 
@@ -113,6 +114,7 @@ class FakeEngine(Engine):
         self.tier = MemoryTier.TIER3
         self.loads = 0
         self._oom_pending = self.options.oom_once
+        self._chats = 0
 
     def capabilities(self) -> EngineCapabilities:
         """Edits images when `[models.image] edit = true`."""
@@ -171,6 +173,8 @@ class FakeEngine(Engine):
         prompt = "\n".join(message.text() for message in request.messages)
         prompt_tokens = max(1, len(prompt.split()))
         count = min(self.options.tokens, options.max_tokens)
+        self._chats += 1
+        failing = self.options.fail_every > 0 and self._chats % self.options.fail_every == 0
         started = time.perf_counter()
         produced = 0
         if options.thinking:
@@ -186,6 +190,8 @@ class FakeEngine(Engine):
         for index, word in enumerate(_words(prompt + str(request.seed or 0), count)):
             if cancel.cancelled:
                 break
+            if failing and index == 1:
+                raise RuntimeError(f"fake engine failure in {self.model.id} after one token")
             await self._tick(cancel)
             produced += 1
             yield ContentDelta(word if index == 0 else " " + word)

@@ -77,8 +77,8 @@ class KokoroEngine(StagedEngine):
     def __init__(self, model: ModelConfig, context: EngineContext) -> None:
         super().__init__(model, context)
         self.options: KokoroOptions
-        self.weights_file = self._required(model.weights_path, "weights_path")
-        self.voices_file = self._required(model.voices_path, "voices_path")
+        self.weights_file = self.model_path("weights_path")
+        self.voices_file = self.model_path("voices_path")
         vocab = model.resolve(context.models_dir, model.tokenizer_path)
         self.vocab_file = vocab if vocab is not None else self.weights_file.parent / "vocab.json"
         self.chunks_synthesized = 0
@@ -90,12 +90,6 @@ class KokoroEngine(StagedEngine):
         self._token_input = "tokens"
         self._phonemize: EspeakPhonemizer | None = None
         self._fallbacks_logged: set[str] = set()
-
-    def _required(self, relative: str | None, key: str) -> Path:
-        path = self.model.resolve(self.context.models_dir, relative)
-        if path is None:
-            raise EngineUnavailable(f"the model `{self.model.id}` needs `{key}` for the kokoro_onnx engine")
-        return path
 
     # ---- lifecycle ----------------------------------------------------------------------------------------------
 

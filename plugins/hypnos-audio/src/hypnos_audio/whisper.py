@@ -56,10 +56,7 @@ class WhisperEngine(StagedEngine):
     def __init__(self, model: ModelConfig, context: EngineContext) -> None:
         super().__init__(model, context)
         self.options: WhisperOptions
-        folder = model.resolve(context.models_dir, model.weights_path)
-        if folder is None:
-            raise EngineUnavailable(f"the model `{model.id}` needs `weights_path` (a CTranslate2 whisper folder)")
-        self.model_dir = folder
+        self.model_dir = self.model_path()  # a CTranslate2 whisper folder
         self._files: dict[str, bytes] | None = None
         self._auto_device: str | None = None
         self._whisper: Any = None

@@ -25,6 +25,7 @@ from hypnos_server.routes.inference import (
     json_response,
     lease_for,
     note_lease,
+    read_form,
     ready_guard,
     wait_headers,
 )
@@ -62,7 +63,7 @@ def map_voice(voice: str) -> str:
 async def _transcription_input(request: Request[Any, Any, Any]) -> tuple[str, TranscriptionInput]:
     content_type = request.headers.get("content-type", "")
     if content_type.startswith("multipart/"):
-        form = await request.form()
+        form = await read_form(request)
         model = form.get("model")
         upload = form.get("file")
         if not isinstance(model, str) or not model:

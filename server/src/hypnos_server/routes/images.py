@@ -17,11 +17,12 @@ from litestar import Request, Response, post
 from litestar.datastructures import UploadFile
 
 from hypnos_server.routes.inference import (
-    call_engine,
+    call_engine_watching,
     decode_json,
     json_response,
     lease_for,
     note_lease,
+    read_form,
     ready_guard,
     wait_headers,
 )
@@ -84,7 +85,9 @@ async def _generate(
     async with lease_for(request, body.model, Modality.IMAGE_GENERATION) as lease:
         note_lease(context, lease)
         started = time.perf_counter()
-        result = await call_engine(state, lease, lambda: lease.engine.generate_images(job, lease.cancel))
+        result = await call_engine_watching(
+            request, state, lease, lambda: lease.engine.generate_images(job, lease.cancel)
+        )
         inference_ms = (time.perf_counter() - started) * 1000
         telemetry = lease.telemetry(result.timing, inference_ms)
         headers = wait_headers(lease)
@@ -120,7 +123,7 @@ async def edits(request: Request[Any, Any, Any]) -> Response[bytes]:
     limits = hypnos_state(request).settings.limits
     if not request.headers.get("content-type", "").startswith("multipart/"):
         raise invalid_request("POST /v1/images/edits takes multipart/form-data (model, prompt, image)")
-    form = await request.form()
+    form = await read_form(request)
     if form.get("mask") not in (None, ""):
         raise invalid_request("`mask` is not supported: the models edit from the prompt and the references")
     files = [f for name in ("image", "image[]") for f in form.getall(name, []) if isinstance(f, UploadFile)]

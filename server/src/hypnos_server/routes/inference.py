@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -11,7 +12,7 @@ from typing import Any, TypeVar
 import anyio
 import msgspec
 from hypnos.engine import DeviceOutOfMemory
-from hypnos.errors import HypnosError, server_error, staging
+from hypnos.errors import HypnosError, invalid_request, server_error, staging
 from hypnos.scheduler import Lease
 from hypnos.types import Modality
 from litestar import Request, Response
@@ -41,6 +42,16 @@ async def decode_json(request: Request[Any, Any, Any], type_: type[T]) -> T:
         return msgspec.json.decode(body, type=type_)
     except (msgspec.ValidationError, msgspec.DecodeError) as error:
         raise field_error(error) from None
+
+
+async def read_form(request: Request[Any, Any, Any]) -> Any:
+    """The multipart form; 400 when a text part is not valid in its charset (Litestar decodes those itself)."""
+    try:
+        return await request.form()
+    except (UnicodeDecodeError, LookupError):
+        raise invalid_request(
+            "A form field is not valid text in its charset; send files as parts with a filename"
+        ) from None
 
 
 def encode(obj: Any) -> bytes:
@@ -101,6 +112,24 @@ async def call_engine(state: HypnosState, lease: Lease, work: Callable[[], Await
     except BaseException:
         lease.cancel.cancel()
         raise
+
+
+async def call_engine_watching(
+    request: Request[Any, Any, Any], state: HypnosState, lease: Lease, work: Callable[[], Awaitable[T]]
+) -> T:
+    """call_engine for a non-streaming route whose body was read: a client disconnect meanwhile cancels the lease's
+    token, so the engine stops at its next step and the lease is freed (the ASGI server does not cancel us)."""
+
+    async def watch() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+        lease.cancel.cancel()
+
+    watcher = asyncio.create_task(watch())
+    try:
+        return await call_engine(state, lease, work)
+    finally:
+        watcher.cancel()
 
 
 def engine_failure(model: str, error: Exception) -> HypnosError:

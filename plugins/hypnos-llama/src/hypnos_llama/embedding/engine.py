@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from hypnos.engine import CancelToken, EmbeddingResult, EngineContext, MemoryEstimate
-from hypnos.errors import invalid_request
 from hypnos.kit.staged import ModelNotLoaded, StagedEngine, check_cancelled
 from hypnos.kit.warm_pages import WarmPages
 from hypnos.types import EngineTiming, LayerPlacementPlan
@@ -135,10 +134,7 @@ class LlamaEmbeddingEngine(StagedEngine):
     def __init__(self, model: Any, context: EngineContext) -> None:
         super().__init__(model, context)
         self.options: LlamaOptions
-        path = model.resolve(context.models_dir, model.weights_path)
-        if path is None:
-            raise invalid_request(f"the model `{model.id}` has no weights_path")
-        self.path = path
+        self.path = self.model_path()
         self.load_mode = "mmap" if self.options.use_mmap else "read"
         self._gguf: GgufFile | None = None
         self._batcher: EmbeddingBatcher | None = None
