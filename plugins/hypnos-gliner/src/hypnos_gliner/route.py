@@ -1,28 +1,25 @@
 """POST /v1/entities (spec section 13), through the server's request pipeline: auth, key limits, lease, telemetry.
 
-Imported only by the `hypnos_routes` hook, which only the server calls: the route uses the server's own inference
-helpers (decoding, staging guard, lease, error mapping) so that it behaves like every built-in route.
+Imported only by the `hypnos_routes` hook, which only the server calls: the route goes through the server's plugin
+API (`hypnos_server.plugin_api`: decoding, staging guard, the one inference runner) like every built-in route.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import msgspec
 from hypnos.engine import EntityInput
 from hypnos.errors import invalid_request
 from hypnos.types import Modality
-from hypnos_server.routes.inference import (
-    call_engine,
+from hypnos_server.plugin_api import (
+    InferenceRun,
     decode_json,
+    hypnos_state,
     json_response,
-    lease_for,
-    note_lease,
     ready_guard,
-    wait_headers,
+    request_context,
 )
-from hypnos_server.state import hypnos_state, request_context
 from litestar import Request, Response, post
 
 from hypnos_gliner.jobs import check_job
@@ -57,16 +54,11 @@ async def entities(request: Request[Any, Any, Any]) -> Response[bytes]:
     body = await decode_json(request, EntitiesRequest)
     context.record.model = body.model
     job = entity_input(body, state.settings.limits.max_prompt_chars)
-    state.scheduler.serving(body.model, Modality.ENTITY_EXTRACTION)
-    async with lease_for(request, body.model, Modality.ENTITY_EXTRACTION) as lease:
-        note_lease(context, lease)
-        started = time.perf_counter()
-        result = await call_engine(state, lease, lambda: lease.engine.extract_entities(job, lease.cancel))
-        inference_ms = (time.perf_counter() - started) * 1000
-        telemetry = lease.telemetry(result.timing, inference_ms)
-        headers = wait_headers(lease)
-    context.record.inference_ms = round(inference_ms, 3)
-    context.record.telemetry, context.record.input_text = telemetry, "\n".join(job.texts)  # observability
+    async with InferenceRun(request, body.model, [Modality.ENTITY_EXTRACTION]) as run:
+        result = await run.call(lambda engine: engine.extract_entities(job, run.lease.cancel))
+        telemetry = run.telemetry(result.timing)
+        headers = run.headers()
+    context.record.input_text = "\n".join(job.texts)  # observability
     data = [{"object": "entities", "index": index, "entities": found} for index, found in enumerate(result.entities)]
     answer = {
         "object": "list",
