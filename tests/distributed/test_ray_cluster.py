@@ -32,30 +32,16 @@ simulate = true
 simulate_vram_bytes = {vram}
 max_process_memory_bytes = 8589934592
 
+[limits]
+max_queue_per_model = 0
+
 [cluster]
 address = "{address}"
 gpu_resource = "fake_gpu"
 stream_window_ms = 5
 
-[[models]]
-id = "big-a"
-modality = "text_generation"
-engine = "fake"
-[models.fake]
-tokens = 6
-layer_bytes = 83886080
-kv_bytes_per_token = 1024
-max_context_len = 4096
-
-[[models]]
-id = "big-b"
-modality = "text_generation"
-engine = "fake"
-[models.fake]
-tokens = 6
-layer_bytes = 83886080
-kv_bytes_per_token = 1024
-max_context_len = 4096
+{big_a}
+{big_b}
 
 [[models]]
 id = "cold-big"
@@ -84,6 +70,18 @@ token_ms = 100
 """
 
 
+BIG = """[[models]]
+id = "{id}"
+modality = "text_generation"
+engine = "fake"
+[models.fake]
+tokens = 6
+layer_bytes = 83886080
+kv_bytes_per_token = 1024
+max_context_len = 4096
+"""
+
+
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
     """A head node without GPUs and two nodes with one `fake_gpu` each, all on loopback."""
@@ -106,7 +104,11 @@ def front(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     folder = tmp_path_factory.mktemp("ray")
     write_tiny_llama(folder / "tiny.gguf", seed=1)
     config = folder / "hypnos.toml"
-    config.write_text(CONFIG.format(vram=GIB, address=cluster.address, models=folder))
+    config.write_text(
+        CONFIG.format(
+            vram=GIB, address=cluster.address, models=folder, big_a=BIG.format(id="big-a"), big_b=BIG.format(id="big-b")
+        )
+    )
     with live_server(config, env={"HYPNOS_PLUGINS": "fake,llama"}, ready_timeout=150) as base:
         yield base
 
@@ -272,6 +274,19 @@ def test_metrics_label_models_by_node(front: str) -> None:
     text = httpx.get(f"{front}/metrics", timeout=30).text
     assert f'hypnos_node_model_tier{{model="big-a",node="{holder}"}} 1.0' in text
     assert text.count("hypnos_node_up{") == 2
+
+
+def test_a_busy_model_is_429_from_its_node(front: str) -> None:
+    body = {"model": "slow-chat", "stream": True, "max_tokens": 10, "messages": [{"role": "user", "content": "go"}]}
+    with httpx.stream("POST", f"{front}/v1/chat/completions", json=body, timeout=60) as running:
+        assert running.status_code == 200
+        lines = running.iter_lines()
+        assert next(line for line in lines if line.startswith("data:"))
+        busy = chat(front, "slow-chat")  # its node holds it, its one slot is taken and no queue is allowed
+        assert busy.status_code == 429
+        assert busy.json()["error"]["type"] == "model_busy"
+        assert "retry-after" not in busy.headers
+        assert [line for line in lines if line][-1] == "data: [DONE]"
 
 
 def test_a_client_hang_up_cancels_on_the_node(front: str) -> None:

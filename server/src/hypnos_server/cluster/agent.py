@@ -82,17 +82,7 @@ class NodeAgent:
         except HypnosError as error:
             return failure_of(error)
         self._leases[lease_id] = (context, lease)
-        return LeaseGrant(
-            model_id=lease.model_id,
-            modalities=list(lease.modalities),
-            previous_tier=lease.previous_tier,
-            placement=lease.placement,
-            tier_switch_latency_ms=lease.tier_switch_latency_ms,
-            evicted_models=list(lease.evicted_models),
-            tier_switch_phases=lease.tier_switch_phases,
-            estimated_wait_ms=lease.estimated_wait_ms,
-            queue_ms=lease.queue_ms,
-        )
+        return LeaseGrant(**{name: getattr(lease, name) for name in LeaseGrant.__struct_fields__})
 
     async def close_lease(self, lease_id: str) -> None:
         """Release a lease (idempotent)."""

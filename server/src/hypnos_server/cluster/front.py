@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 from hypnos.config import ClusterConfig, Settings
 from hypnos.engine import CancelToken
 from hypnos.errors import HypnosError, clip
@@ -166,18 +167,10 @@ class RemoteLeaseContext:
             return list(await agent.evict_for_oom.remote(lease_id))
 
         return Lease(
-            model_id=grant.model_id,
+            **msgspec.structs.asdict(grant),
             engine=RemoteEngine(self._cluster, node, lease_id, grant.model_id),  # type: ignore[arg-type]
-            previous_tier=grant.previous_tier,
-            placement=grant.placement,
-            tier_switch_latency_ms=grant.tier_switch_latency_ms,
-            evicted_models=list(grant.evicted_models),
-            tier_switch_phases=grant.tier_switch_phases,
-            estimated_wait_ms=grant.estimated_wait_ms,
-            queue_ms=grant.queue_ms,
             cancel=RemoteCancel(node, lease_id),
             on_device_oom=evict_for_oom,
-            modalities=list(grant.modalities),
         )
 
     async def __aexit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
