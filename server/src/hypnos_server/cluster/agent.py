@@ -51,6 +51,10 @@ class NodeAgent:
         await self.scheduler.stage_startup()
         return str(ray.get_runtime_context().get_node_id())
 
+    async def shutdown(self) -> None:
+        """Unload every model of this node (the front is going away)."""
+        await self.scheduler.shutdown()
+
     def route(self, model_id: str) -> NodeRoute | Failure:
         """What routing weighs for this model here: tier, whether it fits the free tier 1, estimated wait, queue."""
         try:

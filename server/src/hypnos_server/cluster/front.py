@@ -23,6 +23,7 @@ logger = logging.getLogger(__name__)
 
 
 NAMESPACE = "hypnos"
+SHUTDOWN_SECS = 30.0  # how long the nodes may take to unload their models when the front stops
 
 
 def agent_name(node_id: str) -> str:
@@ -123,7 +124,10 @@ class RemoteEngine:
             raise self._cluster.lost(self._node, self._model, error) from None
         finally:
             if not finished and self._node.alive:  # closed early: stop the node's side too
-                ray.cancel(pieces)
+                try:
+                    ray.cancel(pieces)
+                except Exception:  # already over, or the node just went away
+                    logger.debug("cancelling a stream on %s failed", self._node.node_id, exc_info=True)
 
 
 class RemoteLeaseContext:
@@ -231,6 +235,9 @@ class ClusterBackend:
         """Unload every node's models and let the agents go."""
         import ray
 
+        unloads = [node.agent.shutdown.remote() for node in self.alive()]
+        if unloads:  # bounded: a node that does not answer is killed with the rest
+            await asyncio.wait([asyncio.ensure_future(ref) for ref in unloads], timeout=SHUTDOWN_SECS)
         for node in self.nodes:
             if node.alive:
                 ray.kill(node.agent)
