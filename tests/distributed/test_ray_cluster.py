@@ -168,6 +168,9 @@ def test_requests_land_on_the_node_holding_the_model(front: str) -> None:
         assert response.status_code == 200
         assert response.json()["hypnos_telemetry"]["previous_tier"] == "tier1_gpu_vram"
     assert nodes_holding(front, "big-a") == holders
+    listed = httpx.get(f"{front}/v1/models", timeout=30).json()["data"]
+    assert next(m for m in listed if m["id"] == "big-a")["current_tier"] == "tier1_gpu_vram"  # the nodes' view
+    assert next(m for m in listed if m["id"] == "cold-big")["current_tier"] == "tier3_nvme_ssd"
 
 
 def test_a_cold_model_loads_on_the_node_with_room(front: str) -> None:

@@ -28,13 +28,28 @@ def model_entry(state: ModelState, created: int) -> dict[str, Any]:
     }
 
 
-@get("/v1/models", sync_to_thread=False)
-def list_models(request: Request[Any, Any, Any]) -> Response[bytes]:
-    """The models in service (disabled ones hidden); open during staging."""
+@get("/v1/models")
+async def list_models(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """The models in service (disabled ones hidden); open during staging. On a Ray cluster a model's tier and
+    placement are those of the node holding it highest, its active_leases the sum over the nodes."""
     state = hypnos_state(request)
     created = int(state.started_at)
     data = [model_entry(model, created) for model in state.scheduler.models() if model.enabled]
+    if state.cluster is not None:
+        merge_nodes(data, await state.cluster.node_statuses())
     return json_response({"object": "list", "data": data})
+
+
+def merge_nodes(entries: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> None:
+    """Put each model's best tier (with its placement) and total leases over the live nodes into its entry."""
+    held = [model for node in nodes if node["alive"] for model in node.get("models", [])]
+    for entry in entries:
+        copies = [model for model in held if model["id"] == entry["id"]]
+        if not copies:
+            continue
+        best = min(copies, key=lambda model: model["current_tier"])  # tier1_... < tier2_... < tier3_...
+        entry.update(current_tier=best["current_tier"], placement=best["placement"])
+        entry["active_leases"] = sum(model["active_leases"] for model in copies)
 
 
 async def _set_enabled(request: Request[Any, Any, Any], model_id: str, enabled: bool) -> Response[bytes]:
