@@ -241,6 +241,10 @@ def test_pool_changes_apply_on_every_node(front: str) -> None:
     status = httpx.get(f"{front}/v1/memory/status", timeout=30).json()
     assert all(any(m["id"] == "added-chat" for m in node["models"]) for node in status["nodes"])
     assert chat(front, "added-chat").status_code == 200
+    shorter = block + "[models.fake]\ntokens = 3\n"
+    replaced = httpx.put(f"{front}/v1/models/added-chat", json={"config": shorter}, timeout=60)
+    assert replaced.status_code == 200 and replaced.json()["action"] == "replaced"
+    assert chat(front, "added-chat").json()["usage"]["completion_tokens"] == 3  # the node serves the new block
     removed = httpx.delete(f"{front}/v1/models/added-chat", timeout=60)
     assert removed.status_code == 200
     status = httpx.get(f"{front}/v1/memory/status", timeout=30).json()
