@@ -122,28 +122,50 @@ class EngineContext:
 # ---- per-modality inputs and results ---------------------------------------------------------------------------
 
 
+class TopLogprob(msgspec.Struct, kw_only=True):
+    """One candidate token of `top_logprobs`: its text, log probability and UTF-8 bytes (OpenAI's shape)."""
+
+    token: str
+    logprob: float
+    bytes: list[int] | None = None
+
+
+class TokenLogprob(msgspec.Struct, kw_only=True):
+    """A generated token's log probability and the most likely alternatives (`logprobs.content[]`)."""
+
+    token: str
+    logprob: float
+    bytes: list[int] | None = None
+    top_logprobs: list[TopLogprob] = []
+
+
 class ContentDelta(msgspec.Struct, tag="content"):
-    """A piece of the answer's text."""
+    """A piece of the answer's text of choice `index`, with the tokens' log probabilities when asked for."""
 
     text: str
+    index: int = 0
+    logprobs: list[TokenLogprob] | None = None
 
 
 class ReasoningDelta(msgspec.Struct, tag="reasoning"):
-    """A piece of the model's thoughts (reasoning_content)."""
+    """A piece of the model's thoughts (reasoning_content) of choice `index`."""
 
     text: str
+    index: int = 0
 
 
 class ToolCallEvent(msgspec.Struct, tag="tool_call"):
-    """One whole tool call the model asked for."""
+    """One whole tool call the model asked for in choice `index`."""
 
     call: ToolCall
+    index: int = 0
 
 
 class ChatFinished(msgspec.Struct, tag="finished", kw_only=True):
-    """The last event of a chat stream: why it stopped, token usage and timings."""
+    """The last event of a choice (every choice of `n` ends with its own): why it stopped, usage and timings."""
 
     finish_reason: str
+    index: int = 0
     prompt_tokens: int
     completion_tokens: int
     cached_tokens: int = 0

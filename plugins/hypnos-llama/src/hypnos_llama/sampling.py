@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from hypnos.chat import ChatInput
@@ -12,16 +12,23 @@ DEFAULT_TEMPERATURE = 0.8
 DEFAULT_TOP_P = 0.95
 DEFAULT_TOP_K = 40
 DEFAULT_MIN_P = 0.05
+# presence / frequency penalties look at this many of the latest tokens (-1 would be the whole context)
+PENALTY_LAST_N = 256
 
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """temperature, top_p, top_k and seed as the engine applies them (greedy when temperature is 0)."""
+    """temperature, top_p, top_k, seed, penalties, logit_bias and a grammar as the engine applies them (greedy when
+    temperature is 0)."""
 
     temperature: float = DEFAULT_TEMPERATURE
     top_p: float = DEFAULT_TOP_P
     top_k: int = DEFAULT_TOP_K
     seed: int = 0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    logit_bias: dict[int, float] = field(default_factory=dict)
+    grammar: str | None = None  # GBNF the answer must follow (response_format)
 
     @property
     def greedy(self) -> bool:
@@ -29,21 +36,51 @@ class SamplingParams:
         return self.temperature <= 0.0
 
     @classmethod
-    def from_request(cls, request: ChatInput) -> SamplingParams:
-        """The request's sampling fields with engine defaults; no seed means a fresh random one."""
+    def from_request(cls, request: ChatInput, grammar: str | None = None, choice: int = 0) -> SamplingParams:
+        """The request's sampling fields with engine defaults; no seed means a fresh random one (choice `i` of `n`
+        samples with seed + i)."""
         given = request.sampling
         seed = given.seed if given.seed is not None else random.getrandbits(31)
         return cls(
             temperature=DEFAULT_TEMPERATURE if given.temperature is None else max(0.0, float(given.temperature)),
             top_p=DEFAULT_TOP_P if given.top_p is None else min(1.0, max(0.0, float(given.top_p))),
             top_k=DEFAULT_TOP_K if given.top_k is None else max(0, int(given.top_k)),
-            seed=seed & 0xFFFFFFFF,
+            seed=(seed + choice) & 0xFFFFFFFF,
+            presence_penalty=given.presence_penalty,
+            frequency_penalty=given.frequency_penalty,
+            logit_bias=dict(given.logit_bias),
+            grammar=grammar,
         )
 
 
-def build_sampler_chain(lib: Any, params: SamplingParams) -> Any:
-    """A llama.cpp sampler chain: greedy, or top_k -> top_p -> min_p -> temperature -> dist(seed)."""
+def grammar_sampler(lib: Any, vocab: Any, grammar: str) -> Any:
+    """llama.cpp's grammar sampler for a GBNF text (None when llama.cpp cannot parse it)."""
+    sampler = lib.llama_sampler_init_grammar(vocab, grammar.encode("utf-8"), b"root")
+    return sampler or None
+
+
+def _logit_bias(lib: Any, n_vocab: int, bias: dict[int, float]) -> Any:
+    entries = [(token, value) for token, value in bias.items() if 0 <= token < n_vocab]
+    array = (lib.llama_logit_bias * len(entries))()
+    for slot, (token, value) in zip(array, entries, strict=True):
+        slot.token, slot.bias = token, value
+    return lib.llama_sampler_init_logit_bias(n_vocab, len(entries), array)
+
+
+def build_sampler_chain(lib: Any, params: SamplingParams, vocab: Any = None, n_vocab: int = 0) -> Any:
+    """A llama.cpp sampler chain: logit_bias -> penalties -> grammar, then greedy, or top_k -> top_p -> min_p ->
+    temperature -> dist(seed)."""
     chain = lib.llama_sampler_chain_init(lib.llama_sampler_chain_default_params())
+    if params.logit_bias and n_vocab:
+        lib.llama_sampler_chain_add(chain, _logit_bias(lib, n_vocab, params.logit_bias))
+    if (params.presence_penalty or params.frequency_penalty) and n_vocab:
+        penalties = lib.llama_sampler_init_penalties(n_vocab, PENALTY_LAST_N, 1.0, params.frequency_penalty,
+                                                     params.presence_penalty)
+        lib.llama_sampler_chain_add(chain, penalties)
+    if params.grammar is not None and vocab is not None:
+        sampler = grammar_sampler(lib, vocab, params.grammar)
+        if sampler is not None:  # checked before the job was queued (LlamaEngine.chat)
+            lib.llama_sampler_chain_add(chain, sampler)
     if params.greedy:
         lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_greedy())
         return chain
