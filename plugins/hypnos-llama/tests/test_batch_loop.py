@@ -34,10 +34,7 @@ def test_common_prefix() -> None:
     assert common_prefix([1, 2], [1, 2]) == 2
 
 
-def test_multibyte_characters_are_never_split(monkeypatch) -> None:
-    import hypnos_llama.batch_loop as batch_loop
-
-    monkeypatch.setattr(batch_loop, "free_sampler_chain", lambda lib, chain: None)
+def test_multibyte_characters_are_never_split() -> None:
     events: list = []
     loop = BatchLoop(_Model(), _Context(), lambda n: _Context(), prefill_chunk=8, name="t")  # type: ignore[arg-type]
     job = ChatJob(prompt=[7, 7], max_tokens=50, required_ctx=100, sampling=SamplingParams(), emit=events.append)
@@ -51,10 +48,7 @@ def test_multibyte_characters_are_never_split(monkeypatch) -> None:
     assert events[-1].completion_tokens == 5 and slot.job is None
 
 
-def _run(monkeypatch, tokens: tuple[int, ...], stop: list[str]) -> list:
-    import hypnos_llama.batch_loop as batch_loop
-
-    monkeypatch.setattr(batch_loop, "free_sampler_chain", lambda lib, chain: None)
+def _run(tokens: tuple[int, ...], stop: list[str]) -> list:
     events: list = []
     loop = BatchLoop(_Model(), _Context(), lambda n: _Context(), prefill_chunk=8, name="t")  # type: ignore[arg-type]
     job = ChatJob(prompt=[7, 7], max_tokens=50, required_ctx=100, sampling=SamplingParams(), emit=events.append,
@@ -68,8 +62,8 @@ def _run(monkeypatch, tokens: tuple[int, ...], stop: list[str]) -> list:
     return events
 
 
-def test_a_stop_string_split_across_tokens_ends_the_answer_unsent(monkeypatch) -> None:
-    events = _run(monkeypatch, (10, 11, 12, 13, 9), ["END"])
+def test_a_stop_string_split_across_tokens_ends_the_answer_unsent() -> None:
+    events = _run((10, 11, 12, 13, 9), ["END"])
     assert "".join(e.text for e in events if isinstance(e, ContentDelta)) == "Hello "
     assert all("E" not in e.text for e in events if isinstance(e, ContentDelta))
     finished = events[-1]
@@ -78,8 +72,8 @@ def test_a_stop_string_split_across_tokens_ends_the_answer_unsent(monkeypatch) -
     assert {e.index for e in events} == {2}
 
 
-def test_a_partial_stop_string_is_sent_once_it_cannot_match(monkeypatch) -> None:
-    events = _run(monkeypatch, (10, 11, 12, 15, 9), ["END"])
+def test_a_partial_stop_string_is_sent_once_it_cannot_match() -> None:
+    events = _run((10, 11, 12, 15, 9), ["END"])
     assert "".join(e.text for e in events if isinstance(e, ContentDelta)) == "Hello ENx"
     assert events[-1].finish_reason == "stop" and events[-1].completion_tokens == 4
 

@@ -16,7 +16,7 @@ from hypnos.types import EngineTiming
 
 from hypnos_llama.choice_output import ChoiceOutput, token_logprob
 from hypnos_llama.runtime import ContextShape, LlamaContext, LlamaModel
-from hypnos_llama.sampling import build_sampler_chain, free_sampler_chain
+from hypnos_llama.sampling import SlotSampler
 from hypnos_llama.slots import ChatJob, Slot, common_prefix
 
 logger = logging.getLogger(__name__)
@@ -188,7 +188,7 @@ class BatchLoop:
         slot.completion = 0
         slot.concurrent = 0
         slot.first_token = None
-        slot.sampler = build_sampler_chain(self.model.lib, job.sampling, self.model.vocab, self.model.n_vocab)
+        slot.sampler = SlotSampler(self.model, job.sampling)
         slot.output = ChoiceOutput(job.index, job.stop)
 
     def _reuse_media_head(self, slot: Slot, job: ChatJob) -> bool:
@@ -280,7 +280,7 @@ class BatchLoop:
         for slot in stepped:
             slot.concurrent = max(slot.concurrent, len(stepped))
         for slot, index in outputs:
-            token = self.model.lib.llama_sampler_sample(slot.sampler, context.pointer, index)
+            token = slot.sampler.sample(context.pointer, index)
             top = slot.job.top_logprobs if slot.job is not None else None
             logprob = None if top is None else token_logprob(self.model, context, index, token, top)
             self._accept(slot, token, logprob)
@@ -376,7 +376,8 @@ class BatchLoop:
                             completion_tokens=slot.completion, cached_tokens=slot.reused, timing=timing)
 
     def _release(self, slot: Slot) -> None:
-        free_sampler_chain(self.model.lib, slot.sampler)
+        if slot.sampler is not None:
+            slot.sampler.free()
         slot.sampler = None
         slot.output = None
         slot.job = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,9 +68,9 @@ def _logit_bias(lib: Any, n_vocab: int, bias: dict[int, float]) -> Any:
     return lib.llama_sampler_init_logit_bias(n_vocab, len(entries), array)
 
 
-def build_sampler_chain(lib: Any, params: SamplingParams, vocab: Any = None, n_vocab: int = 0) -> Any:
-    """A llama.cpp sampler chain: logit_bias -> penalties -> grammar, then greedy, or top_k -> top_p -> min_p ->
-    temperature -> dist(seed)."""
+def build_sampler_chain(lib: Any, params: SamplingParams, n_vocab: int = 0) -> Any:
+    """A llama.cpp sampler chain: logit_bias -> penalties, then greedy, or top_k -> top_p -> min_p -> temperature ->
+    dist(seed). A grammar is not in it (SlotSampler checks the chain's pick against the grammar)."""
     chain = lib.llama_sampler_chain_init(lib.llama_sampler_chain_default_params())
     if params.logit_bias and n_vocab:
         lib.llama_sampler_chain_add(chain, _logit_bias(lib, n_vocab, params.logit_bias))
@@ -77,10 +78,6 @@ def build_sampler_chain(lib: Any, params: SamplingParams, vocab: Any = None, n_v
         penalties = lib.llama_sampler_init_penalties(n_vocab, PENALTY_LAST_N, 1.0, params.frequency_penalty,
                                                      params.presence_penalty)
         lib.llama_sampler_chain_add(chain, penalties)
-    if params.grammar is not None and vocab is not None:
-        sampler = grammar_sampler(lib, vocab, params.grammar)
-        if sampler is not None:  # checked before the job was queued (LlamaEngine.chat)
-            lib.llama_sampler_chain_add(chain, sampler)
     if params.greedy:
         lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_greedy())
         return chain
@@ -92,6 +89,58 @@ def build_sampler_chain(lib: Any, params: SamplingParams, vocab: Any = None, n_v
     lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_temp(params.temperature))
     lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_dist(params.seed))
     return chain
+
+
+class SlotSampler:
+    """A slot's sampling: the chain alone, or with a grammar the way llama.cpp's own server does it: the chain picks
+    from all tokens, the grammar checks that one token, and only when it refuses does the grammar filter the whole
+    vocabulary before the chain picks again (a grammar on every token of the vocabulary at every step is slow)."""
+
+    def __init__(self, model: Any, params: SamplingParams) -> None:
+        self.lib = lib = model.lib
+        self.n_vocab = model.n_vocab
+        self.chain = build_sampler_chain(lib, params, model.n_vocab)
+        self.grammar = grammar_sampler(lib, model.vocab, params.grammar) if params.grammar is not None else None
+        if self.grammar is not None:
+            import numpy as np
+
+            self._data = (lib.llama_token_data * self.n_vocab)()
+            self._view = np.frombuffer(self._data, dtype=[("id", "<i4"), ("logit", "<f4"), ("p", "<f4")])
+            self._ids = np.arange(self.n_vocab, dtype=np.int32)
+            self._one = (lib.llama_token_data * 1)()
+
+    def sample(self, context: Any, index: int) -> int:
+        """The next token from batch row `index` (accepted by the chain and the grammar)."""
+        lib = self.lib
+        if self.grammar is None:
+            return int(lib.llama_sampler_sample(self.chain, context, index))
+        import numpy as np
+
+        logits = np.ctypeslib.as_array(lib.llama_get_logits_ith(context, index), shape=(self.n_vocab,))
+        token = self._pick(logits, grammar_first=False)
+        self._one[0].id, self._one[0].logit, self._one[0].p = token, 1.0, 0.0
+        lib.llama_sampler_apply(self.grammar, ctypes.byref(lib.llama_token_data_array(self._one, 1, -1, False)))
+        if self._one[0].logit == float("-inf"):
+            token = self._pick(logits, grammar_first=True)
+        lib.llama_sampler_accept(self.grammar, token)
+        lib.llama_sampler_accept(self.chain, token)
+        return token
+
+    def _pick(self, logits: Any, *, grammar_first: bool) -> int:
+        self._view["id"] = self._ids
+        self._view["logit"] = logits
+        self._view["p"] = 0.0
+        candidates = self.lib.llama_token_data_array(self._data, self.n_vocab, -1, False)
+        if grammar_first:
+            self.lib.llama_sampler_apply(self.grammar, ctypes.byref(candidates))
+        self.lib.llama_sampler_apply(self.chain, ctypes.byref(candidates))
+        return int(candidates.data[candidates.selected].id)
+
+    def free(self) -> None:
+        """Free the chain and the grammar (idempotent)."""
+        free_sampler_chain(self.lib, self.chain)
+        free_sampler_chain(self.lib, self.grammar)
+        self.chain = self.grammar = None
 
 
 def free_sampler_chain(lib: Any, chain: Any) -> None:
