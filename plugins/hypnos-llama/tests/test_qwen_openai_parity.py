@@ -23,6 +23,7 @@ PROMPTS = [
     "Give details about a made-up football player.",
     "Describe a small village by the sea.",
 ]
+TERSE = "You reply with one compact JSON object of two to four keys; every string value has at most five words."
 PERSON = {
     "type": "object",
     "properties": {
@@ -69,7 +70,7 @@ def _valid_person(value: Any) -> bool:
 def test_json_object_mode_gives_parseable_json_on_ten_prompts(client: Any) -> None:
     for prompt in PROMPTS:
         answer = client.chat.completions.create(
-            model=MODEL, messages=_ask(prompt + " Answer in JSON."), max_tokens=400, seed=7,
+            model=MODEL, messages=[{"role": "system", "content": TERSE}, *_ask(prompt)], max_tokens=400, temperature=0,
             response_format={"type": "json_object"},
         )
         choice = answer.choices[0]

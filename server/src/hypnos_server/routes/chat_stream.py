@@ -140,7 +140,8 @@ class ChatAccumulator:
         for choice in self.ordered():
             reason = choice.finished.finish_reason if choice.finished is not None else "error"
             entry: dict[str, Any] = {"index": choice.index, "message": choice.message(), "finish_reason": reason}
-            entry["logprobs"] = {"content": choice.logprobs} if chat.logprobs else None
+            if chat.logprobs:
+                entry["logprobs"] = {"content": choice.logprobs}
             objects.append(entry)
         return objects
 
