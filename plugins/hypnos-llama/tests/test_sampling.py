@@ -24,9 +24,9 @@ def test_values_are_clamped() -> None:
 def test_a_grammar_holds_every_sampled_token_on_the_tiny_model(tiny_gguf) -> None:
     """Random weights rarely write JSON by themselves: every token the grammar-checked sampler picks still keeps
     the text a prefix of `{"a": true}`-shaped output."""
+    from hypnos_llama.batch_loop import context_shape
     from hypnos_llama.options import LlamaOptions
     from hypnos_llama.runtime import LlamaContext, LlamaModel
-    from hypnos_llama.batch_loop import context_shape
     from hypnos_llama.sampling import SlotSampler
 
     model = LlamaModel(tiny_gguf, LlamaOptions(), 0)
@@ -37,9 +37,9 @@ def test_a_grammar_holds_every_sampled_token_on_the_tiny_model(tiny_gguf) -> Non
         tokens = model.tokenize("hello", add_special=True)
         text = b""
         position = 0
-        for step in range(30):
+        batch = tokens
+        for _ in range(30):
             context.batch_clear()
-            batch = tokens if step == 0 else [token]
             for offset, item in enumerate(batch):
                 context.batch_add(item, position + offset, 0, offset == len(batch) - 1)
             position += len(batch)
@@ -48,6 +48,7 @@ def test_a_grammar_holds_every_sampled_token_on_the_tiny_model(tiny_gguf) -> Non
             if model.is_eog(token):
                 break
             text += model.piece(token)
+            batch = [token]
         assert model.is_eog(token)
         assert text.replace(b" ", b"") in (b'{"a":true}', b'{"a":false}')
     finally:
