@@ -62,6 +62,8 @@ class EngineCapabilities(msgspec.Struct, kw_only=True):
 
     image_edit: bool = False
     voices: list[str] | None = None
+    # an embedding model trained for shorter vectors (Matryoshka): `dimensions` truncates and renormalizes
+    matryoshka: bool = False
 
 
 class MemoryEstimate(msgspec.Struct, kw_only=True):
@@ -173,6 +175,10 @@ class ChatFinished(msgspec.Struct, tag="finished", kw_only=True):
 
 
 ChatEvent = ContentDelta | ReasoningDelta | ToolCallEvent | ChatFinished
+
+
+# One embeddings input: a text, or the token ids the client already made.
+EmbeddingInput = str | list[int]
 
 
 class EmbeddingResult(msgspec.Struct, kw_only=True):
@@ -325,8 +331,8 @@ class Engine:
         """Stream the answer to a chat request as events, ending with ChatFinished."""
         raise self._unsupported(Modality.TEXT_GENERATION)
 
-    async def embed(self, texts: list[str], cancel: CancelToken) -> EmbeddingResult:
-        """Embed texts, vectors in input order."""
+    async def embed(self, texts: list[EmbeddingInput], cancel: CancelToken) -> EmbeddingResult:
+        """Embed texts (or token-id lists), vectors in input order; an input longer than the model takes is a 400."""
         raise self._unsupported(Modality.EMBEDDINGS)
 
     async def transcribe(self, audio: TranscriptionInput, cancel: CancelToken) -> TranscriptionResult:

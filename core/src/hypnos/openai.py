@@ -145,7 +145,8 @@ class EmbeddingsRequest(msgspec.Struct, kw_only=True):
     """POST /v1/embeddings body (section 8)."""
 
     model: str
-    input: str | list[str]
+    # a string, an array of strings, an array of token ids, or an array of token-id arrays
+    input: str | list[str | int | list[int]]
     encoding_format: str | None = None
     dimensions: int | None = None
 

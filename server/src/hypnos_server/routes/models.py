@@ -1,4 +1,4 @@
-"""GET /v1/models and /v1/models/{id} (section 6), POST /v1/models/{id}/enable|disable and /v1/models/{id}/moe-offload."""
+"""GET /v1/models and /v1/models/{id} (section 6), POST /v1/models/{id}/enable|disable and .../moe-offload."""
 
 from __future__ import annotations
 
