@@ -12,12 +12,15 @@ nox.options.sessions = ["tests"]
 
 PYTHON = os.environ.get("HYPNOS_PYTHON", "python3")
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+OPENAI_PIN = "openai==3.57.0"  # the SDK the e2e tests drive the server with
+SCHEMATHESIS_PIN = "schemathesis==4.32.5"  # the fuzz session's generator
 
 # package folder -> what its tests install (editable) besides itself; heavy engine libraries stay in their own venv.
 PACKAGES: dict[str, list[str]] = {
     "core": ["core[test]"],
     "server": ["core[test]", "server[test]", "tests/fake-plugin"],
 }
+
 
 def _listed_extras(folder: str, name: str) -> list[str]:
     """Extras named in a plugin's `name` file (comma or newline separated)."""
@@ -70,10 +73,45 @@ def package(session: nox.Session, package: str) -> None:
 
 @nox.session(python=PYTHON)
 def e2e(session: nox.Session) -> None:
-    """Cross-package tests: a real server process (granian) and the OpenAI SDK."""
+    """Cross-package tests: a real server process (granian) and the OpenAI SDK, plus the load-and-fault test."""
     _install(session, ["core[test]", "server[test]", "tests/fake-plugin"])
-    session.install("openai>=1.40")
-    _pytest(session, "tests")
+    session.install(OPENAI_PIN)
+    _pytest(session, "tests", "--ignore=tests/fuzz", "--ignore=tests/playground")
+
+
+@nox.session(python=PYTHON)
+def fuzz(session: nox.Session) -> None:
+    """Schemathesis over the served OpenAPI schema and a hostile-input corpus, against a real server (fake engines)."""
+    _install(session, ["core[test]", "server[test]", "tests/fake-plugin"])
+    session.install(OPENAI_PIN, SCHEMATHESIS_PIN)
+    _pytest(session, "tests/fuzz")
+    starter = os.path.abspath(os.path.join(".nox", "package-package-plugins-hypnos-llama", "bin", "python"))
+    if os.path.exists(starter):  # a second, smaller pass with the server on the starter models, when their venv exists
+        env = {**OFFLINE, "HYPNOS_FUZZ_SERVER_PYTHON": starter, "HYPNOS_FUZZ_EXAMPLES": "5"}
+        session.run("python", "-m", "pytest", "-q", "tests/fuzz/test_schemathesis.py", *session.posargs, env=env)
+
+
+CHROMIUM_PACKAGES = {"/usr/bin/chromium": "chromium", "/usr/bin/chromedriver": "chromium-driver"}
+
+
+def _ensure_chromium(session: nox.Session) -> None:
+    """Debian's chromium and chromium-driver, installed with apt-get when missing (never a downloaded browser)."""
+    missing = [package for path, package in CHROMIUM_PACKAGES.items() if not os.path.exists(path)]
+    if not missing:
+        return
+    sudo = [] if os.geteuid() == 0 else ["sudo"]
+    env = {"DEBIAN_FRONTEND": "noninteractive"}
+    session.run(*sudo, "apt-get", "update", "-qq", external=True, env=env)
+    session.run(*sudo, "apt-get", "install", "-y", "-qq", *missing, external=True, env=env)
+
+
+@nox.session(python=PYTHON)
+def playground(session: nox.Session) -> None:
+    """The playground at `/` in Debian's headless Chromium (Selenium + chromium-driver) against a real server."""
+    _ensure_chromium(session)
+    _install(session, ["core[test]", "server[test]", "tests/fake-plugin"])
+    session.install("selenium>=4.20")
+    _pytest(session, "tests/playground")
 
 
 @nox.session(python=PYTHON)
@@ -92,8 +130,10 @@ def bench(session: nox.Session) -> None:
 
 @nox.session(python=False)
 def tests(session: nox.Session) -> None:
-    """The umbrella: lint, every package, then e2e."""
+    """The umbrella: lint, every package, e2e, fuzz, then the playground in a browser."""
     session.notify("lint")
     for name in PACKAGES:
         session.notify(f"package(package='{name}')")
     session.notify("e2e")
+    session.notify("fuzz")
+    session.notify("playground")

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Hypnos quick start.
 #   ./run.sh          install everything into .venv and serve the starter lineup on port 9999
-#   ./run.sh test     run the whole default test suite (lint, every package, end-to-end)
+#   ./run.sh test     run the whole default test suite (lint, every package, end-to-end, the playground in Chromium;
+#                     the nox session installs Debian's chromium and chromium-driver with apt-get when missing)
 #   ./run.sh install  only install (no serve)
+#   ./run.sh models <id>[:<quant>]  download a catalog model's files into the models folder (hypnos models pull)
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -33,7 +35,7 @@ plugin_dirs() {
 
 install_all() {
   ensure_venv
-  local args=(-e core -e "server[gpu]")
+  local args=(-e core -e "server[gpu,download]")
   local dir extras
   while IFS= read -r dir; do
     [ -n "$dir" ] || continue
@@ -65,6 +67,15 @@ serve() {
   exec "$VENV/bin/hypnos" serve --config "$STARTER_CONFIG" "$@"
 }
 
+models() {
+  [ -x "$VENV/bin/hypnos" ] || install_all
+  [ $# -gt 0 ] || { log "usage: ./run.sh models <id>[:<quant>] ... (GET /v1/models/catalog lists them)"; exit 2; }
+  local spec
+  for spec in "$@"; do
+    "$VENV/bin/hypnos" models pull "$spec" --models-dir "$MODELS_DIR"
+  done
+}
+
 run_tests() {
   ensure_venv
   "$VENV/bin/python" -m pip install -q 'nox>=2024.4' 'ruff>=0.5'
@@ -75,6 +86,7 @@ run_tests() {
 case "${1:-serve}" in
   test) shift; run_tests "$@" ;;
   install) install_all ;;
+  models) shift; models "$@" ;;
   serve) [ $# -gt 0 ] && shift; serve "$@" ;;
   *) serve "$@" ;;
 esac

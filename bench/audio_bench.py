@@ -266,8 +266,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="timed repetitions per measure (default 3)")
     parser.add_argument("--no-server", action="store_true", help="skip the HTTP server measures")
     args = parser.parse_args()
+    from hypnos.kit.audio import to_pcm16, wav_bytes
     from hypnos_audio.starter import KOKORO_DIR, WHISPER_DIR, starter_models
-    from hypnos_audio.wav import to_pcm16, wav_bytes
 
     with tempfile.TemporaryDirectory(prefix="hypnos-audio-bench-") as temp:
         folder = Path(temp)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from hypnos.config import KvParkConfig
-from hypnos.scheduler.kv_park import KvParkStore, ParkedSlot
+from hypnos.engine import ParkedSlot
+from hypnos.scheduler.kv_park import KvParkStore
 
 
 class Clock:

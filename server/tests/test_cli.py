@@ -81,3 +81,21 @@ def test_starter_writes_a_loadable_config(tmp_path):
 def test_render_config_nested_tables():
     text = render_config("/m", [{"id": "a", "modality": "embeddings", "engine": "x", "image": {"edit": True}}])
     assert tomllib.loads(text)["models"][0]["image"] == {"edit": True}
+
+
+@pytest.mark.parametrize(
+    ("table", "needles"),
+    [
+        ("[models.fakee]\nlayers = 2\n", ["`m`", "[models.fakee]"]),
+        ("[models.fake]\nlayerz = 2\n", ["`m`", "[models.fake]", "`layerz`"]),
+        ('[models.fake]\nlayers = "two"\n', ["`m`", "[models.fake]", "`layers`"]),
+        ("[models.image]\nedit = 1\n", ["`m`", "[models.image]", "`edit`"]),
+    ],
+)
+def test_bad_engine_table_is_one_line_naming_file_model_table_key(tmp_path, capsys, table, needles):
+    path = tmp_path / "bad.toml"
+    path.write_text(f'[[models]]\nid = "m"\nmodality = "embeddings"\nengine = "fake"\n{table}')
+    assert cli.main(["serve", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert str(path) in err and all(needle in err for needle in needles), err

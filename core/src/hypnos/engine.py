@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import re
 import threading
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
@@ -18,7 +17,6 @@ from hypnos.types import EngineTiming, LayerPlacementPlan, MemoryTier, Modality,
 
 if TYPE_CHECKING:
     from hypnos.config import LimitsConfig, ModelConfig
-    from hypnos.scheduler.kv_park import KvParkStore
 
 
 class CancelToken:
@@ -91,6 +89,33 @@ class MemoryEstimate(msgspec.Struct, kw_only=True):
         return sum(self.expert_bytes_per_layer)
 
 
+@dataclass(frozen=True)
+class ParkedSlot:
+    """One slot's conversation: the tokens its KV cells hold and the engine's serialized sequence state."""
+
+    seq_id: int
+    tokens: list[int]
+    state: bytes
+    extra: Any = None  # engine-private facts restored with the state (e.g. positions after media)
+
+
+class KvPark(Protocol):
+    """What an engine may use of KV parking (section 14); the scheduler's store implements it (thread-safe)."""
+
+    @property
+    def enabled(self) -> bool:
+        """False while parking is off: park() keeps nothing."""
+        ...
+
+    def park(self, model_id: str, layout: Hashable, slots: list[ParkedSlot]) -> bool:
+        """Keep these slots for the model (replacing what it had parked); False when off, empty or above the cap."""
+        ...
+
+    def take(self, model_id: str, layout: Hashable) -> list[ParkedSlot]:
+        """The model's parked slots, removed; none when the layout changed since they were parked."""
+        ...
+
+
 @dataclass
 class EngineContext:
     """What an engine gets besides its model config: where models live, the limits, the device."""
@@ -101,7 +126,7 @@ class EngineContext:
     cache_dir: Path | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     # KV parking (section 14): where engines park their slots' KV states when leaving tier 1; None = no parking
-    kv_park: KvParkStore | None = None
+    kv_park: KvPark | None = None
     # Called (from any thread) when an engine grows a loaded model's context to `cells` in all: the scheduler books
     # the larger KV cache (model id, cells)
     context_resized: Callable[[str, int], None] | None = None
@@ -116,6 +141,8 @@ class EngineContext:
         decoded = self.options.get(model.id, {}).get(table)
         if decoded is not None or struct is None:
             return decoded
+        from hypnos.options import decode_table
+
         decoded = decode_table(model, table, struct, "<engine options>")
         self.options.setdefault(model.id, {})[table] = decoded
         return decoded
@@ -381,36 +408,3 @@ class EngineKind:
     def tables(self) -> frozenset[str]:
         """Every `[models.<table>]` name this kind accepts."""
         return frozenset(self.config_keys) | frozenset(self.options)
-
-
-def decode_table(model: ModelConfig, table: str, struct: type[Any], source: str) -> Any:
-    """One `[models.<table>]` decoded into its Struct; a ConfigError naming file, model, table and key."""
-    from hypnos.config import ConfigError
-
-    raw = model.engine_options.get(table, {})
-    if isinstance(raw, struct):
-        return raw
-    try:
-        return msgspec.convert(raw, struct, strict=True)
-    except msgspec.ValidationError as error:
-        text, _, where = str(error).partition(" - at `$")
-        key = where.rstrip("`").lstrip(".")
-        unknown = re.match(r"Object contains unknown field `([^`]*)`", text)
-        if unknown:
-            key, text = (f"{key}.{unknown.group(1)}" if key else unknown.group(1)), "unknown key"
-        where_key = f"key `{key}`" if key else "the table"
-        raise ConfigError(f"{source}: model `{model.id}`: [models.{table}] {where_key}: {text[:200]}") from None
-
-
-def decode_engine_options(model: ModelConfig, kind: EngineKind, source: str) -> dict[str, Any]:
-    """Check the model's tables against the kind and decode each declared one (defaults when absent)."""
-    from hypnos.config import ConfigError
-
-    for table in model.engine_options:
-        if table not in kind.tables:
-            known = ", ".join(f"[models.{name}]" for name in sorted(kind.tables)) or "none"
-            raise ConfigError(
-                f"{source}: model `{model.id}`: unknown table [models.{table}] for the engine `{kind.name}` "
-                f"(it reads {known})"
-            )
-    return {table: decode_table(model, table, struct, source) for table, struct in kind.options.items()}

@@ -100,3 +100,11 @@ def test_not_audio_is_400() -> None:
     assert caught.value.status == 400
     with pytest.raises(HypnosError):
         decode_audio(b"", sample_rate=16000, max_seconds=60)
+
+
+def test_open_ended_streamed_wav_reads_what_is_present() -> None:
+    tone = _tone(24000, 1.0)
+    data = bytearray(wav_bytes(to_pcm16(tone), 24000))
+    data[4:8] = data[40:44] = b"\xff\xff\xff\xff"
+    audio = read_audio(bytes(data), sample_rate=24000, max_seconds=2)
+    assert audio.duration_secs == pytest.approx(1.0) and audio.samples.size == 24000

@@ -141,3 +141,11 @@ async def test_worker_restarts_after_close() -> None:
     worker.close()
     assert await worker.run(lambda x: x + 1, 41) == 42
     worker.close()
+
+
+async def test_build_phases_refine_a_load_that_built(tmp_path: Path) -> None:
+    engine = _engine(tmp_path)
+    engine.build_phases = lambda phases: msgspec.structs.replace(phases, projector_ms=5.0)  # type: ignore[method-assign]
+    assert (await engine.load(plan(MemoryTier.TIER2))).projector_ms is None
+    assert (await engine.load(plan(MemoryTier.TIER1))).projector_ms == 5.0
+    assert (await engine.load(plan(MemoryTier.TIER1))).projector_ms is None  # already built: nothing to refine

@@ -243,11 +243,11 @@ async def test_modalities_an_engine_finds_in_its_files_are_served_without_changi
         def served_modalities(self) -> list[Modality]:
             return [*self.model.all_modalities, Modality.SPEECH_TO_TEXT]
 
+    from dataclasses import replace
+
     scheduler = make_scheduler([fake_model("m")])
     state = scheduler.get("m")
-    scheduler.engine_kinds["fake"] = type(scheduler.engine_kinds["fake"])(
-        name="fake", modalities=frozenset(Modality), factory=HearingEngine
-    )
+    scheduler.engine_kinds["fake"] = replace(scheduler.engine_kinds["fake"], factory=HearingEngine)
     state = scheduler._make_state(state.config)
     assert state.modalities == [TEXT, Modality.SPEECH_TO_TEXT]
     assert state.config.all_modalities == [TEXT]

@@ -3,7 +3,8 @@
 - booked bytes never exceed a tier's budget (checked after every booking);
 - a model in use by a request is never demoted, unloaded or moved (checked in the engine's demote/unload);
 - every lease is released, also on exceptions and cancellation;
-- no request waits forever (every operation runs under a timeout; a timeout fails the example).
+- no request waits forever (every operation runs under a timeout; a timeout fails the example);
+- models added, replaced and removed at runtime keep all of the above, and a lease never holds a retired state.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import asyncio
 from collections import Counter
 from typing import Any
 
+from hypnos.config import settings_from_mapping
 from hypnos.engine import DeviceOutOfMemory
 from hypnos.errors import HypnosError
 from hypnos.scheduler import Scheduler
@@ -46,7 +48,14 @@ operations = st.one_of(
     st.tuples(st.just("move"), st.integers(0, 5), st.sampled_from(list(MemoryTier))),
     st.tuples(st.just("toggle"), st.integers(0, 5)),
     st.tuples(st.just("pause"), st.sampled_from([0.0, 1.0, 2.0])),
+    st.tuples(st.sampled_from(["add", "replace", "remove"]), st.integers(0, 7), st.sampled_from([0.0, 0.002, 5.0])),
 )
+
+
+def runtime_model(model_id: str, layer_mib: int):  # type: ignore[no-untyped-def]
+    """A ModelConfig for a model added or replacing one while the scheduler runs."""
+    raw = fake_model(model_id, layers=2, layer_mib=layer_mib, slots=2, load_ms=1.0)
+    return settings_from_mapping({"models": [raw]}).models[0]
 
 
 def build(specs: list[dict[str, Any]], vram_mib: int, ram_mib: int, ratio: float, cap_mib: int | None) -> Scheduler:
@@ -90,9 +99,9 @@ class Invariants:
 
         tiers.book = checked_book  # type: ignore[method-assign]
         for state in scheduler.models():
-            self._wrap_engine(state)
+            self.wrap_engine(state)
 
-    def _wrap_engine(self, state) -> None:  # type: ignore[no-untyped-def]
+    def wrap_engine(self, state) -> None:  # type: ignore[no-untyped-def]
         engine = state.engine
         original_demote = engine.demote
 
@@ -123,6 +132,8 @@ class Invariants:
 async def run_lease(scheduler: Scheduler, checks: Invariants, model_id: str, hold_ms: float, mode: str) -> None:
     async with scheduler.lease(model_id, TEXT) as lease:
         state = scheduler.get(model_id)
+        if state.engine is not lease.engine:
+            checks.violations.append(f"{model_id} leased an engine that is no longer the model's")
         checks.in_use[model_id] += 1
         try:
             if state.tier != MemoryTier.TIER1 or state.transition is not None:
@@ -162,6 +173,19 @@ async def run_op(scheduler: Scheduler, checks: Invariants, op: tuple, count: int
     elif kind == "toggle":
         state = scheduler.get(model_id)
         await scheduler.set_enabled(model_id, not state.enabled)
+    else:
+        await run_pool_change(scheduler, checks, kind, f"m{op[1]}", op[2])
+
+
+async def run_pool_change(scheduler: Scheduler, checks: Invariants, kind: str, model_id: str, drain: float) -> None:
+    if kind == "add":
+        checks.wrap_engine(await scheduler.pool.add(runtime_model(model_id, 40)))
+    elif kind == "replace":
+        checks.wrap_engine(await scheduler.pool.replace(model_id, runtime_model(model_id, 60), drain))
+    else:
+        old = await scheduler.pool.remove(model_id, drain)
+        if old.tier != MemoryTier.TIER3 or old.booked.vram_bytes or old.booked.pinned_ram_bytes:
+            checks.violations.append(f"{model_id} removed while still loaded")
 
 
 async def scenario(specs, vram_mib, ram_mib, ratio, cap_mib, ops) -> list[str]:  # type: ignore[no-untyped-def]

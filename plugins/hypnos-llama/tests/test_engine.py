@@ -20,18 +20,18 @@ def _batch_threads() -> list[str]:
 async def test_tiers_load_demote_unload(tiny_gguf: Path) -> None:
     engine = make_engine(tiny_gguf, model_id="tiers")
     phases = await engine.load(tier2())
-    assert engine.tier == MemoryTier.TIER2 and phases.load_mode == "mmap"
+    assert not engine.ready and phases.load_mode == "mmap"
     assert engine._warm.held and _batch_threads() == []
     phases = await engine.load(tier1())
-    assert engine.tier == MemoryTier.TIER1
+    assert engine.ready
     assert phases.weights_ms is not None and phases.context_ms is not None and phases.total_ms is not None
     assert _batch_threads() == ["llama-batch-tiers"]
     await engine.demote(MemoryTier.TIER2)
-    assert engine.tier == MemoryTier.TIER2 and engine._warm.held and _batch_threads() == []
+    assert not engine.ready and engine._warm.held and _batch_threads() == []
     with pytest.raises(EngineUnavailable):
         await collect(engine, chat_request("hi"))
     await engine.unload()
-    assert engine.tier == MemoryTier.TIER3 and not engine._warm.held
+    assert not engine.ready and not engine._warm.held
 
 
 async def test_load_from_tier3_straight_to_tier1_with_read_mode(tiny_gguf: Path) -> None:

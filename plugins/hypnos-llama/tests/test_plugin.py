@@ -22,7 +22,7 @@ def test_entry_point_registers_ggml_llama(tiny_gguf: Path) -> None:
     manager = make_plugin_manager(allow=["llama"])
     kinds = collect_engine_kinds(manager)
     kind = kinds["ggml_llama"]
-    assert Modality.TEXT_GENERATION in kind.modalities and "llama" in kind.config_keys
+    assert Modality.TEXT_GENERATION in kind.modalities and "llama" in kind.tables
     model = ModelConfig(id="t", modality="text_generation", engine="ggml_llama", weights_path=str(tiny_gguf))
     engine = kind.factory(model, EngineContext(models_dir=tiny_gguf.parent, limits=LimitsConfig()))
     assert engine.estimate().num_layers == 2
@@ -49,3 +49,16 @@ def test_missing_library_is_a_503(monkeypatch) -> None:
         assert error.status == 503 and "llama-cpp-python" in error.message
     else:
         raise AssertionError("expected EngineUnavailable")
+
+
+def test_bad_llama_table_stops_serve_with_one_line(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from hypnos_server import cli
+
+    model = '[[models]]\nid = "q"\nmodality = "text_generation"\nengine = "ggml_llama"\n'
+    for tables, needle in [("[models.llamma]\nn_batch = 4\n", "[models.llamma]"),
+                           ("[models.llama]\nn_btach = 4\n", "[models.llama] key `n_btach`")]:  # fmt: skip
+        path = tmp_path / "bad.toml"
+        path.write_text(model + tables)
+        assert cli.main(["serve", "--config", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and str(path) in err and "`q`" in err and needle in err, err

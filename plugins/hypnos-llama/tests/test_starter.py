@@ -7,8 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypnos.kit.starter import file_sha256
 from hypnos_llama import starter
-from hypnos_llama.starter import QWEN_CODER_0_5B, StarterWeights, join_parts, starter_models
+from hypnos_llama.starter import QWEN_CODER_0_5B, StarterWeights, join_starter, starter_models
 
 
 @pytest.fixture
@@ -35,8 +36,9 @@ def fake_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> StarterWeight
     )
 
 
-def test_joins_verifies_and_skips_when_present(fake_parts: StarterWeights, tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_joins_verifies_and_skips_when_present(
+    fake_parts: StarterWeights, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(starter, "STARTERS", (fake_parts,))
     models = tmp_path / "models"
     tables = starter_models(models)
@@ -52,7 +54,7 @@ def test_joins_verifies_and_skips_when_present(fake_parts: StarterWeights, tmp_p
 def test_a_wrong_digest_leaves_nothing_behind(fake_parts: StarterWeights, tmp_path: Path) -> None:
     broken = StarterWeights(fake_parts.filename, "0" * 64, fake_parts.parts, fake_parts.table)
     with pytest.raises(ValueError, match="sha256"):
-        join_parts(broken, tmp_path / "out" / "fake.gguf")
+        join_starter(broken, tmp_path / "out" / "fake.gguf")
     assert list((tmp_path / "out").iterdir()) == []
 
 
@@ -67,4 +69,4 @@ def test_real_qwen_parts_join_to_the_known_digest(qwen_models_dir: Path) -> None
     path = qwen_models_dir / QWEN_CODER_0_5B.filename
     assert path.stat().st_size == 491400064
     assert QWEN_CODER_0_5B.sha256.startswith("1d961463")
-    assert starter.file_sha256(path) == QWEN_CODER_0_5B.sha256
+    assert file_sha256(path) == QWEN_CODER_0_5B.sha256

@@ -7,9 +7,11 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 
 import pluggy
 from hypnos.config import Settings, load_settings
+from hypnos.overlay import load_pool
 from hypnos.plugins import allow_list_from_env, collect_engine_kinds, collect_routes, make_plugin_manager
 from hypnos.scheduler import Scheduler
 from litestar import Litestar
@@ -18,8 +20,11 @@ from litestar.types import Receive, Scope, Send
 from hypnos_server.asgi.auth import KeyRing
 from hypnos_server.asgi.keylimits import KeyLimiter
 from hypnos_server.asgi.pipeline import RequestPipeline
+from hypnos_server.catalog import Catalog, shipped_catalog_path
 from hypnos_server.errors import exception_handler
 from hypnos_server.observability import install_observability, observe_dispatch
+from hypnos_server.openapi import openapi_config
+from hypnos_server.pool import ModelPool
 from hypnos_server.routes import server_routes
 from hypnos_server.state import HypnosState
 
@@ -71,16 +76,24 @@ def _lifespan(state: HypnosState):  # type: ignore[no-untyped-def]
     return lifespan
 
 
-def create_app(settings: Settings, plugin_manager: pluggy.PluginManager | None = None) -> HypnosApp:
-    """Build the app for these settings and plugins (all installed plugins when none is given)."""
+def create_app(
+    settings: Settings, plugin_manager: pluggy.PluginManager | None = None, catalog_path: Path | None = None
+) -> HypnosApp:
+    """Build the app for these settings (with the pool overlay next to their config applied) and plugins (all
+    installed plugins when none is given); the catalog is the shipped one unless `catalog_path` names another."""
     manager = plugin_manager if plugin_manager is not None else make_plugin_manager(allow=allow_list_from_env())
+    settings, overlay = load_pool(settings)
+    scheduler = Scheduler(settings, collect_engine_kinds(manager))
+    catalog = Catalog.load(catalog_path or shipped_catalog_path(), manager)
     state = HypnosState(
         settings=settings,
-        scheduler=Scheduler(settings, collect_engine_kinds(manager)),
+        scheduler=scheduler,
         plugin_manager=manager,
         keys=KeyRing(settings),
         limiter=KeyLimiter(),
         version=server_version(),
+        catalog=catalog,
+        pool=ModelPool(scheduler, overlay, catalog),
     )
     # Observability (request log, /metrics, latency): registers its observer, returns its routes.
     observability_routes = install_observability(state)
@@ -89,7 +102,7 @@ def create_app(settings: Settings, plugin_manager: pluggy.PluginManager | None =
         exception_handlers={Exception: exception_handler},
         lifespan=[_lifespan(state)],
         request_max_body_size=None,
-        openapi_config=None,
+        openapi_config=openapi_config(state.version),
         debug=False,
     )
     app.state.hypnos = state

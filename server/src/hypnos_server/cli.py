@@ -1,4 +1,4 @@
-"""The `hypnos` command: `serve` (granian, one worker), `starter`, `--version`."""
+"""The `hypnos` command: `serve` (granian, one worker), `starter`, `models pull`, `--catalog-block`, `--version`."""
 
 from __future__ import annotations
 
@@ -8,10 +8,18 @@ import os
 import sys
 from pathlib import Path
 
-from hypnos.config import ConfigError, load_settings
-from hypnos.plugins import allow_list_from_env, make_plugin_manager
+import msgspec
+from hypnos.config import ConfigError, HardwareConfig, load_settings
+from hypnos.errors import HypnosError
+from hypnos.hardware import SystemHardware
+from hypnos.options import check_engine_options
+from hypnos.overlay import load_pool
+from hypnos.plugins import allow_list_from_env, collect_engine_kinds, make_plugin_manager
 
+from hypnos_server.advisor import NEEDS, AdvisorRequest, advise, config_text, machine_for
 from hypnos_server.app import server_version
+from hypnos_server.catalog import Catalog, shipped_catalog_path
+from hypnos_server.download import DownloadError, pull
 from hypnos_server.starter import write_starter_config
 
 logger = logging.getLogger(__name__)
@@ -22,7 +30,9 @@ APP_TARGET = "hypnos_server.app:app_factory"
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hypnos", description="Hypnos: a local multi-modal AI server")
     parser.add_argument("--version", action="version", version=f"hypnos {server_version()}")
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--catalog-block", metavar="ID[:QUANT]", help="print a catalog variant's [[models]] block")
+    parser.add_argument("--catalog", type=Path, help="the model catalog file (default: the one shipped)")
+    commands = parser.add_subparsers(dest="command")
     serve = commands.add_parser("serve", help="serve the API (default port 9999)")
     serve.add_argument("--config", help="the TOML config (default: $HYPNOS_CONFIG, else built-in defaults)")
     serve.add_argument("--host", help="address to bind (default: server.host)")
@@ -30,7 +40,62 @@ def _parser() -> argparse.ArgumentParser:
     starter = commands.add_parser("starter", help="write a config with the installed plugins' starter models")
     starter.add_argument("--models-dir", required=True, type=Path, help="where the starter models go")
     starter.add_argument("--out", required=True, type=Path, help="the config file to write")
+    models = commands.add_parser("models", help="the model files in models_dir")
+    pull = models.add_subparsers(dest="models_command", required=True).add_parser(
+        "pull", help="download a catalog variant's files into models_dir"
+    )
+    pull.add_argument("spec", metavar="ID[:QUANT]")
+    pull.add_argument("--config", help="the TOML config naming models_dir (default: $HYPNOS_CONFIG)")
+    pull.add_argument("--models-dir", type=Path, help="the models folder (default: the config's models_dir)")
+    pull.add_argument("--catalog", type=Path, dest="pull_catalog", help=argparse.SUPPRESS)
+    advise = commands.add_parser("advise", help="recommend a lineup and config from the catalog")
+    advise.add_argument("--needs", required=True, help="comma-separated: " + ", ".join(NEEDS))
+    advise.add_argument("--vram", type=_size, help="GPU memory, e.g. 24G (default: this machine's)")
+    advise.add_argument("--ram", type=_size, help="system memory, e.g. 64G (default: this machine's)")
+    advise.add_argument("--unified", action="store_true", help="unified memory (Apple Silicon): --vram is ignored")
+    shown = advise.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help="print the advisor's JSON answer")
+    shown.add_argument("--config", action="store_true", help="print only the generated config file")
+    advise.add_argument("--catalog", type=Path, dest="advise_catalog", help=argparse.SUPPRESS)
     return parser
+
+
+def _size(text: str) -> int:
+    """`24G`, `512M`, `64GiB` or plain bytes."""
+    value = text.strip().upper().removesuffix("IB").removesuffix("B")
+    scale = {"K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}.get(value[-1:], 1)
+    try:
+        return int(float(value.rstrip("KMGT")) * scale)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 24G)") from None
+
+
+def advise_command(args: argparse.Namespace) -> int:
+    """Print the advised lineup (a summary, --json, or --config)."""
+    catalog = _catalog(args.advise_catalog or args.catalog)
+    info = SystemHardware(HardwareConfig()).info()
+    request = AdvisorRequest(
+        needs=[n.strip() for n in args.needs.split(",") if n.strip()],
+        vram_bytes=None if args.unified else args.vram,
+        ram_bytes=args.ram,
+        unified_memory=True if args.unified else (False if args.vram is not None else None),
+    )
+    answer = advise(catalog, request.needs, machine_for(request, info))
+    answer["config"] = config_text(catalog, answer)
+    if args.json:
+        sys.stdout.write(msgspec.json.encode(answer).decode() + "\n")
+    elif args.config:
+        sys.stdout.write(answer["config"])
+    else:
+        for model in answer["models"]:
+            sys.stdout.write(
+                f"{model['id']} ({model['quant']}): {', '.join(model['serves'])}; {model['initial_tier']}, "
+                f"{model['gpu_layers']}/{model['num_layers']} layers on the GPU\n"
+            )
+        for warning in answer["warnings"]:
+            sys.stdout.write(f"warning: {warning}\n")
+        sys.stdout.write("\n" + answer["config"])
+    return 0
 
 
 def serve(config: str | None, host: str | None, port: int | None) -> int:
@@ -40,7 +105,8 @@ def serve(config: str | None, host: str | None, port: int | None) -> int:
     if port is not None:
         os.environ["HYPNOS_PORT"] = str(port)
     try:
-        settings = load_settings()
+        settings, _ = load_pool(load_settings())
+        check_engine_options(settings, collect_engine_kinds(make_plugin_manager(allow=allow_list_from_env())))
     except ConfigError as error:
         sys.stderr.write(f"hypnos: bad config: {error}\n")
         return 2
@@ -69,13 +135,52 @@ def starter(models_dir: Path, out: Path) -> int:
     return 0
 
 
+def _catalog(path: Path | None) -> Catalog:
+    catalog = Catalog.load(path or shipped_catalog_path(), make_plugin_manager(allow=allow_list_from_env()))
+    if catalog is None:
+        raise HypnosError(404, "not_found", f"no model catalog at {path or shipped_catalog_path()}")
+    return catalog
+
+
+def catalog_block(spec: str, path: Path | None) -> int:
+    """Print the [[models]] block of a catalog variant."""
+    catalog = _catalog(path)
+    entry, variant = catalog.find(spec)
+    sys.stdout.write(catalog.config_block(entry, variant))
+    return 0
+
+
+def models_pull(spec: str, config: str | None, models_dir: Path | None, path: Path | None) -> int:
+    """Download a catalog variant's files into models_dir (given, else the config's)."""
+    folder = models_dir.expanduser().resolve() if models_dir else load_settings(config).models_path
+    report = pull(_catalog(path), spec, folder, sys.stderr)
+    for local in report.outdated:
+        sys.stderr.write(f"hypnos: {local} is outdated (its size differs from the catalog's)\n")
+    sys.stdout.write(f"hypnos: {spec}: {len(report.fetched)} fetched, {len(report.present)} already present\n")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `hypnos` script."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if args.command == "serve":
-        return serve(args.config, args.host, args.port)
-    return starter(args.models_dir, args.out)
+    try:
+        if args.catalog_block:
+            return catalog_block(args.catalog_block, args.catalog)
+        if args.command == "serve":
+            return serve(args.config, args.host, args.port)
+        if args.command == "starter":
+            return starter(args.models_dir, args.out)
+        if args.command == "models":
+            return models_pull(args.spec, args.config, args.models_dir, args.pull_catalog or args.catalog)
+        if args.command == "advise":
+            return advise_command(args)
+    except (HypnosError, ConfigError, DownloadError) as error:
+        sys.stderr.write(f"hypnos: {getattr(error, 'message', error)}\n")
+        return 1
+    parser.error("a command is needed (serve, starter, models, advise) or --catalog-block")
+    return 2
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
     from hypnos_server.asgi.auth import ApiKey, KeyRing
     from hypnos_server.asgi.keylimits import KeyLimiter
+    from hypnos_server.catalog import Catalog
+    from hypnos_server.pool import ModelPool
 
 logger = logging.getLogger(__name__)
 
@@ -116,6 +118,8 @@ class HypnosState:
     started_monotonic: float = field(default_factory=time.monotonic)
     observers: list[Observer] = field(default_factory=list)
     staging_task: asyncio.Task[None] | None = None
+    catalog: Catalog | None = None
+    pool: ModelPool | None = None
 
     @property
     def uptime_secs(self) -> int:

@@ -27,23 +27,45 @@ def live_server(
     ready_timeout: float = 120.0,
     env: dict[str, str] | None = None,
     ready_path: str = "/ready",
+    python: str | None = None,
 ) -> Iterator[str]:
     """Run `hypnos serve --config config_path` and yield its base URL once `ready_path` answers 200.
 
     granian prints "Listening" before its worker answers, so readiness is polled over HTTP. The server's output
-    goes to `<config>.log`; it is terminated (then killed) on exit.
+    goes to `<config>.log`; it is terminated (then killed) on exit. `python` runs the server from another environment
+    (default: this interpreter).
     """
+    with live_process(
+        config_path, port=port, ready_timeout=ready_timeout, env=env, ready_path=ready_path, python=python
+    ) as (_, base):
+        yield base
+
+
+@contextlib.contextmanager
+def live_process(
+    config_path: Path,
+    *,
+    port: int | None = None,
+    ready_timeout: float = 120.0,
+    env: dict[str, str] | None = None,
+    ready_path: str = "/ready",
+    python: str | None = None,
+) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """live_server that also yields the process (a test may kill it); stopped on exit unless it already ended."""
     import httpx
 
     port = port or free_port()
     code = "import sys; from hypnos_server.cli import main; sys.exit(main())"
-    command = [sys.executable, "-c", code, "serve", "--config", str(config_path), "--port", str(port)]
+    command = [python or sys.executable, "-c", code, "serve", "--config", str(config_path), "--port", str(port)]
     environment = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
     environment.pop("HYPNOS_CONFIG", None)
     log_path = config_path.with_suffix(".log")
     base = f"http://127.0.0.1:{port}"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=environment)
+    with log_path.open("ab") as log:
+        # its own session: a test can kill granian's whole process group (the worker serves the requests)
+        process = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, env=environment, start_new_session=True
+        )
         try:
             deadline = time.monotonic() + ready_timeout
             while True:
@@ -57,9 +79,10 @@ def live_server(
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"the server was not ready in {ready_timeout} s: {log_path.read_text()[-2000:]}")
                 time.sleep(0.1)
-            yield base
+            yield process, base
         finally:
-            stop_process(process)
+            if process.poll() is None:
+                stop_process(process)
 
 
 @contextlib.contextmanager

@@ -198,8 +198,20 @@ def test_get_and_clear() -> None:
 
 def test_polling_scrapes_and_probes_are_not_logged() -> None:
     log = RequestLog()
-    for route in ("/v1/logs", "/v1/logs/{id}", "/v1/logs/level", "/metrics", "/health", "/ready"):
+    for route in (
+        "/v1/logs",
+        "/v1/logs/{id}",
+        "/v1/logs/level",
+        "/metrics",
+        "/health",
+        "/ready",
+        "/",
+        "/playground/{name}",
+    ):
         assert log.capture(call(route=route, method="GET")) is None
+    for route in ("/v1/memory/status", "/v1/memory/kv-park"):  # the playground polls them every second
+        assert log.capture(call(route=route, method="GET")) is None
+    assert log.capture(call(route="/v1/memory/kv-park", method="POST")) is not None
     assert log.capture(call(route="/v1/models", method="GET")) is not None
 
 

@@ -10,6 +10,11 @@ import wave
 from typing import Any
 
 import pytest
+from hypnos.chat import ImagePart
+from hypnos.engine import ChatFinished, ContentDelta, EngineKind
+from hypnos.hookspecs import hookimpl
+from hypnos.testing.fake_engine import FakeEngine
+from hypnos.types import Modality
 from litestar.testing import TestClient
 from server_harness import call, running, start_leaving
 from server_kit import build_app, config, error_of, wait_ready
@@ -129,3 +134,56 @@ async def test_tokens_of_a_stream_the_client_closes_are_charged_to_tokens_per_da
     words = response.body.count(b'"content"') - 1
     assert record.tokens_in == 2 and words >= 2 and record.tokens_out >= words
     assert record.error_type == "cancelled"
+
+
+class SeeingEngine(FakeEngine):
+    """Answers with the byte sizes of the images the server handed it."""
+
+    async def chat(self, request, cancel):  # type: ignore[no-untyped-def, override]
+        sizes = [len(part.data) for part in request.media() if isinstance(part, ImagePart)]
+        yield ContentDelta(" ".join(str(size) for size in sizes))
+        yield ChatFinished(finish_reason="stop", prompt_tokens=1, completion_tokens=1)
+
+
+class SeeingPlugin:
+    @hookimpl
+    def hypnos_engine_kinds(self) -> list[EngineKind]:
+        return [EngineKind(name="seeing", modalities=frozenset(Modality), factory=SeeingEngine)]
+
+
+def test_remote_images_are_fetched_by_the_server_and_private_hosts_refused_unless_allowed():
+    import http.server
+    import threading
+
+    picture = b"\x89PNG\r\n\x1a\n" + b"x" * 300
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("content-type", "image/png")
+            self.send_header("content-length", str(len(picture)))
+            self.end_headers()
+            self.wfile.write(picture)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/picture.png"
+    content = [{"type": "text", "text": "look"}, {"type": "image_url", "image_url": {"url": url}}]
+    body = {"model": "eye", "messages": [{"role": "user", "content": content}]}
+    eye = {"id": "eye", "modality": "text_generation", "engine": "seeing", "modalities": ["vision"]}
+    try:
+        for private, expected in ((False, 400), (True, 200)):
+            app = build_app(config(models=[eye], limits={"allow_private_urls": private}), plugins=[SeeingPlugin()])
+            with TestClient(app) as client:
+                wait_ready(client)
+                response = client.post("/v1/chat/completions", json=body)
+                assert response.status_code == expected, response.text
+                if private:
+                    assert response.json()["choices"][0]["message"]["content"] == str(len(picture))
+                else:
+                    assert "127.0.0.1" in error_of(response)["message"]
+    finally:
+        server.shutdown()

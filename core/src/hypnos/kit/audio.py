@@ -16,7 +16,7 @@ from hypnos.errors import HypnosError, invalid_request
 
 _OPEN_ENDED = 0xFFFFFFFF
 _PCM, _FLOAT, _EXTENSIBLE = 1, 3, 0xFFFE
-_SUPPORTED = {(_PCM, 8), (_PCM, 16), (_PCM, 24), (_PCM, 32), (_FLOAT, 32)}
+_SUPPORTED = {(_PCM, 8), (_PCM, 16), (_PCM, 24), (_PCM, 32), (_FLOAT, 32), (_FLOAT, 64)}
 MAX_SAMPLE_RATE = 768_000
 MAX_CHANNELS = 32
 
@@ -89,7 +89,7 @@ def _checked(fmt: list[int], data: bytes, start: int, size: int) -> WavHeader:
     if (format_tag, bits) not in _SUPPORTED:
         raise invalid_request(
             f"the WAV encoding (format {format_tag}, {bits} bits) is not supported; send 8/16/24/32-bit PCM "
-            "or 32-bit float"
+            "or 32/64-bit float"
         )
     if not 1 <= channels <= MAX_CHANNELS:
         raise _malformed(f"{channels} channels")
@@ -104,7 +104,8 @@ def _checked(fmt: list[int], data: bytes, start: int, size: int) -> WavHeader:
 
 def _samples(payload: bytes, format_tag: int, bits: int) -> np.ndarray:
     if format_tag == _FLOAT:
-        return np.nan_to_num(np.frombuffer(payload, dtype="<f4").astype(np.float32), nan=0.0, posinf=1.0, neginf=-1.0)
+        floats = np.frombuffer(payload, dtype="<f4" if bits == 32 else "<f8").astype(np.float32)
+        return np.nan_to_num(floats, nan=0.0, posinf=1.0, neginf=-1.0)
     if bits == 16:
         return np.frombuffer(payload, dtype="<i2").astype(np.float32) / 32768.0
     if bits == 8:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from hypnos.engine import CancelToken, Engine, EngineContext
+from hypnos.engine import CancelToken, Engine, EngineContext, EngineUnavailable
 from hypnos.errors import HypnosError
 from hypnos.kit.worker import ModelWorker
 from hypnos.types import LayerPlacementPlan, MemoryTier, TierSwitchPhases
@@ -81,7 +82,19 @@ class StagedEngine(Engine):
     def release_warm(self) -> None:
         """Tier 2 -> 3: drop the warm copy."""
 
+    def build_phases(self, phases: TierSwitchPhases) -> TierSwitchPhases:
+        """The phases of a load that built the model, refined by the engine (its own weights/context split,
+        projector_ms, kv_restore_ms...); the kit's: weights_ms = read_weights, context_ms = build."""
+        return phases
+
     # ---- helpers ------------------------------------------------------------------------------------------------
+
+    def model_path(self, key: str = "weights_path") -> Path:
+        """The absolute path of one of the model's path keys (weights_path, voices_path...); 503 when unset."""
+        path = self.model.resolve(self.context.models_dir, getattr(self.model, key))
+        if path is None:
+            raise EngineUnavailable(f"the model `{self.model.id}` needs `{key}` for the `{self.model.engine}` engine")
+        return path
 
     async def run_blocking(self, function: Callable[..., Any], *args: Any) -> Any:
         """Run function(*args) on the model's worker thread (never on the event loop)."""
@@ -118,6 +131,7 @@ class StagedEngine(Engine):
         target = _DEPTH[plan.primary_tier]
         started = time.perf_counter()
         read_ms = build_ms = 0.0
+        built_now = False
         if target < self._held:
             self._demote_blocking(target)
         if target >= 1 and self._held == 0:
@@ -129,13 +143,15 @@ class StagedEngine(Engine):
             self.build(plan)
             self._held = 2
             build_ms = (time.perf_counter() - built) * 1000
+            built_now = True
         total = (time.perf_counter() - started) * 1000
-        return TierSwitchPhases(
+        phases = TierSwitchPhases(
             load_mode=self.load_mode,
             weights_ms=round(read_ms, 3),
             context_ms=round(build_ms, 3),
             total_ms=round(total, 3),
         )
+        return self.build_phases(phases) if built_now else phases
 
     def _demote_blocking(self, target: int) -> None:
         if self._held == 2 and target < 2:

@@ -10,20 +10,10 @@ import threading
 import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any
 
 from hypnos.config import KvParkConfig
+from hypnos.engine import ParkedSlot
 from hypnos.scheduler.status import KvParkedModel, KvParkStatus
-
-
-@dataclass(frozen=True)
-class ParkedSlot:
-    """One slot's conversation: the tokens its KV cells hold and llama.cpp's serialized sequence state."""
-
-    seq_id: int
-    tokens: list[int]
-    state: bytes
-    extra: Any = None  # engine-private facts restored with the state (e.g. positions after media)
 
 
 @dataclass
@@ -40,7 +30,7 @@ class ParkedModel:
 
 
 class KvParkStore:
-    """Parked KV states of all models, under one byte cap (from [hardware.kv_park], changed by POST kv-park)."""
+    """The contract's KvPark: parked KV states of all models under one byte cap ([hardware.kv_park], POST kv-park)."""
 
     def __init__(self, config: KvParkConfig, clock: Callable[[], float] = time.monotonic) -> None:
         self.enabled = config.enabled

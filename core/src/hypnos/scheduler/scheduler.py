@@ -14,6 +14,7 @@ from hypnos.config import ModelConfig, Settings
 from hypnos.engine import EngineContext, EngineKind, EngineUnavailable
 from hypnos.errors import HypnosError, invalid_request, model_busy, model_disabled, model_not_found
 from hypnos.hardware import HardwareProbe, SystemHardware
+from hypnos.options import decode_engine_options
 from hypnos.scheduler.admission import (
     deadline_unmeetable,
     effective_deadline_ms,
@@ -23,6 +24,7 @@ from hypnos.scheduler.admission import (
 from hypnos.scheduler.budgets import compute_budgets
 from hypnos.scheduler.kv_park import KvParkStore
 from hypnos.scheduler.lease import Lease
+from hypnos.scheduler.pool import PoolChanges
 from hypnos.scheduler.state import ModelState
 from hypnos.scheduler.status import MemoryStatus, build_status
 from hypnos.scheduler.tiers import EvictionRecord, SchedulerCounters, TierManager
@@ -68,6 +70,7 @@ class LeaseContext:
 
     async def __aenter__(self) -> Lease:
         sched = self._sched
+        await sched.pool.wait_turn(self._model_id)  # a model being replaced or removed: wait for the change
         state = sched.serving(self._model_id, *self._modalities)
         estimate = sched.admit(state, self._deadline_ms)
         previous = state.tier
@@ -146,6 +149,7 @@ class Scheduler:
             accelerator=self.hardware.info().accelerator,
             kv_park=self.kv_park,
             context_resized=self.context_resized,
+            kv_idle_timeout_secs=settings.server.kv_idle_timeout_secs,
         )
         self.latency_provider = latency_provider
         self._implicit_deadline = implicit_deadline_ms(settings.server, settings.limits)
@@ -155,19 +159,28 @@ class Scheduler:
         for model in settings.models:
             self._models[model.id] = self._make_state(model)
         self.tiers = TierManager(self._models, settings, self.budgets, self.hardware, clock)
+        self.pool = PoolChanges(self._models, self.tiers, self.kv_park, self._make_state)
 
     def _make_state(self, model: ModelConfig) -> ModelState:
+        """The model's state; an engine whose options, factory or estimate fail leaves the model unavailable
+        (with the reason /v1/memory/status shows) instead of stopping the server. Bad options are a ConfigError."""
         kind = self.engine_kinds.get(model.engine)
         if kind is None:
             reason = f"the engine kind `{model.engine}` of model `{model.id}` is not installed"
             return ModelState(config=model, engine=None, unavailable_reason=reason, enabled=model.enabled)
+        source = self.settings.source or "<config>"
+        self.context.options[model.id] = decode_engine_options(model, kind, source)
         try:
             engine = kind.factory(model, self.context)
-        except HypnosError as error:
-            return ModelState(config=model, engine=None, unavailable_reason=error.message, enabled=model.enabled)
-        state = ModelState(config=model, engine=engine, enabled=model.enabled)
-        state.modalities = list(engine.served_modalities())
-        return state
+            estimate = engine.estimate()
+            modalities = list(engine.served_modalities())
+        except Exception as error:
+            reason = error.message if isinstance(error, HypnosError) else f"{type(error).__name__}: {error}"
+            logger.warning("model %s is unavailable: %s", model.id, reason)
+            return ModelState(config=model, engine=None, unavailable_reason=reason[:500], enabled=model.enabled)
+        return ModelState(
+            config=model, engine=engine, enabled=model.enabled, estimate_cache=estimate, modalities=modalities
+        )
 
     # ---- queries ------------------------------------------------------------------------------------------------
 
@@ -182,7 +195,7 @@ class Scheduler:
         return list(reversed(self.tiers.recent_evictions))
 
     def models(self) -> list[ModelState]:
-        """Every configured model, in config order."""
+        """Every model of the pool, in config order (added ones last)."""
         return list(self._models.values())
 
     def get(self, model_id: str) -> ModelState:
@@ -270,7 +283,7 @@ class Scheduler:
     def prefetch(self, model_id: str) -> None:
         """Start loading a model in the background (x-hypnos-next-model); never raises, unknown ids ignored."""
         state = self._models.get(model_id)
-        if state is None or not state.enabled or state.engine is None:
+        if state is None or not state.enabled or state.engine is None or self.pool.held(model_id):
             return
         if state.tier == MemoryTier.TIER1 or state.transition is not None:
             return
@@ -290,6 +303,8 @@ class Scheduler:
 
     def _idle_enabled(self, model_id: str) -> ModelState:
         state = self.get(model_id)
+        if self.pool.held(model_id):
+            raise model_busy(f"the model `{model_id}` is being replaced or removed; retry")
         if not state.enabled:
             raise model_disabled(model_id)
         if state.engine is None:
@@ -302,6 +317,8 @@ class Scheduler:
         """POST /v1/memory/tier: move a model by hand (404 unknown/disabled, 429 leased, 507 no room)."""
         state = self._idle_enabled(model_id)
         await self.tiers.settle(state)
+        if self._models.get(model_id) is not state or self.pool.held(model_id):  # replaced or removed meanwhile
+            raise model_busy(f"the model `{model_id}` is being replaced or removed; retry")
         if target == MemoryTier.TIER1 and context_len is not None:
             current = state.placement.allocated_context_len // max(1, state.config.slots)
             state.context_override = context_len

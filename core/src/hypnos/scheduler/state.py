@@ -87,15 +87,18 @@ class ModelState:
         self.reload_ms[from_tier] = elapsed_ms if before is None else before + RELOAD_EWMA_ALPHA * (elapsed_ms - before)
 
     def estimate(self) -> MemoryEstimate:
-        """The engine's estimate, read once (an empty one when the engine cannot say)."""
+        """The engine's estimate, read once; an engine whose estimate fails is dropped (the model unavailable, with
+        the reason), never booked as 0 bytes; an unavailable model books nothing."""
         if self.estimate_cache is None:
-            if self.engine is None:
-                return MemoryEstimate(weight_bytes=0)
-            try:
-                self.estimate_cache = self.engine.estimate()
-            except Exception as error:
-                logger.warning("estimating %s failed: %s", self.id, error)
-                return MemoryEstimate(weight_bytes=0)
+            if self.engine is not None:
+                try:
+                    self.estimate_cache = self.engine.estimate()
+                    return self.estimate_cache
+                except Exception as error:
+                    logger.warning("estimating %s failed: %s", self.id, error)
+                    self.unavailable_reason = f"estimating the model's memory failed: {type(error).__name__}: {error}"
+                    self.engine = None
+            return MemoryEstimate(weight_bytes=0)
         return self.estimate_cache
 
     def reload_estimate_ms(self, budgets: Budgets, from_tier: MemoryTier) -> float:

@@ -56,6 +56,7 @@ class ModelMemoryStatus(msgspec.Struct, kw_only=True):
     slots: int
     queued: int
     load_failures: int
+    unavailable_reason: str | None = None
 
 
 class KvParkedModel(msgspec.Struct, kw_only=True):
@@ -136,6 +137,7 @@ def model_status(state: ModelState, tiers: TierManager, now: float) -> ModelMemo
         slots=state.gate.capacity,
         queued=state.gate.queued,
         load_failures=state.load_failures,
+        unavailable_reason=state.unavailable_reason,
     )
 
 

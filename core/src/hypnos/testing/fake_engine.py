@@ -25,6 +25,7 @@ from hypnos.engine import (
     DocumentInput,
     EmbeddingResult,
     Engine,
+    EngineCapabilities,
     EngineContext,
     EngineKind,
     Entity,
@@ -34,11 +35,14 @@ from hypnos.engine import (
     ImageInput,
     ImageResult,
     MemoryEstimate,
+    ReasoningDelta,
     SpeechInput,
+    ToolCallEvent,
     TranscriptionInput,
     TranscriptionResult,
 )
 from hypnos.errors import HypnosError, server_error
+from hypnos.openai import ToolCall, ToolCallFunction
 from hypnos.types import EngineTiming, LayerPlacementPlan, MemoryTier, Modality, TierSwitchPhases
 
 
@@ -60,7 +64,14 @@ class FakeOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     steps: int = 1
     fail_load: bool = False
     oom_once: bool = False
+    fail_every: int = 0  # every Nth chat fails after its first token (0: never): an engine failing mid-request
     embedding_dim: int = 16
+
+
+class FakeImageOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """The `[models.image]` table: whether the model edits images (reported as a capability)."""
+
+    edit: bool = False
 
 
 def _words(seed_text: str, count: int) -> list[str]:
@@ -68,6 +79,18 @@ def _words(seed_text: str, count: int) -> list[str]:
     vocabulary = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet"]
     digest = hashlib.sha256(seed_text.encode()).digest()
     return [vocabulary[digest[i % len(digest)] % len(vocabulary)] for i in range(count)]
+
+
+def _tool_call(request: ChatInput) -> ToolCall | None:
+    """A call of the named (or first) tool with the last user text as `query`, unless a tool result came last."""
+    if not request.wants_tools or request.messages[-1].role == "tool":
+        return None
+    name = request.forced_tool or request.tools[0].function.name
+    arguments = msgspec.json.encode({"query": request.messages[-1].text()}).decode()
+    return ToolCall(
+        id=f"call_{hashlib.sha256(arguments.encode()).hexdigest()[:8]}_0",
+        function=ToolCallFunction(name=name, arguments=arguments),
+    )
 
 
 def _png(width: int, height: int, seed: int) -> bytes:
@@ -87,11 +110,17 @@ class FakeEngine(Engine):
 
     def __init__(self, model, context: EngineContext) -> None:  # type: ignore[no-untyped-def]
         super().__init__(model, context)
-        self.options = msgspec.convert(model.engine_options.get("fake", {}), FakeOptions)
+        self.options = context.options_for(model, "fake", FakeOptions)
+        self.image_options = context.options_for(model, "image", FakeImageOptions)
         self.tier = MemoryTier.TIER3
         self.loads = 0
         self.cancelled_requests = 0  # requests that stopped at a cancellation check
         self._oom_pending = self.options.oom_once
+        self._chats = 0
+
+    def capabilities(self) -> EngineCapabilities:
+        """Edits images when `[models.image] edit = true`."""
+        return EngineCapabilities(image_edit=self.image_options.edit)
 
     def estimate(self) -> MemoryEstimate:
         """Sizes as configured."""
@@ -147,19 +176,34 @@ class FakeEngine(Engine):
             raise DeviceOutOfMemory("fake device out of memory")
 
     async def chat(self, request: ChatInput, cancel: CancelToken) -> AsyncIterator[ChatEvent]:  # type: ignore[override]
-        """Words derived from the conversation, one per token, up to max_tokens; ends "cancelled" when cancelled."""
+        """Thoughts when thinking is on, a call of the chosen tool when tools are offered, else words, one per token,
+        up to max_tokens; ends "cancelled" when cancelled."""
         self._maybe_oom()
         prompt = "\n".join(message.text() for message in request.messages)
         prompt_tokens = max(1, len(prompt.split()))
         count = min(self.options.tokens, request.max_tokens)
+        self._chats += 1
+        failing = self.options.fail_every > 0 and self._chats % self.options.fail_every == 0
         started = time.perf_counter()
         produced = 0
         cancelled = False
+        if request.thinking:
+            for index, word in enumerate(_words("thought " + prompt, 4)):
+                await self._tick(cancel)
+                produced += 1
+                yield ReasoningDelta(("thinking: " if index == 0 else " ") + word)
+        call = _tool_call(request)
+        if call is not None:
+            yield ToolCallEvent(call)
+            yield ChatFinished(finish_reason="tool_calls", prompt_tokens=prompt_tokens, completion_tokens=produced + 1)
+            return
         for index, word in enumerate(_words(prompt + str(request.sampling.seed or 0), count)):
             if cancel.cancelled:
                 cancelled = True
                 self.cancelled_requests += 1
                 break
+            if failing and index == 1:
+                raise RuntimeError(f"fake engine failure in {self.model.id} after one token")
             await self._tick(cancel)
             produced += 1
             yield ContentDelta(word if index == 0 else " " + word)
@@ -242,6 +286,6 @@ def fake_engine_kind(name: str = "fake") -> EngineKind:
         name=name,
         modalities=frozenset(Modality),
         factory=FakeEngine,
-        config_keys=frozenset({"fake"}),
         description="deterministic fake engine for tests",
+        options={"fake": FakeOptions, "image": FakeImageOptions},
     )

@@ -49,7 +49,7 @@ def wanted_providers(device: str, available: list[str], distribution: str) -> li
     cuda_ready = distribution == GPU_DISTRIBUTION and CUDA_PROVIDER in available
     if device == "cuda" and not cuda_ready:
         raise EngineUnavailable(
-            f"device = \"cuda\" needs `onnxruntime-gpu` with the CUDA provider (installed: {distribution}, "
+            f'device = "cuda" needs `onnxruntime-gpu` with the CUDA provider (installed: {distribution}, '
             f"providers: {', '.join(available)})"
         )
     return [CUDA_PROVIDER, CPU_PROVIDER] if cuda_ready else [CPU_PROVIDER]

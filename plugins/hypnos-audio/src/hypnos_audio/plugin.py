@@ -11,6 +11,8 @@ from hypnos.engine import Engine, EngineContext, EngineKind, missing_library
 from hypnos.hookspecs import hookimpl
 from hypnos.types import Modality
 
+from hypnos_audio.options import KokoroOptions, WhisperOptions
+
 KOKORO_KIND = "kokoro_onnx"
 # The spec's generic name for ONNX Runtime engines; configs written against the spec use it for Kokoro.
 ONNX_RUNTIME_KIND = "onnx_runtime"
@@ -42,14 +44,16 @@ def make_whisper_engine(model: ModelConfig, context: EngineContext) -> Engine:
 def hypnos_engine_kinds() -> list[EngineKind]:
     """Kokoro on ONNX Runtime (also under the spec's name `onnx_runtime`) and whisper on faster-whisper."""
     speech_out = frozenset({Modality.TEXT_TO_SPEECH})
+    kokoro = {"kokoro": KokoroOptions}
     return [
-        EngineKind(KOKORO_KIND, speech_out, make_kokoro_engine, frozenset({"kokoro"}),
-                   "Kokoro-82M text to speech on ONNX Runtime (onnxruntime or onnxruntime-gpu)"),
-        EngineKind(ONNX_RUNTIME_KIND, speech_out, make_kokoro_engine, frozenset({"kokoro"}),
-                   "alias of kokoro_onnx under the spec's engine kind name"),
-        EngineKind(WHISPER_KIND, frozenset({Modality.SPEECH_TO_TEXT}), make_whisper_engine, frozenset({"whisper"}),
-                   "whisper speech to text on faster-whisper (CTranslate2)"),
-    ]
+        EngineKind(KOKORO_KIND, speech_out, make_kokoro_engine, options=kokoro,
+                   description="Kokoro-82M text to speech on ONNX Runtime (onnxruntime or onnxruntime-gpu)"),
+        EngineKind(ONNX_RUNTIME_KIND, speech_out, make_kokoro_engine, options=kokoro,
+                   description="alias of kokoro_onnx under the spec's engine kind name"),
+        EngineKind(WHISPER_KIND, frozenset({Modality.SPEECH_TO_TEXT}), make_whisper_engine,
+                   options={"whisper": WhisperOptions},
+                   description="whisper speech to text on faster-whisper (CTranslate2)"),
+    ]  # fmt: skip
 
 
 @hookimpl

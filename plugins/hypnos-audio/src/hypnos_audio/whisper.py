@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import io
 import logging
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-import msgspec
-import numpy as np
 from hypnos.config import ModelConfig
 from hypnos.engine import (
     CancelToken,
-    Engine,
     EngineContext,
     EngineUnavailable,
     MemoryEstimate,
@@ -21,29 +17,17 @@ from hypnos.engine import (
     TranscriptionResult,
     missing_library,
 )
-from hypnos.errors import invalid_request, server_error
-from hypnos.types import EngineTiming, LayerPlacementPlan, MemoryTier, TierSwitchPhases
+from hypnos.errors import invalid_request
+from hypnos.kit.audio import read_audio
+from hypnos.kit.staged import ModelNotLoaded, StagedEngine, check_cancelled
+from hypnos.types import EngineTiming, LayerPlacementPlan
 
 from hypnos_audio.ct2_model import resident_bytes
-from hypnos_audio.wav import read_wav
-from hypnos.kit.worker import ModelWorker
+from hypnos_audio.options import WhisperOptions
 
 logger = logging.getLogger(__name__)
 
 WHISPER_RATE = 16000
-MiB = 1024 * 1024
-
-
-class WhisperOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """The `[models.whisper]` table."""
-
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    compute_type: str = "default"
-    cpu_threads: int = 0
-    beam_size: int = 5
-    vad_filter: bool = False
-    condition_on_previous_text: bool = True
-    workspace_bytes: int = 128 * MiB
 
 
 def import_faster_whisper() -> Any:
@@ -55,37 +39,6 @@ def import_faster_whisper() -> Any:
     return faster_whisper
 
 
-def resample(samples: np.ndarray, rate: int, target: int = WHISPER_RATE) -> np.ndarray:
-    """Mono float audio resampled to target Hz with PyAV's resampler (as faster-whisper decodes)."""
-    if rate == target or samples.size == 0:
-        return samples.astype(np.float32)
-    import av
-
-    frame = av.AudioFrame.from_ndarray(
-        (np.clip(samples, -1.0, 1.0) * 32767.0).astype(np.int16).reshape(1, -1), format="s16", layout="mono"
-    )
-    frame.sample_rate = rate
-    resampler = av.AudioResampler(format="s16", layout="mono", rate=target)
-    frames = [*resampler.resample(frame), *resampler.resample(None)]
-    if not frames:
-        return np.zeros(0, dtype=np.float32)
-    return np.concatenate([f.to_ndarray().reshape(-1) for f in frames]).astype(np.float32) / 32768.0
-
-
-def decode_audio(data: bytes) -> tuple[np.ndarray, float]:
-    """16 kHz mono float samples and the duration: WAV read here (duration from its header), others by PyAV."""
-    wav = read_wav(data)
-    if wav is not None:
-        return resample(wav.samples, wav.sample_rate), wav.header_duration_secs
-    decoder = import_faster_whisper()
-    try:
-        samples = decoder.decode_audio(io.BytesIO(data), sampling_rate=WHISPER_RATE)
-    except Exception as error:  # PyAV raises several error types for undecodable input
-        reason = type(error).__name__
-        raise invalid_request(f"the audio file could not be decoded ({reason}); send a 16-bit PCM WAV") from error
-    return samples, len(samples) / WHISPER_RATE
-
-
 def whisper_language(language: str | None) -> str | None:
     """An ISO 639-1 code as whisper expects it (`en-US` -> `en`), or None to let the model detect it."""
     if not language or not language.strip():
@@ -93,22 +46,20 @@ def whisper_language(language: str | None) -> str | None:
     return language.strip().lower().replace("_", "-").split("-")[0]
 
 
-class WhisperEngine(Engine):
-    """A whisper model: tier 1 = WhisperModel built; tier 2 = model files warm in RAM; tier 3 = nothing."""
+class WhisperEngine(StagedEngine):
+    """A whisper model: tier 1 = WhisperModel built; tier 2 = model files in RAM; tier 3 = nothing."""
+
+    options_table = "whisper"
+    options_type = WhisperOptions
+    build_consumes_warm_copy = True  # CTranslate2 takes the file bytes
 
     def __init__(self, model: ModelConfig, context: EngineContext) -> None:
         super().__init__(model, context)
-        self.options = msgspec.convert(model.engine_options.get("whisper", {}), WhisperOptions)
-        folder = model.resolve(context.models_dir, model.weights_path)
-        if folder is None:
-            raise EngineUnavailable(f"the model `{model.id}` needs `weights_path` (a CTranslate2 whisper folder)")
-        self.model_dir = folder
-        self.tier = MemoryTier.TIER3
-        self.device = "cpu"
+        self.options: WhisperOptions
+        self.model_dir = self.model_path()  # a CTranslate2 whisper folder
         self._files: dict[str, bytes] | None = None
         self._auto_device: str | None = None
         self._whisper: Any = None
-        self._worker = ModelWorker(f"whisper-{model.id}")
 
     def _model_files(self) -> list[Path]:
         if not (self.model_dir / "model.bin").is_file():
@@ -127,19 +78,6 @@ class WhisperEngine(Engine):
         workspace = self.options.workspace_bytes
         return MemoryEstimate(weight_bytes=weights, non_layer_bytes=weights, workspace_bytes=workspace)
 
-    async def load(self, plan: LayerPlacementPlan) -> TierSwitchPhases:
-        """Read the files (tier 2), then build the CTranslate2 model from them (tier 1)."""
-        return await self._worker.run(self._load_blocking, plan.primary_tier)
-
-    async def demote(self, tier: MemoryTier) -> None:
-        """Drop the model (tier 2 keeps the files warm) or everything (tier 3)."""
-        await self._worker.run(self._demote_blocking, tier)
-
-    async def unload(self) -> None:
-        """Free everything and stop the worker thread."""
-        await self.demote(MemoryTier.TIER3)
-        self._worker.close()
-
     def _resolve_device(self) -> str:
         if self.options.device != "auto":
             return self.options.device
@@ -151,57 +89,54 @@ class WhisperEngine(Engine):
             self._auto_device = "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
         return self._auto_device
 
-    def _load_blocking(self, tier: MemoryTier) -> TierSwitchPhases:
-        started = time.perf_counter()
-        faster_whisper = import_faster_whisper()
-        if self._files is None and self._whisper is None:
-            self._files = {p.name: p.read_bytes() for p in self._model_files()}
-        read_ms = (time.perf_counter() - started) * 1000
-        if tier != MemoryTier.TIER1:
-            self.tier = tier
-            return TierSwitchPhases(load_mode="read", weights_ms=read_ms, total_ms=read_ms)
-        built = time.perf_counter()
-        if self._whisper is None:
-            assert self._files is not None
-            device = self._resolve_device()
-            try:
-                self._whisper = faster_whisper.WhisperModel(
-                    str(self.model_dir), device=device, compute_type=self.options.compute_type,
-                    cpu_threads=self.options.cpu_threads, files=dict(self._files),
-                )
-            except ValueError as error:
-                raise EngineUnavailable(f"the model `{self.model.id}` cannot run on {device}: {error}") from error
-            self.device = str(getattr(self._whisper.model, "device", device))
-            if device == "cuda" and self.device != "cuda":
-                raise EngineUnavailable(f"the model `{self.model.id}` asked for CUDA but runs on {self.device}")
-            logger.info("whisper `%s` on %s (%s)", self.model.id, self.device, self.options.compute_type)
-            self._files = None  # CTranslate2 holds the weights now
-        self.tier = MemoryTier.TIER1
-        build_ms = (time.perf_counter() - built) * 1000
-        return TierSwitchPhases(load_mode="read", weights_ms=read_ms, context_ms=build_ms, total_ms=read_ms + build_ms)
+    def read_weights(self) -> None:
+        """Tier 2: every file of the model folder in RAM."""
+        import_faster_whisper()
+        self._files = {p.name: p.read_bytes() for p in self._model_files()}
 
-    def _demote_blocking(self, tier: MemoryTier) -> None:
+    def build(self, plan: LayerPlacementPlan) -> None:
+        """Tier 1: the CTranslate2 model built from the files in RAM, on the configured (or detected) device."""
+        assert self._files is not None
+        device = self._resolve_device()
+        try:
+            self._whisper = import_faster_whisper().WhisperModel(
+                str(self.model_dir), device=device, compute_type=self.options.compute_type,
+                cpu_threads=self.options.cpu_threads, files=dict(self._files),
+            )  # fmt: skip
+        except ValueError as error:
+            raise EngineUnavailable(f"the model `{self.model.id}` cannot run on {device}: {error}") from error
+        actual = str(getattr(self._whisper.model, "device", device))
+        if device == "cuda" and actual != "cuda":
+            self._whisper = None
+            raise EngineUnavailable(f"the model `{self.model.id}` asked for CUDA but runs on {actual}")
+        self.device = actual
+        logger.info("whisper `%s` on %s (%s)", self.model.id, self.device, self.options.compute_type)
+        self._files = None  # CTranslate2 holds the weights now
+
+    def release_device(self) -> None:
+        """Drop the CTranslate2 model."""
         self._whisper = None
-        if tier == MemoryTier.TIER3:
-            self._files = None
-        elif self._files is None:
-            self._files = {p.name: p.read_bytes() for p in self._model_files()}
-        self.tier = tier
-        self.device = "cpu"
+
+    def release_warm(self) -> None:
+        """Drop the files."""
+        self._files = None
 
     # ---- transcription ------------------------------------------------------------------------------------------
 
     async def transcribe(self, audio: TranscriptionInput, cancel: CancelToken) -> TranscriptionResult:
         """The transcript, the duration (WAV header when WAV), engine.audio_secs and engine.rtf."""
-        if self._whisper is None:
-            raise server_error(f"the model `{self.model.id}` is not loaded")
-        return await self._worker.run(self._transcribe_blocking, audio, cancel)
+        self.require_ready()
+        return await self.run_blocking(self._transcribe_blocking, audio, cancel)
 
     def _transcribe_blocking(self, job: TranscriptionInput, cancel: CancelToken) -> TranscriptionResult:
         started = time.perf_counter()
-        samples, duration = decode_audio(job.audio)
+        decoded = read_audio(job.audio, sample_rate=WHISPER_RATE, max_seconds=self.options.max_audio_secs)
+        samples = decoded.samples
         if samples.size == 0:
             raise invalid_request("the audio file holds no samples")
+        if self._whisper is None:  # demoted while this call waited on the worker
+            raise ModelNotLoaded(self.model.id)
+        check_cancelled(cancel)  # the client left while the audio was queued or decoded
         try:
             segments, _ = self._whisper.transcribe(
                 samples,
@@ -221,4 +156,5 @@ class WhisperEngine(Engine):
         elapsed = time.perf_counter() - started
         audio_secs = samples.size / WHISPER_RATE
         timing = EngineTiming(audio_secs=round(audio_secs, 3), rtf=round(elapsed / audio_secs, 4))
-        return TranscriptionResult(text="".join(texts).strip(), duration_secs=round(duration, 3), timing=timing)
+        return TranscriptionResult(text="".join(texts).strip(), duration_secs=round(decoded.duration_secs, 3),
+                                   timing=timing)  # fmt: skip

@@ -16,7 +16,6 @@ from hypnos.engine import (
     ChatEvent,
     ChatFinished,
     ContentDelta,
-    Engine,
     EngineContext,
     EngineUnavailable,
     MemoryEstimate,
@@ -24,8 +23,9 @@ from hypnos.engine import (
     TranscriptionResult,
 )
 from hypnos.errors import HypnosError
+from hypnos.kit.staged import StagedEngine
 from hypnos.kit.warm_pages import WarmPages
-from hypnos.types import LayerPlacementPlan, MemoryTier, Modality, TierSwitchPhases
+from hypnos.types import LayerPlacementPlan, Modality, TierSwitchPhases
 
 from hypnos_llama.batch_loop import BatchLoop, context_shape
 from hypnos_llama.chat_plan import ChatPlan, ChoiceReader, plan_chat, thinking_guard
@@ -53,19 +53,16 @@ def estimate_num_ctx(prompt_tokens: int, max_tokens: int, images: int = 0, audio
     return max(NUM_CTX_FLOOR, prompt_tokens + max_tokens + TOKENS_PER_IMAGE * images + TOKENS_PER_AUDIO * audios)
 
 
-class LlamaEngine(Engine):
+class LlamaEngine(StagedEngine):
     """Serves one GGUF chat model: tier 1 = model and context built, tier 2 = file pages warm, tier 3 = nothing."""
+
+    options_table = "llama"
+    options_type = LlamaOptions
 
     def __init__(self, model: ModelConfig, context: EngineContext) -> None:
         super().__init__(model, context)
-        try:
-            self.options = msgspec.convert(model.engine_options.get("llama", {}), LlamaOptions)
-        except msgspec.ValidationError as error:
-            raise EngineUnavailable(f"the model `{model.id}` has an invalid [models.llama] table: {error}") from None
-        path = model.resolve(context.models_dir, model.weights_path)
-        if path is None:
-            raise EngineUnavailable(f"the model `{model.id}` has no weights_path")
-        self.path: Path = path
+        self.options: LlamaOptions
+        self.path: Path = self.model_path()
         self.projector_path = model.resolve(context.models_dir, model.aux_path)
         # what the projector file adds (vision, speech_to_text), read once from its header before the first request
         self._projector_modalities = projector_modalities_of(self.projector_path)
@@ -73,7 +70,7 @@ class LlamaEngine(Engine):
         self._projector_ms: float | None = None
         self._kv_restored: tuple[float, int] | None = None
         self.cpu_expert_pattern: str | None = None  # MoE offload: the expert tensors kept on the CPU at tier 1
-        self.tier = MemoryTier.TIER3
+        self._built_ms: tuple[float, float] = (0.0, 0.0)  # the last build's (weights, context) milliseconds
         self._gguf: GgufFile | None = None
         self._warm = WarmPages(self.path, lock=self.options.lock_warm_pages)
         # The projector's bytes move with the model: warm at tier 2, released at tier 3.
@@ -83,7 +80,6 @@ class LlamaEngine(Engine):
         self._runtime_model = None
         self._batch: BatchLoop | None = None
         self._template: ChatTemplate | None = None
-        self._transition = asyncio.Lock()
 
     def served_modalities(self) -> list[Modality]:
         """The config's modalities plus the projector's (an audio projector makes the model transcribe too)."""
@@ -115,34 +111,47 @@ class LlamaEngine(Engine):
         """How llama.cpp brings the weights in: mmap or read."""
         return "mmap" if self.options.use_mmap else "read"
 
-    async def load(self, plan: LayerPlacementPlan) -> TierSwitchPhases:
-        """Warm the file pages (tier 2) and, for tier 1, build the model and its context on a worker thread."""
-        async with self._transition:
-            started = time.perf_counter()
-            if plan.primary_tier == MemoryTier.TIER3:
-                await self._demote_locked(MemoryTier.TIER3)
-                return TierSwitchPhases(total_ms=0.0)
-            self.gguf()
-            warm_ms = await asyncio.to_thread(self._warm_all)
-            if plan.primary_tier == MemoryTier.TIER2:
-                await self._demote_locked(MemoryTier.TIER2)
-                total = (time.perf_counter() - started) * 1000
-                return TierSwitchPhases(load_mode=self.load_mode, weights_ms=warm_ms, total_ms=total)
-            if self._batch is not None:
-                return TierSwitchPhases(load_mode=self.load_mode, weights_ms=0.0, context_ms=0.0, total_ms=0.0)
-            weights_ms, context_ms = await asyncio.to_thread(self._build, plan)
-            self.tier = MemoryTier.TIER1
-            total = (time.perf_counter() - started) * 1000
-            return TierSwitchPhases(load_mode=self.load_mode, weights_ms=warm_ms + weights_ms, context_ms=context_ms,
-                                    projector_ms=self._projector_ms,
-                                    kv_restore_ms=self._kv_restored and round(self._kv_restored[0], 3),
-                                    kv_restored_tokens=self._kv_restored and self._kv_restored[1],
-                                    total_ms=total)
+    def read_weights(self) -> None:
+        """Tier 3 -> 2: the header read, the weights' and the projector's pages held in RAM."""
+        self.gguf()
+        self._warm_all()
+
+    def build(self, plan: LayerPlacementPlan) -> None:
+        """Tier 2 -> 1: the model, the projector and the context built, the batch loop started."""
+        self._built_ms = self._build(plan)
+        on_device = plan.gpu_layers > 0 and self.context.accelerator == "NvidiaCuda"
+        self.device = "cuda" if on_device else "cpu"
+
+    def build_phases(self, phases: TierSwitchPhases) -> TierSwitchPhases:
+        """Pages and model load as weights_ms, the context as context_ms, the projector and the KV restore."""
+        weights_ms, context_ms = self._built_ms
+        restored = self._kv_restored
+        return msgspec.structs.replace(
+            phases,
+            weights_ms=round((phases.weights_ms or 0.0) + weights_ms, 3),
+            context_ms=round(context_ms, 3),
+            projector_ms=self._projector_ms,
+            kv_restore_ms=restored and round(restored[0], 3),
+            kv_restored_tokens=restored and restored[1],
+        )
+
+    def release_device(self) -> None:
+        """Tier 1 -> 2: stop the batch loop, park the idle slots' KV, free the context, projector and model."""
+        batch, model, projector = self._batch, self._runtime_model, self._projector
+        self._batch = self._runtime_model = self._projector = None
+        if batch is not None:
+            self._teardown(batch, model, projector)
+
+    def release_warm(self) -> None:
+        """Tier 2 -> 3: let the weights' and the projector's pages go."""
+        self._warm.release()
+        if self._projector_warm is not None:
+            self._projector_warm.release()
 
     def _warm_all(self) -> float:
         """Hold the weights' and the projector's pages; the milliseconds it took."""
         warm_ms = self._warm.hold()
-        if self._projector_warm is not None and self._projector_warm.path.is_file():
+        if self._projector_warm is not None and self.projector_path is not None and self.projector_path.is_file():
             warm_ms += self._projector_warm.hold()
         return warm_ms
 
@@ -192,7 +201,7 @@ class LlamaEngine(Engine):
                 self.context.context_resized(self.model.id, grown.shape.n_ctx)
             return grown
 
-        idle = self.options.kv_idle_timeout_secs or self.context.extra.get("kv_idle_timeout_secs")
+        idle = self.options.kv_idle_timeout_secs or self.context.kv_idle_timeout_secs
         batch = BatchLoop(model, context, rebuild, prefill_chunk=self.options.prefill_chunk, name=self.model.id,
                           idle_timeout_s=float(idle) if idle else None)
         self._kv_restored = restore_slots(self.context.kv_park, self.model.id, self._layout(context), batch)
@@ -206,22 +215,6 @@ class LlamaEngine(Engine):
         trained = int(self.gguf().arch_value("context_length") or n_ctx)
         cells = min(int(n_ctx), trained * max(1, self.model.slots))
         return context_shape(cells, self.model.slots, self.options.n_batch, self.options.n_ubatch)
-
-    async def demote(self, tier: MemoryTier) -> None:
-        """Free the context and model (tier 2 keeps the file pages warm; tier 3 lets them go)."""
-        async with self._transition:
-            await self._demote_locked(tier)
-
-    async def _demote_locked(self, tier: MemoryTier) -> None:
-        batch, model, projector = self._batch, self._runtime_model, self._projector
-        self._batch = self._runtime_model = self._projector = None
-        if batch is not None:
-            await asyncio.to_thread(self._teardown, batch, model, projector)
-        if tier == MemoryTier.TIER3:
-            self._warm.release()
-            if self._projector_warm is not None:
-                self._projector_warm.release()
-        self.tier = tier if tier != MemoryTier.TIER1 else self.tier
 
     def _layout(self, context) -> tuple:  # type: ignore[no-untyped-def]
         return context_layout(self.path, self.options, context)

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hypnos.scheduler.kv_park import KvParkStore, ParkedSlot
+from hypnos.engine import KvPark, ParkedSlot
 
 from hypnos_llama.options import LlamaOptions
 
@@ -22,11 +22,19 @@ logger = logging.getLogger(__name__)
 def context_layout(weights: Path, options: LlamaOptions, context: LlamaContext) -> tuple[Any, ...]:
     """What a parked state must match to be restored: the weights file, the context window, slots and KV types."""
     stat = weights.stat()
-    return (str(weights.resolve()), stat.st_size, stat.st_mtime_ns, context.shape.n_ctx, context.shape.n_seq,
-            options.type_k, options.type_v, options.kv_unified)
+    return (
+        str(weights.resolve()),
+        stat.st_size,
+        stat.st_mtime_ns,
+        context.shape.n_ctx,
+        context.shape.n_seq,
+        options.type_k,
+        options.type_v,
+        options.kv_unified,
+    )
 
 
-def park_slots(store: KvParkStore | None, model_id: str, layout: tuple[Any, ...], batch: BatchLoop) -> int:
+def park_slots(store: KvPark | None, model_id: str, layout: tuple[Any, ...], batch: BatchLoop) -> int:
     """Save every idle slot holding a conversation (the loop is stopped); returns the slots parked."""
     if store is None or not store.enabled:
         return 0
@@ -36,16 +44,20 @@ def park_slots(store: KvParkStore | None, model_id: str, layout: tuple[Any, ...]
             continue
         state = batch.context.seq_state(slot.seq_id)
         if state:  # media cells carry content ids in `cached`, and their positions in pos_offset
-            parked.append(ParkedSlot(seq_id=slot.seq_id, tokens=list(slot.cached), state=state,
-                                     extra=(slot.media, slot.pos_offset)))
+            parked.append(
+                ParkedSlot(
+                    seq_id=slot.seq_id, tokens=list(slot.cached), state=state, extra=(slot.media, slot.pos_offset)
+                )
+            )
     if parked and store.park(model_id, layout, parked):
         logger.info("parked %d slots of %s (%d tokens)", len(parked), model_id, sum(len(p.tokens) for p in parked))
         return len(parked)
     return 0
 
 
-def restore_slots(store: KvParkStore | None, model_id: str, layout: tuple[Any, ...],
-                  batch: BatchLoop) -> tuple[float, int] | None:
+def restore_slots(
+    store: KvPark | None, model_id: str, layout: tuple[Any, ...], batch: BatchLoop
+) -> tuple[float, int] | None:
     """Put the model's parked slots back before the loop starts; (milliseconds, tokens restored), or None when
     nothing was parked for this layout."""
     if store is None:

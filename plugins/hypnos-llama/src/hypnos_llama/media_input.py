@@ -55,20 +55,20 @@ def decode_image(data: bytes, *, max_bytes: int) -> MediaItem:
 
 
 def decode_audio(data: bytes, *, sample_rate: int, max_bytes: int) -> MediaItem:
-    """An audio clip to mono float32 samples at the projector's rate, through the kit's one decoder (WAV natively,
-    other containers with PyAV); at most max_bytes of samples; 400 when it cannot be read or is too long."""
+    """An audio clip to mono float32 samples at the projector's rate (hypnos.kit.audio: WAV, other containers through
+    PyAV), at most max_bytes of decoded samples, refused before decoding when it declares more; 400 otherwise."""
     import numpy as np
-    from hypnos.kit.audio import decode_audio as kit_decode_audio
+    from hypnos.kit.audio import decode_audio as decode
 
-    samples = kit_decode_audio(data, sample_rate=sample_rate, max_seconds=max_bytes / 4 / sample_rate)
+    samples = decode(data, sample_rate=sample_rate, max_seconds=max_bytes / 4 / sample_rate)
     if samples.size == 0:
         raise invalid_request("the audio clip is empty")
     return MediaItem(AUDIO, data=np.ascontiguousarray(samples, dtype="<f4").tobytes())
 
 
 def decode_wav(data: bytes, *, sample_rate: int) -> MediaItem:
-    """WAV bytes to mono float32 samples at the projector's rate; 400 otherwise."""
-    return decode_audio(data, sample_rate=sample_rate, max_bytes=1 << 34)
+    """WAV bytes to mono float32 samples at the projector's rate (at most an hour); 400 otherwise."""
+    return decode_audio(data, sample_rate=sample_rate, max_bytes=3600 * 4 * sample_rate)
 
 
 async def load_request_media(request: ChatInput, limits: LimitsConfig, *, sample_rate: int) -> list[Any]:

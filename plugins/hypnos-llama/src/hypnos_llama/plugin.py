@@ -9,6 +9,8 @@ from hypnos.engine import EngineContext, EngineKind
 from hypnos.hookspecs import hookimpl
 from hypnos.types import Modality
 
+from hypnos_llama.options import LlamaOptions
+
 
 def _make_engine(model: Any, context: EngineContext) -> Any:
     """Build the engine for the model's primary modality (imported on first use)."""
@@ -28,10 +30,11 @@ def hypnos_engine_kinds() -> list[EngineKind]:
         EngineKind(
             name="ggml_llama",
             # vision and speech_to_text need a projector (aux_path); a model advertises what its projector takes
-            modalities=frozenset({Modality.TEXT_GENERATION, Modality.EMBEDDINGS, Modality.VISION,
-                                  Modality.SPEECH_TO_TEXT}),
+            modalities=frozenset(
+                {Modality.TEXT_GENERATION, Modality.EMBEDDINGS, Modality.VISION, Modality.SPEECH_TO_TEXT}
+            ),
             factory=_make_engine,
-            config_keys=frozenset({"llama"}),
+            options={"llama": LlamaOptions},
             description="GGUF models on llama.cpp: chat with slots and continuous batching (images and audio through "
             "a projector), and embeddings",
         )

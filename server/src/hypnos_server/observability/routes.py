@@ -34,7 +34,7 @@ def _limit(raw: str | None) -> int | None:
 def observability_routes(obs: Observability) -> list[Any]:
     """The route handlers bound to one app's Observability."""
 
-    @get("/metrics", sync_to_thread=False, include_in_schema=False)
+    @get("/metrics", sync_to_thread=False)
     def metrics() -> Response[bytes]:
         """Prometheus text exposition (format 0.0.4)."""
         return Response(content=obs.metrics.render(), media_type=CONTENT_TYPE)

@@ -1,10 +1,10 @@
-"""The server's own routes: health, models, memory, and the OpenAI-compatible inference routes."""
+"""The server's own routes: health, models, memory, the OpenAI-compatible inference routes and the playground."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from hypnos_server.routes import audio, chat, embeddings, health, images, memory, models
+from hypnos_server.routes import audio, chat, embeddings, health, images, memory, models, playground, pool
 
 
 def server_routes() -> list[Any]:
@@ -12,9 +12,11 @@ def server_routes() -> list[Any]:
     return [
         *health.ROUTES,
         *models.ROUTES,
+        *pool.ROUTES,
         *memory.ROUTES,
         *chat.ROUTES,
         *embeddings.ROUTES,
         *audio.ROUTES,
         *images.ROUTES,
+        *playground.ROUTES,
     ]

@@ -18,7 +18,14 @@ from litestar.datastructures import UploadFile
 from litestar.response import Stream
 
 from hypnos_server.errors import field_error
-from hypnos_server.routes.inference import InferenceRun, decode_json, json_response, ready_guard, wait_headers
+from hypnos_server.routes.inference import (
+    InferenceRun,
+    decode_json,
+    json_response,
+    read_form,
+    ready_guard,
+    wait_headers,
+)
 from hypnos_server.state import hypnos_state, request_context
 from hypnos_server.wav import wav_duration, wav_header
 
@@ -53,7 +60,7 @@ def map_voice(voice: str) -> str:
 async def _transcription_input(request: Request[Any, Any, Any]) -> tuple[str, TranscriptionInput]:
     content_type = request.headers.get("content-type", "")
     if content_type.startswith("multipart/"):
-        form = await request.form()
+        form = await read_form(request)
         model = form.get("model")
         upload = form.get("file")
         if not isinstance(model, str) or not model:

@@ -16,7 +16,7 @@ from hypnos.types import Modality
 from litestar import Request, Response, post
 from litestar.datastructures import UploadFile
 
-from hypnos_server.routes.inference import InferenceRun, decode_json, json_response, ready_guard
+from hypnos_server.routes.inference import InferenceRun, decode_json, json_response, read_form, ready_guard
 from hypnos_server.state import hypnos_state, request_context
 
 MIN_SIDE, MAX_SIDE, SIDE_STEP = 256, 2048, 16
@@ -71,8 +71,8 @@ async def _generate(
     context.record.model = body.model
     job = image_job(body, state.settings.limits, references)
     model = state.scheduler.serving(body.model, Modality.IMAGE_GENERATION)
-    if references and not model.config.engine_options.get("image", {}).get("edit", False):
-        raise invalid_request(f"The model `{body.model}` does not edit images ([models.image] edit = true)")
+    if references and (model.engine is None or not model.engine.capabilities().image_edit):
+        raise invalid_request(f"The model `{body.model}` does not edit images")
     async with InferenceRun(request, body.model, [Modality.IMAGE_GENERATION]) as run:
         result = await run.call(lambda engine: engine.generate_images(job, run.lease.cancel))
         telemetry = run.telemetry(result.timing)
@@ -108,7 +108,7 @@ async def edits(request: Request[Any, Any, Any]) -> Response[bytes]:
     limits = hypnos_state(request).settings.limits
     if not request.headers.get("content-type", "").startswith("multipart/"):
         raise invalid_request("POST /v1/images/edits takes multipart/form-data (model, prompt, image)")
-    form = await request.form()
+    form = await read_form(request)
     if form.get("mask") not in (None, ""):
         raise invalid_request("`mask` is not supported: the models edit from the prompt and the references")
     files = [f for name in ("image", "image[]") for f in form.getall(name, []) if isinstance(f, UploadFile)]

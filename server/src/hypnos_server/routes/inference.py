@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import anyio
 import msgspec
 from hypnos.engine import DeviceOutOfMemory, Engine
-from hypnos.errors import HypnosError, server_error, staging
+from hypnos.errors import HypnosError, invalid_request, server_error, staging
 from hypnos.scheduler import Lease
 from hypnos.types import EngineTiming, HypnosTelemetry, Modality
 from litestar import Request, Response
@@ -47,6 +47,16 @@ async def decode_json(request: Request[Any, Any, Any], type_: type[T]) -> T:
         return msgspec.json.decode(body, type=type_)
     except (msgspec.ValidationError, msgspec.DecodeError) as error:
         raise field_error(error) from None
+
+
+async def read_form(request: Request[Any, Any, Any]) -> Any:
+    """The multipart form; 400 when a text part is not valid in its charset (Litestar decodes those itself)."""
+    try:
+        return await request.form()
+    except (UnicodeDecodeError, LookupError):
+        raise invalid_request(
+            "A form field is not valid text in its charset; send files as parts with a filename"
+        ) from None
 
 
 def encode(obj: Any) -> bytes:

@@ -2,26 +2,23 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
-import msgspec
 from hypnos.engine import (
     CancelToken,
     EmbeddingInput,
     EmbeddingResult,
-    Engine,
     EngineCapabilities,
     EngineContext,
     MemoryEstimate,
 )
 from hypnos.errors import HypnosError, invalid_request
+from hypnos.kit.staged import ModelNotLoaded, StagedEngine, check_cancelled
 from hypnos.kit.warm_pages import WarmPages
-from hypnos.types import EngineTiming, LayerPlacementPlan, MemoryTier, TierSwitchPhases
+from hypnos.types import EngineTiming, LayerPlacementPlan
 
 from hypnos_llama.embedding.convert_bert import MAX_SEQUENCE_KEY, NORMALIZE_KEY
 from hypnos_llama.estimate import estimate_gguf
@@ -132,8 +129,7 @@ class EmbeddingBatcher:
         every = [self.tokens(text, index) for index, text in enumerate(texts)]  # all checked before any decode
         llama._batch.reset()
         for tokens in every:
-            if cancel.cancelled:
-                raise HypnosError(499, "cancelled", "the client went away")
+            check_cancelled(cancel)
             total += len(tokens)
             if pending and (used + len(tokens) > self.pack_tokens or len(pending) >= self.n_seq_max):
                 flush()
@@ -145,21 +141,20 @@ class EmbeddingBatcher:
         return vectors, total, decodes
 
 
-class LlamaEmbeddingEngine(Engine):
+class LlamaEmbeddingEngine(StagedEngine):
     """A GGUF embedding model: tier 1 = context ready, tier 2 = file pages warm in RAM, tier 3 = nothing held."""
+
+    options_table = "llama"
+    options_type = LlamaOptions
 
     def __init__(self, model: Any, context: EngineContext) -> None:
         super().__init__(model, context)
-        self.options = msgspec.convert(model.engine_options.get("llama", {}), LlamaOptions)
-        path = model.resolve(context.models_dir, model.weights_path)
-        if path is None:
-            raise invalid_request(f"the model `{model.id}` has no weights_path")
-        self.path = path
+        self.options: LlamaOptions
+        self.path = self.model_path()
+        self.load_mode = "mmap" if self.options.use_mmap else "read"
         self._gguf: GgufFile | None = None
         self._batcher: EmbeddingBatcher | None = None
         self._warm = WarmPages(self.path, lock=self.options.lock_warm_pages)
-        # One worker thread per model: llama.cpp contexts are not thread-safe.
-        self._worker = threading.Lock()
 
     def _header(self) -> GgufFile:
         if self._gguf is None:
@@ -172,31 +167,24 @@ class LlamaEmbeddingEngine(Engine):
         estimate.kv_bytes_per_token = 0
         return estimate
 
-    async def load(self, plan: LayerPlacementPlan) -> TierSwitchPhases:
-        """Tier 2: hold the file's pages; tier 1: build the model and an embedding context."""
-        started = time.perf_counter()
-        warm_ms = await asyncio.to_thread(self._warm.hold)
-        context_ms = 0.0
-        if plan.primary_tier == MemoryTier.TIER1 and self._batcher is None:
-            build_started = time.perf_counter()
-            gguf = self._header()
-            self._batcher = await asyncio.to_thread(EmbeddingBatcher, self.path, self.options, gguf, plan.gpu_layers)
-            context_ms = (time.perf_counter() - build_started) * 1000
-        total = (time.perf_counter() - started) * 1000
-        mode = "mmap" if self.options.use_mmap else "read"
-        return TierSwitchPhases(load_mode=mode, weights_ms=warm_ms, context_ms=context_ms, total_ms=total)
+    def read_weights(self) -> None:
+        """Tier 2: hold the file's pages in RAM."""
+        self._warm.hold()
 
-    async def demote(self, tier: MemoryTier) -> None:
-        """Drop the context (tier 2 keeps the pages warm; tier 3 releases them too)."""
+    def build(self, plan: LayerPlacementPlan) -> None:
+        """Tier 1: the model and an embedding context, plan.gpu_layers of it on the device."""
+        self._batcher = EmbeddingBatcher(self.path, self.options, self._header(), plan.gpu_layers)
+        self.device = "cuda" if plan.gpu_layers > 0 and self.context.accelerator == "NvidiaCuda" else "cpu"
+
+    def release_device(self) -> None:
+        """Free the context and the model."""
         batcher, self._batcher = self._batcher, None
         if batcher is not None:
-            await asyncio.to_thread(self._close, batcher)
-        if tier == MemoryTier.TIER3:
-            self._warm.release()
-
-    def _close(self, batcher: EmbeddingBatcher) -> None:
-        with self._worker:
             batcher.close()
+
+    def release_warm(self) -> None:
+        """Let the kernel drop the file's pages."""
+        self._warm.release()
 
     def capabilities(self) -> EngineCapabilities:
         """Matryoshka models (`[models.llama] matryoshka = true`) take `dimensions`."""
@@ -204,17 +192,15 @@ class LlamaEmbeddingEngine(Engine):
 
     async def embed(self, texts: list[EmbeddingInput], cancel: CancelToken) -> EmbeddingResult:
         """Embed texts in as few decodes as the batch allows; vectors in input order."""
-        batcher = self._batcher
-        if batcher is None:
-            raise HypnosError(503, "model_not_available", f"the model `{self.model.id}` is not loaded")
-
-        def run() -> tuple[list[list[float]], int, int]:
-            with self._worker:
-                return batcher.embed(texts, cancel)
-
+        self.require_ready()
         started = time.perf_counter()
-        vectors, tokens, _decodes = await asyncio.to_thread(run)
+        vectors, tokens, _decodes = await self.run_blocking(self._embed_blocking, texts, cancel)
         elapsed = (time.perf_counter() - started) * 1000
         rate = tokens / (elapsed / 1000) if elapsed > 0 else None
         timing = EngineTiming(prefill_ms=round(elapsed, 3), prefill_tokens_per_s=rate and round(rate, 1))
         return EmbeddingResult(vectors=vectors, prompt_tokens=tokens, timing=timing)
+
+    def _embed_blocking(self, texts: list[EmbeddingInput], cancel: CancelToken) -> tuple[list[list[float]], int, int]:
+        if self._batcher is None:  # demoted while this call waited on the worker
+            raise ModelNotLoaded(self.model.id)
+        return self._batcher.embed(texts, cancel)

@@ -1,4 +1,4 @@
-"""Thinking blocks: the delimiters a model family wraps its thoughts in (budgets come from the server's ChatOptions)."""
+"""Thinking blocks: the delimiters a model family wraps its thoughts in (budgets come in the ChatInput)."""
 
 from __future__ import annotations
 

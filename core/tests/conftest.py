@@ -1,0 +1,3 @@
+"""pytester runs the conformance suite as a third party's repository would."""
+
+pytest_plugins = ["pytester"]

@@ -1,0 +1,107 @@
+// The playground's entry: tabs, the API key field, the lineup (what the server serves) enabling or disabling panels.
+
+import { getKey, setKey } from "./api.js";
+import { setupChat } from "./chat.js";
+import { setupDocuments, setupImages } from "./media.js";
+import { setupEmbeddings, setupEntities } from "./text.js";
+import { startTiers } from "./tiers.js";
+import { setupVoice } from "./voice.js";
+
+const $ = (id) => document.getElementById(id);
+
+function setupTabs() {
+  const buttons = document.querySelectorAll("#tabs button");
+  for (const button of buttons) {
+    button.addEventListener("click", () => {
+      for (const other of buttons) other.classList.toggle("active", other === button);
+      for (const panel of document.querySelectorAll(".panel")) panel.hidden = panel.id !== `panel-${button.dataset.tab}`;
+    });
+  }
+}
+
+function fillSelect(select, models) {
+  const modality = select.dataset.modality;
+  const ids = models.filter((m) => m.modalities.includes(modality)).map((m) => m.id);
+  const previous = select.value;
+  select.replaceChildren(...ids.map((id) => new Option(id, id)));
+  if (ids.includes(previous)) select.value = previous;
+  else {
+    const primary = models.find((m) => m.modality === modality && ids.includes(m.id));
+    if (primary) select.value = primary.id;
+  }
+}
+
+let lineupSignature = null;
+
+// Fills every model picker from the enabled models' modalities and disables the panels nobody serves.
+function applyLineup(models, reason) {
+  const enabled = models.filter((m) => m.enabled);
+  const signature = JSON.stringify([reason || "", enabled.map((m) => [m.id, m.modalities])]);
+  if (signature === lineupSignature) return;
+  lineupSignature = signature;
+  for (const select of document.querySelectorAll("select[data-modality]")) fillSelect(select, enabled);
+  for (const panel of document.querySelectorAll(".panel")) {
+    const missing = panel.dataset.needs.split(" ").filter((need) => !enabled.some((m) => m.modalities.includes(need)));
+    const blocked = Boolean(reason) || missing.length > 0;
+    panel.querySelector("fieldset").disabled = blocked;
+    const notice = panel.querySelector(".unserved");
+    notice.hidden = !blocked;
+    notice.textContent = reason || `Not served by this server's lineup: no enabled model does ${missing.join(", ")}.`;
+    const tab = document.querySelector(`#tabs button[data-tab="${panel.id.slice(6)}"]`);
+    tab.classList.toggle("unserved", blocked);
+    tab.title = blocked ? notice.textContent : "";
+  }
+}
+
+async function showServerInfo() {
+  try {
+    const health = await (await fetch("/health")).json();
+    const ready = (await fetch("/ready")).ok;
+    $("server-info").textContent = `v${health.version} · ${ready ? "ready" : "staging startup models…"}`;
+    if (!ready) setTimeout(showServerInfo, 2000);
+  } catch (error) {
+    $("server-info").textContent = `server unreachable (${error.message})`;
+    setTimeout(showServerInfo, 3000);
+  }
+}
+
+function setupKey(tiers) {
+  const input = $("api-key");
+  input.value = getKey();
+  $("key-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    setKey(input.value.trim());
+    $("key-banner").hidden = true;
+    lineupSignature = null;
+    tiers.refresh();
+  });
+  window.addEventListener("hypnos:unauthorized", (event) => {
+    $("key-banner").hidden = false;
+    $("key-banner-message").textContent = event.detail.message;
+    if (document.activeElement !== input) input.focus();
+  });
+}
+
+function main() {
+  setupTabs();
+  setupChat();
+  setupVoice();
+  setupImages();
+  setupDocuments();
+  setupEntities();
+  setupEmbeddings();
+  const tiers = startTiers({
+    onStatus(status, error) {
+      if (status) {
+        $("key-banner").hidden = true;
+        applyLineup(status.models);
+      } else if (error && error.status === 401) {
+        applyLineup([], "Enter the server's API key above to use this panel.");
+      }
+    },
+  });
+  setupKey(tiers);
+  showServerInfo();
+}
+
+main();

@@ -1,0 +1,148 @@
+"""The model pool while the server runs: the startup checks of an added model, the change, and the overlay."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+from hypnos.config import ConfigError, ModelConfig
+from hypnos.errors import invalid_request
+from hypnos.gguf_arch import GgufHeaderError, gguf_architecture
+from hypnos.overlay import PoolOverlay, atomic_write, parse_model_block, validate_model_block
+from hypnos.scheduler import ModelState, Scheduler
+
+from hypnos_server.catalog import ROLE_KEYS, Catalog, catalog_spec_block
+
+logger = logging.getLogger(__name__)
+
+
+def file_reasons(model: ModelConfig, models_dir: Path) -> list[str]:
+    """Why the model's files are not usable: outside models_dir, or missing."""
+    root = models_dir.resolve()
+    reasons = []
+    for key in ROLE_KEYS.values():
+        relative = getattr(model, key)
+        if relative is None:
+            continue
+        path = model.resolve(root, relative)
+        if path is None:
+            continue
+        if not path.resolve().is_relative_to(root):
+            reasons.append(f"`{key}` = {relative!r} is outside models_dir ({root})")
+        elif not path.exists():
+            reasons.append(f"`{key}` = {relative!r}: no such file in models_dir ({root}); download it first")
+    return reasons
+
+
+def architecture_reasons(model: ModelConfig, models_dir: Path, catalog: Catalog | None) -> list[str]:
+    """A ggml_llama model's GGUF must report one of the catalog's tested architectures."""
+    if model.engine != "ggml_llama" or model.weights_path is None or catalog is None:
+        return []
+    path = model.resolve(models_dir.resolve(), model.weights_path)
+    if path is None or not path.is_file():
+        return []
+    try:
+        found = gguf_architecture(path)
+    except (OSError, GgufHeaderError) as error:
+        return [f"`weights_path` = {model.weights_path!r} cannot be read as a GGUF ({error})"]
+    tested = catalog.tested_architectures
+    if found not in tested:
+        listed = ", ".join(tested)
+        return [f"the GGUF reports the architecture `{found}`, which is not among the tested ones ({listed})"]
+    return []
+
+
+class ModelPool:
+    """POST/PUT/DELETE /v1/models: checks, the scheduler's change, and the overlay kept in step with it."""
+
+    def __init__(self, scheduler: Scheduler, overlay: PoolOverlay, catalog: Catalog | None) -> None:
+        self.scheduler = scheduler
+        self.overlay = overlay
+        self.catalog = catalog
+        self._write_lock = asyncio.Lock()
+
+    def block_of(self, catalog_spec: str | None, config_text: str | None) -> dict[str, Any]:
+        """The [[models]] table a POST/PUT body names (exactly one of `catalog` and `config`)."""
+        if (catalog_spec is None) == (config_text is None):
+            raise invalid_request(
+                "send exactly one of `catalog` (a catalog id[:quant]) and `config` (a [[models]] block)"
+            )
+        if catalog_spec is not None:
+            if self.catalog is None:
+                raise invalid_request("this server has no model catalog; send a `config` block")
+            return catalog_spec_block(self.catalog, catalog_spec)
+        try:
+            return parse_model_block(config_text or "", "config")
+        except ConfigError as error:
+            raise invalid_request(str(error)) from None
+
+    def check(self, block: dict[str, Any]) -> ModelConfig:
+        """The startup checks: config validation, engine installed, files in models_dir, GGUF architecture."""
+        try:
+            model = validate_model_block(block, "config")
+        except ConfigError as error:
+            raise invalid_request(f"the model failed the config validation: {error}") from None
+        models_dir = self.scheduler.settings.models_path
+        reasons = []
+        kinds = self.scheduler.engine_kinds
+        if model.engine not in kinds:
+            reasons.append(f"the engine kind `{model.engine}` is not installed (installed: {', '.join(sorted(kinds))})")
+        reasons += file_reasons(model, models_dir)
+        reasons += architecture_reasons(model, models_dir, self.catalog)
+        if reasons:
+            raise invalid_request(f"the model `{model.id}` failed the startup checks: " + "; ".join(reasons))
+        return model
+
+    async def _record(self, change: str, model_id: str, block: dict[str, Any] | None) -> bool:
+        """Update the overlay and write it atomically; False when it could not be written."""
+        async with self._write_lock:
+            if block is None:
+                self.overlay.drop(model_id)
+            else:
+                self.overlay.put(block)
+            path = self.overlay.path
+            if path is None:
+                return False
+            data = self.overlay.text().encode("utf-8")
+            try:
+                await asyncio.to_thread(atomic_write, path, data)
+            except OSError as error:
+                logger.warning("the pool change (%s %s) is live but not persisted: %s", change, model_id, error)
+                return False
+            return True
+
+    async def add(self, block: dict[str, Any]) -> tuple[ModelState, bool]:
+        """Add the model; (its state, persisted)."""
+        model = self.check(block)
+        persisted: list[bool] = []
+
+        async def commit() -> None:
+            persisted.append(await self._record("add", model.id, block))
+
+        state = await self.scheduler.pool.add(model, commit)
+        return state, persisted[0]
+
+    async def replace(self, model_id: str, block: dict[str, Any], drain_secs: float) -> tuple[ModelState, bool]:
+        """Replace the model under its id (the block's own id is ignored)."""
+        self.scheduler.get(model_id)  # 404 before the checks
+        block = {**block, "id": model_id}
+        model = self.check(block)
+        persisted: list[bool] = []
+
+        async def commit() -> None:
+            persisted.append(await self._record("replace", model_id, block))
+
+        state = await self.scheduler.pool.replace(model_id, model, drain_secs, commit)
+        return state, persisted[0]
+
+    async def remove(self, model_id: str, drain_secs: float) -> bool:
+        """Remove the model; persisted."""
+        persisted: list[bool] = []
+
+        async def commit() -> None:
+            persisted.append(await self._record("remove", model_id, None))
+
+        await self.scheduler.pool.remove(model_id, drain_secs, commit)
+        return persisted[0]

@@ -1,0 +1,45 @@
+"""The playground (section 1): a static page at `/` and its assets under `/playground/`, never under /v1."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+from typing import Any
+
+from hypnos.errors import HypnosError
+from litestar import Request, Response, get
+
+ASSET_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*\.(html|js|css|svg)$")
+MEDIA_TYPES = {
+    "html": "text/html",
+    "js": "text/javascript",
+    "css": "text/css",
+    "svg": "image/svg+xml",
+}
+HEADERS = {"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"}
+
+
+def asset(name: str) -> Response[bytes]:
+    """One file of the playground package folder, or 404 not_found for any other name."""
+    match = ASSET_NAME.match(name)
+    if match is None:
+        raise HypnosError(404, "not_found", f"No playground file named {name!r}")
+    resource = resources.files("hypnos_server").joinpath("playground", name)
+    if not resource.is_file():
+        raise HypnosError(404, "not_found", f"No playground file named {name!r}")
+    return Response(content=resource.read_bytes(), media_type=MEDIA_TYPES[match.group(1)], headers=HEADERS)
+
+
+@get("/", sync_to_thread=False, include_in_schema=False)
+def playground_page(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """The playground page; it needs no key to load (its API calls send the key the user enters)."""
+    return asset("index.html")
+
+
+@get("/playground/{name:str}", sync_to_thread=False, include_in_schema=False)
+def playground_asset(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """A script or stylesheet of the playground."""
+    return asset(request.path_params["name"])
+
+
+ROUTES = [playground_page, playground_asset]

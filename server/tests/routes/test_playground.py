@@ -1,0 +1,55 @@
+"""The playground route (section 1): `/` and its files need no key; /v1 stays guarded and never serves the page."""
+
+from __future__ import annotations
+
+import pytest
+from litestar.testing import TestClient
+from server_kit import build_app, config, wait_ready
+
+KEYED = config(server={"api_keys": ["sekret"]})
+
+
+@pytest.fixture
+def keyed() -> TestClient:
+    with TestClient(build_app(KEYED)) as client:
+        wait_ready(client)
+        yield client
+
+
+def test_page_and_scripts_load_without_a_key(keyed: TestClient) -> None:
+    page = keyed.get("/")
+    assert page.status_code == 200
+    assert page.headers["content-type"] == "text/html; charset=utf-8"
+    assert '<script type="module" src="/playground/app.js"></script>' in page.text
+    for name, media in (("app.js", "text/javascript"), ("api.js", "text/javascript"), ("style.css", "text/css")):
+        response = keyed.get(f"/playground/{name}")
+        assert response.status_code == 200, name
+        assert response.headers["content-type"].startswith(media)
+        assert response.headers["x-request-id"].startswith("req-")
+
+
+def test_v1_stays_guarded_next_to_the_page(keyed: TestClient) -> None:
+    for path in ("/v1/models", "/v1/", "/v1/index.html", "/v1/playground/app.js"):
+        response = keyed.get(path)
+        assert response.status_code == 401, path
+        assert response.json()["error"]["code"] == "invalid_api_key"
+    assert keyed.get("/v1/models", headers={"Authorization": "Bearer sekret"}).status_code == 200
+
+
+@pytest.mark.parametrize("name", ["missing.js", "app.py", "..%2Fapp.py", ".hidden.js", "APP.JS", "index.html.bak"])
+def test_only_the_playground_files_are_served(keyed: TestClient, name: str) -> None:
+    response = keyed.get(f"/playground/{name}")
+    assert response.status_code == 404
+    assert response.json()["error"]["type"] == "not_found"
+
+
+def test_the_page_and_its_polling_stay_out_of_the_request_log() -> None:
+    with TestClient(build_app()) as client:
+        wait_ready(client)
+        client.get("/")
+        client.get("/playground/app.js")
+        client.get("/v1/memory/status")
+        client.get("/v1/memory/kv-park")
+        client.post("/v1/embeddings", json={"model": "fake-embed", "input": "x"})
+        routes = [record["route"] for record in client.get("/v1/logs").json()["records"]]
+        assert routes == ["/v1/embeddings"]

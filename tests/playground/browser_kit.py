@@ -1,0 +1,94 @@
+"""Helpers of the playground's browser tests: waits, lookups, the chat composer, a fetch stub for spec examples."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import WebDriverWait
+
+TIMEOUT = 30
+
+
+def wait(browser: Any, condition: Any, timeout: float = TIMEOUT) -> Any:
+    """The first truthy value of condition(browser) within the timeout."""
+    return WebDriverWait(browser, timeout, poll_frequency=0.05).until(condition)
+
+
+def css(browser: Any, selector: str) -> Any:
+    """The element the CSS selector finds."""
+    return browser.find_element(By.CSS_SELECTOR, selector)
+
+
+def open_page(browser: Any, base: str) -> None:
+    """Load `/` with an empty session storage (no key kept from an earlier test)."""
+    browser.get(f"{base}/")
+    browser.execute_script("sessionStorage.clear()")
+    browser.get(f"{base}/")
+
+
+def wait_lineup(browser: Any) -> None:
+    """Wait until the lineup (from /v1/memory/status) has filled the chat model picker."""
+    wait(browser, lambda b: css(b, "#chat-model").get_attribute("value") == "fake-chat")
+
+
+def tab(browser: Any, name: str) -> None:
+    """Switch to a panel's tab."""
+    css(browser, f'#tabs button[data-tab="{name}"]').click()
+
+
+def send_chat(browser: Any, text: str) -> None:
+    """Type a chat message and send it with Enter."""
+    box = css(browser, "#chat-input")
+    box.clear()
+    box.send_keys(text)
+    box.send_keys(Keys.ENTER)
+
+
+def last_answer(browser: Any) -> Any:
+    """The newest assistant message of the chat."""
+    return browser.find_elements(By.CSS_SELECTOR, "#chat-log .msg.assistant")[-1]
+
+
+def log_rows(browser: Any) -> list[list[str]]:
+    """The request log table's cells (read in one go: the table is redrawn every poll)."""
+    return browser.execute_script(  # type: ignore[no-any-return]
+        "return [...document.querySelectorAll('#log-table tbody tr:not(.detail)')]"
+        ".map(r => [...r.cells].map(c => c.textContent))"
+    )
+
+
+def status_of(base: str, model: str, key: str | None = None) -> dict[str, Any]:
+    """One model's entry of GET /v1/memory/status, read by the test itself (not through the page)."""
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    models = httpx.get(f"{base}/v1/memory/status", headers=headers).json()["models"]
+    return next(m for m in models if m["id"] == model)
+
+
+# Document conversion and entity extraction are answered in the page by the spec's own examples (sections 12, 13):
+# these panels are written against the wire format while the engines are built elsewhere.
+STUB_FETCH = """
+const [path, events, delay] = arguments;
+const original = window.fetch;
+window.sent = null;
+window.fetch = async (url, init) => {
+  if (String(url) !== path) return original(url, init);
+  window.sent = init.body instanceof FormData
+    ? Object.fromEntries([...init.body.entries()].map(([k, v]) => [k, String(v.name || v)]))
+    : JSON.parse(init.body);
+  if (!Array.isArray(events)) {
+    return new Response(JSON.stringify(events), {headers: {"content-type": "application/json"}});
+  }
+  const encoder = new TextEncoder();
+  const body = new ReadableStream({async start(controller) {
+    for (const event of [...events, "[DONE]"]) {
+      controller.enqueue(encoder.encode(`data: ${typeof event === "string" ? event : JSON.stringify(event)}\\n\\n`));
+      await new Promise((resolve) => setTimeout(resolve, delay));
+    }
+    controller.close();
+  }});
+  return new Response(body, {headers: {"content-type": "text/event-stream"}});
+};
+"""

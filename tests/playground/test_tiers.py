@@ -1,0 +1,68 @@
+"""The tier visualizer and the request log: moves, enable and disable, KV parking, the log's telemetry."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+from browser_kit import css, log_rows, open_page, send_chat, status_of, wait, wait_lineup
+from selenium.webdriver.common.by import By
+
+
+def test_tier_move_button_moves_the_model(browser: Any, server: str, shot: Any) -> None:
+    open_page(browser, server)
+    wait_lineup(browser)
+    start = status_of(server, "fake-embed")["current_tier"]
+    target = "tier2_pinned_ram" if start != "tier2_pinned_ram" else "tier1_gpu_vram"
+    row = wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, '#tier-models tr[data-model="fake-embed"]'))[0]
+    row.find_element(By.CSS_SELECTOR, f'button[data-target="{target}"]').click()
+    wait(browser, lambda b: css(b, '#tier-models tr[data-model="fake-embed"]').get_attribute("data-tier") == target)
+    assert status_of(server, "fake-embed")["current_tier"] == target
+    segments = (
+        "return [...document.querySelectorAll('.tier')]"
+        ".map(t => [t.dataset.tier, [...t.querySelectorAll('.seg')].map(s => s.title)])"
+    )
+    tiers = wait(browser, lambda b: dict(b.execute_script(segments)))
+    assert any(title.startswith("fake-embed: ") for title in tiers[target])
+    assert not any(title.startswith("fake-embed: ") for title in tiers["tier3_nvme_ssd"])
+    shot("tiers")
+
+
+def test_disabling_a_model_disables_its_panel(browser: Any, server: str) -> None:
+    open_page(browser, server)
+    wait_lineup(browser)
+    toggle = '#tier-models tr[data-model="fake-image"] .toggle'
+    wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, toggle))[0].click()
+    wait(browser, lambda b: "unserved" in css(b, '#tabs button[data-tab="images"]').get_attribute("class"))
+    assert status_of(server, "fake-image")["enabled"] is False
+    assert css(browser, "#panel-images fieldset").get_attribute("disabled") is not None
+    css(browser, toggle).click()
+    wait(browser, lambda b: "unserved" not in css(b, '#tabs button[data-tab="images"]').get_attribute("class"))
+    assert status_of(server, "fake-image")["enabled"] is True
+
+
+def test_kv_parking_is_switched_from_the_visualizer(browser: Any, server: str) -> None:
+    open_page(browser, server)
+    wait_lineup(browser)
+    wait(browser, lambda b: css(b, "#kv-cap").get_attribute("value"))
+    css(browser, "#kv-enabled").click()
+    cap = css(browser, "#kv-cap")
+    cap.clear()
+    cap.send_keys("1.5")
+    css(browser, "#kv-apply").click()
+    wait(browser, lambda b: httpx.get(f"{server}/v1/memory/kv-park").json()["enabled"])
+    assert httpx.get(f"{server}/v1/memory/kv-park").json()["max_bytes"] == int(1.5 * 2**30)
+    assert httpx.post(f"{server}/v1/memory/kv-park", json={"enabled": False}).json()["enabled"] is False
+
+
+def test_request_log_shows_the_calls_with_telemetry(browser: Any, server: str) -> None:
+    assert httpx.delete(f"{server}/v1/logs").json() == {"cleared": True}
+    open_page(browser, server)
+    wait_lineup(browser)
+    send_chat(browser, "log me")
+    wait(browser, lambda b: "stop" in css(b, "#chat-log .msg.assistant .tele").text)
+    rows = wait(browser, lambda b: [r for r in log_rows(b) if r[1] == "/v1/chat/completions"])
+    assert rows[0][2:4] == ["fake-chat", "200"]
+    assert "→" in rows[0][5]  # tokens in -> out
+    routes = {r[1] for r in log_rows(browser)}
+    assert "/v1/memory/status" not in routes  # the visualizer's polling does not flood the log
