@@ -207,3 +207,29 @@ def test_include_usage_adds_the_openai_usage_chunk(client: Any) -> None:
                                                  stream_options={"include_usage": True}))
     assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens > 0
     assert chunks[-2].choices[0].finish_reason in {"stop", "length"}
+
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather for a city",
+    "parameters": {"type": "object", "properties": {
+        "city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+        "required": ["city"]}}}
+CLOCK = {"type": "function", "function": {
+    "name": "get_time", "description": "The time in a time zone",
+    "parameters": {"type": "object", "properties": {"zone": {"type": "string"}}, "required": ["zone"]}}}
+
+
+def test_a_required_call_always_parses_and_its_arguments_follow_the_schema(client: Any) -> None:
+    for prompt in PROMPTS[:6] + ["What's the weather in Rome?", "What time is it in Tokyo?"]:
+        answer = client.chat.completions.create(model=MODEL, messages=_ask(prompt), tools=[WEATHER, CLOCK],
+                                                tool_choice="required", max_tokens=80, temperature=0.7, seed=5)
+        choice = answer.choices[0]
+        assert choice.finish_reason == "tool_calls", (prompt, choice.message.content)
+        (call,) = choice.message.tool_calls
+        arguments = json.loads(call.function.arguments)
+        if call.function.name == "get_weather":
+            assert isinstance(arguments["city"], str) and set(arguments) <= {"city", "unit"}
+            assert arguments.get("unit", "celsius") in {"celsius", "fahrenheit"}
+        else:
+            assert call.function.name == "get_time" and set(arguments) == {"zone"}
+        assert "<tool_call>" not in (choice.message.content or "")

@@ -31,7 +31,7 @@ from hypnos_llama.batch_loop import BatchLoop, context_shape
 from hypnos_llama.chat_plan import ChatPlan, ChoiceReader, plan_chat, thinking_guard
 from hypnos_llama.estimate import estimate_gguf
 from hypnos_llama.gguf_meta import GgufFile, read_gguf
-from hypnos_llama.grammar import check_grammar, response_grammar
+from hypnos_llama.grammar import check_grammar, forced_call_grammar, response_grammar
 from hypnos_llama.kv_parking import context_layout, park_slots, restore_slots
 from hypnos_llama.moe_offload import expert_layers, expert_pattern
 from hypnos_llama.multimodal import Projector, load_projector, media_kinds, media_prompt, projector_modalities_of
@@ -255,6 +255,10 @@ class LlamaEngine(StagedEngine):
             check_grammar(model, grammar)
         plan = plan_chat(self._template.source if self._template else None, request, self.model.id,
                          constrained=grammar is not None)
+        if grammar is None and plan.forced_prefix and plan.tool_format is not None:
+            grammar = forced_call_grammar(plan.tool_format.name, request)
+            if grammar is not None:
+                check_grammar(model, grammar)
         media = None
         if media_kinds(request):
             media = await media_prompt(self._projector, lambda: self._render_prompt(request, plan), request,

@@ -90,3 +90,34 @@ def check_grammar(model: Any, grammar: str) -> None:
     if sampler is None:
         raise invalid_request(f"`{WHERE}` gives a grammar llama.cpp cannot parse")
     model.lib.llama_sampler_free(sampler)
+
+
+def forced_call_grammar(format_name: str | None, request: ChatInput) -> str | None:
+    """For a forced call (tool_choice "required" or a named function) in the Hermes format (Qwen): the grammar of
+    the rest of the call after the forced prefix: a declared name, then arguments valid against that function's
+    JSON Schema, then the closing tag. None for other formats, or when a schema cannot be expressed (the call is
+    then forced by its prefix alone)."""
+    if format_name != "hermes" or not request.wants_tools or request.tool_choice != "required":
+        return None
+    from llama_cpp.llama_grammar import SchemaConverter
+
+    converter = SchemaConverter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
+    tools = [tool for tool in request.tools if request.forced_tool in (None, tool.function.name)]
+    alternatives = []
+    try:
+        for index, tool in enumerate(tools):
+            schema = tool.function.parameters or {"type": "object"}
+            schema = converter.resolve_refs(schema, f"tool{index}")
+            arguments = converter.visit(schema, f"tool{index}-arguments")
+            if request.forced_tool is not None:  # the prefix ends with `"arguments": `
+                alternatives.append(arguments)
+            else:  # the prefix ends with `{"name": "`
+                name = converter._format_literal(json.dumps(tool.function.name)[1:] + ', "arguments": ')
+                alternatives.append(f"{name} {arguments}")
+    except (AssertionError, KeyError, ValueError, TypeError, RecursionError):
+        return None
+    if not alternatives:
+        return None
+    close = converter._format_literal("}\n</tool_call>")
+    converter._add_rule("root", "(" + " | ".join(alternatives) + f") {close}")
+    return converter.format_grammar()
