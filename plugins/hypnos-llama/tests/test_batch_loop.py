@@ -14,8 +14,19 @@ class _Model:
     """Pieces split a multi-byte character across tokens; token 9 ends generation."""
 
     lib = None
-    pieces = {1: "é".encode()[:1], 2: "é".encode()[1:], 3: b"a", 4: "€".encode()[:2], 5: "€".encode()[2:],
-              10: b"Hel", 11: b"lo E", 12: b"N", 13: b"D more", 14: b"E", 15: b"x"}
+    pieces = {
+        1: "é".encode()[:1],
+        2: "é".encode()[1:],
+        3: b"a",
+        4: "€".encode()[:2],
+        5: "€".encode()[2:],
+        10: b"Hel",
+        11: b"lo E",
+        12: b"N",
+        13: b"D more",
+        14: b"E",
+        15: b"x",
+    }
 
     def is_eog(self, token: int) -> bool:
         return token == 9
@@ -51,8 +62,15 @@ def test_multibyte_characters_are_never_split() -> None:
 def _run(tokens: tuple[int, ...], stop: list[str]) -> list:
     events: list = []
     loop = BatchLoop(_Model(), _Context(), lambda n: _Context(), prefill_chunk=8, name="t")  # type: ignore[arg-type]
-    job = ChatJob(prompt=[7, 7], max_tokens=50, required_ctx=100, sampling=SamplingParams(), emit=events.append,
-                  stop=stop, index=2)
+    job = ChatJob(
+        prompt=[7, 7],
+        max_tokens=50,
+        required_ctx=100,
+        sampling=SamplingParams(),
+        emit=events.append,
+        stop=stop,
+        index=2,
+    )
     slot = Slot(seq_id=0, job=job, cached=[7, 7], output=ChoiceOutput(2, stop))
     loop.slots = [slot]
     for token in tokens:

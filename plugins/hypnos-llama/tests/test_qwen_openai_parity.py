@@ -59,9 +59,12 @@ def _valid_person(value: Any) -> bool:
     return (
         isinstance(value, dict)
         and set(value) == {"name", "age", "hobbies", "mood"}
-        and isinstance(value["name"], str) and len(value["name"]) <= 40
-        and isinstance(value["age"], int) and not isinstance(value["age"], bool)
-        and isinstance(value["hobbies"], list) and len(value["hobbies"]) <= 3
+        and isinstance(value["name"], str)
+        and len(value["name"]) <= 40
+        and isinstance(value["age"], int)
+        and not isinstance(value["age"], bool)
+        and isinstance(value["hobbies"], list)
+        and len(value["hobbies"]) <= 3
         and all(isinstance(h, str) and len(h) <= 30 for h in value["hobbies"])
         and value["mood"] in {"happy", "sad", "calm"}
     )
@@ -70,7 +73,10 @@ def _valid_person(value: Any) -> bool:
 def test_json_object_mode_gives_parseable_json_on_ten_prompts(client: Any) -> None:
     for prompt in PROMPTS:
         answer = client.chat.completions.create(
-            model=MODEL, messages=[{"role": "system", "content": TERSE}, *_ask(prompt)], max_tokens=400, temperature=0,
+            model=MODEL,
+            messages=[{"role": "system", "content": TERSE}, *_ask(prompt)],
+            max_tokens=400,
+            temperature=0,
             response_format={"type": "json_object"},
         )
         choice = answer.choices[0]
@@ -82,7 +88,10 @@ def test_a_strict_schema_gives_valid_json_on_ten_prompts(client: Any) -> None:
     schema = {"name": "person", "strict": True, "schema": PERSON}
     for prompt in PROMPTS:
         answer = client.chat.completions.create(
-            model=MODEL, messages=_ask(prompt + " Answer as a person record."), max_tokens=300, seed=11,
+            model=MODEL,
+            messages=_ask(prompt + " Answer as a person record."),
+            max_tokens=300,
+            seed=11,
             response_format={"type": "json_schema", "json_schema": schema},
         )
         content = answer.choices[0].message.content
@@ -92,10 +101,15 @@ def test_a_strict_schema_gives_valid_json_on_ten_prompts(client: Any) -> None:
 
 def test_a_strict_schema_streams_valid_json(client: Any) -> None:
     schema = {"name": "person", "strict": True, "schema": PERSON}
-    chunks = list(client.chat.completions.create(
-        model=MODEL, messages=_ask("Invent a person."), max_tokens=300, stream=True,
-        response_format={"type": "json_schema", "json_schema": schema},
-    ))
+    chunks = list(
+        client.chat.completions.create(
+            model=MODEL,
+            messages=_ask("Invent a person."),
+            max_tokens=300,
+            stream=True,
+            response_format={"type": "json_schema", "json_schema": schema},
+        )
+    )
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert _valid_person(json.loads(text)), text
 
@@ -107,21 +121,30 @@ def test_a_schema_part_the_grammar_cannot_enforce_is_a_400_naming_it(client: Any
     for stream in (False, True):
         with pytest.raises(openai.BadRequestError) as raised:
             client.chat.completions.create(
-                model=MODEL, messages=_ask("How old?"), max_tokens=20, stream=stream,
+                model=MODEL,
+                messages=_ask("How old?"),
+                max_tokens=20,
+                stream=stream,
                 response_format={"type": "json_schema", "json_schema": {"name": "x", "strict": True, "schema": schema}},
             )
         assert "response_format.json_schema.schema.properties.age.minimum" in str(raised.value)
     # without strict the keyword is a hint: the rest of the schema is still enforced
     answer = client.chat.completions.create(
-        model=MODEL, messages=_ask("How old is the Eiffel tower?"), max_tokens=40,
+        model=MODEL,
+        messages=_ask("How old is the Eiffel tower?"),
+        max_tokens=40,
         response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": schema}},
     )
     assert isinstance(json.loads(answer.choices[0].message.content)["age"], int)
 
 
 def test_stop_strings_end_the_answer_and_are_not_sent(client: Any) -> None:
-    ask = {"model": MODEL, "messages": _ask("Count from 1 to 20, separated by commas."), "temperature": 0,
-           "max_tokens": 80}
+    ask = {
+        "model": MODEL,
+        "messages": _ask("Count from 1 to 20, separated by commas."),
+        "temperature": 0,
+        "max_tokens": 80,
+    }
     full = client.chat.completions.create(**ask).choices[0].message.content
     assert "7" in full and "12" in full
     cut = client.chat.completions.create(**ask, stop=["7", "never"])
@@ -134,16 +157,19 @@ def test_stop_strings_end_the_answer_and_are_not_sent(client: Any) -> None:
 
 
 def test_n_choices_decode_together(client: Any) -> None:
-    answer = client.chat.completions.create(model=MODEL, messages=_ask("Name a colour."), n=3, temperature=1.0,
-                                            max_tokens=16, seed=3)
+    answer = client.chat.completions.create(
+        model=MODEL, messages=_ask("Name a colour."), n=3, temperature=1.0, max_tokens=16, seed=3
+    )
     assert [choice.index for choice in answer.choices] == [0, 1, 2]
     assert all(choice.message.content for choice in answer.choices)
     assert answer.model_extra["hypnos_telemetry"]["engine"]["concurrent_slots"] >= 2
-    single = client.chat.completions.create(model=MODEL, messages=_ask("Name a colour."), temperature=1.0,
-                                            max_tokens=16, seed=3)
+    single = client.chat.completions.create(
+        model=MODEL, messages=_ask("Name a colour."), temperature=1.0, max_tokens=16, seed=3
+    )
     assert answer.usage.prompt_tokens == single.usage.prompt_tokens
-    chunks = list(client.chat.completions.create(model=MODEL, messages=_ask("Name a colour."), n=2, max_tokens=16,
-                                                 stream=True))
+    chunks = list(
+        client.chat.completions.create(model=MODEL, messages=_ask("Name a colour."), n=2, max_tokens=16, stream=True)
+    )
     texts = {0: "", 1: ""}
     finished = set()
     for chunk in chunks:
@@ -155,8 +181,14 @@ def test_n_choices_decode_together(client: Any) -> None:
 
 
 def test_logprobs_in_the_openai_shape_whole_and_streamed(client: Any) -> None:
-    ask = {"model": MODEL, "messages": _ask("What is the capital of France?"), "temperature": 0, "max_tokens": 12,
-           "logprobs": True, "top_logprobs": 3}
+    ask = {
+        "model": MODEL,
+        "messages": _ask("What is the capital of France?"),
+        "temperature": 0,
+        "max_tokens": 12,
+        "logprobs": True,
+        "top_logprobs": 3,
+    }
     choice = client.chat.completions.create(**ask).choices[0]
     entries = choice.logprobs.content
     assert entries and "".join(entry.token for entry in entries).strip() == choice.message.content
@@ -181,14 +213,23 @@ def _token_ids(qwen_models_dir: Path, text: str) -> list[int]:
 
 def test_logit_bias_steers_the_tokens(client: Any, qwen_models_dir: Path) -> None:
     [banana] = _token_ids(qwen_models_dir, " banana")
-    answer = client.chat.completions.create(model=MODEL, messages=_ask("What is the capital of France?"),
-                                            temperature=0, max_tokens=3, logit_bias={str(banana): 100})
+    answer = client.chat.completions.create(
+        model=MODEL,
+        messages=_ask("What is the capital of France?"),
+        temperature=0,
+        max_tokens=3,
+        logit_bias={str(banana): 100},
+    )
     assert answer.choices[0].message.content.split()[:2] == ["banana", "banana"]
 
 
 def test_frequency_and_presence_penalties_reduce_repetition(client: Any) -> None:
-    ask = {"model": MODEL, "messages": _ask("Write the word cat 40 times, separated by spaces."), "temperature": 0,
-           "max_tokens": 60}
+    ask = {
+        "model": MODEL,
+        "messages": _ask("Write the word cat 40 times, separated by spaces."),
+        "temperature": 0,
+        "max_tokens": 60,
+    }
     plain = client.chat.completions.create(**ask).choices[0].message.content.lower().count("cat")
     penalized = client.chat.completions.create(**ask, frequency_penalty=2.0, presence_penalty=2.0)
     assert penalized.choices[0].message.content.lower().count("cat") < plain
@@ -203,26 +244,48 @@ def test_a_too_long_prompt_is_a_400_with_its_code_even_when_streaming(client: An
 
 
 def test_include_usage_adds_the_openai_usage_chunk(client: Any) -> None:
-    chunks = list(client.chat.completions.create(model=MODEL, messages=_ask("Say hi."), max_tokens=8, stream=True,
-                                                 stream_options={"include_usage": True}))
+    chunks = list(
+        client.chat.completions.create(
+            model=MODEL, messages=_ask("Say hi."), max_tokens=8, stream=True, stream_options={"include_usage": True}
+        )
+    )
     assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens > 0
     assert chunks[-2].choices[0].finish_reason in {"stop", "length"}
 
 
-WEATHER = {"type": "function", "function": {
-    "name": "get_weather", "description": "Current weather for a city",
-    "parameters": {"type": "object", "properties": {
-        "city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
-        "required": ["city"]}}}
-CLOCK = {"type": "function", "function": {
-    "name": "get_time", "description": "The time in a time zone",
-    "parameters": {"type": "object", "properties": {"zone": {"type": "string"}}, "required": ["zone"]}}}
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather for a city",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+            "required": ["city"],
+        },
+    },
+}
+CLOCK = {
+    "type": "function",
+    "function": {
+        "name": "get_time",
+        "description": "The time in a time zone",
+        "parameters": {"type": "object", "properties": {"zone": {"type": "string"}}, "required": ["zone"]},
+    },
+}
 
 
 def test_a_required_call_always_parses_and_its_arguments_follow_the_schema(client: Any) -> None:
-    for prompt in PROMPTS[:6] + ["What's the weather in Rome?", "What time is it in Tokyo?"]:
-        answer = client.chat.completions.create(model=MODEL, messages=_ask(prompt), tools=[WEATHER, CLOCK],
-                                                tool_choice="required", max_tokens=80, temperature=0.7, seed=5)
+    for prompt in [*PROMPTS[:6], "What's the weather in Rome?", "What time is it in Tokyo?"]:
+        answer = client.chat.completions.create(
+            model=MODEL,
+            messages=_ask(prompt),
+            tools=[WEATHER, CLOCK],
+            tool_choice="required",
+            max_tokens=80,
+            temperature=0.7,
+            seed=5,
+        )
         choice = answer.choices[0]
         assert choice.finish_reason == "tool_calls", (prompt, choice.message.content)
         (call,) = choice.message.tool_calls

@@ -92,8 +92,15 @@ def token_logprob(model: Any, context: Any, index: int, token: int, top: int) ->
         best = np.argpartition(-logits, top)[:top]
         for candidate in best[np.argsort(-logits[best])]:
             piece = model.piece(int(candidate))
-            entries.append(TopLogprob(token=piece.decode("utf-8", "replace"), logprob=float(logits[candidate]) - norm,
-                                      bytes=list(piece)))
+            entries.append(
+                TopLogprob(
+                    token=piece.decode("utf-8", "replace"), logprob=float(logits[candidate]) - norm, bytes=list(piece)
+                )
+            )
     piece = model.piece(token)
-    return TokenLogprob(token=piece.decode("utf-8", "replace"), logprob=float(logits[token]) - norm,
-                        bytes=list(piece), top_logprobs=entries)
+    return TokenLogprob(
+        token=piece.decode("utf-8", "replace"),
+        logprob=float(logits[token]) - norm,
+        bytes=list(piece),
+        top_logprobs=entries,
+    )

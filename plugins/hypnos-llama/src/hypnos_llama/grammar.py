@@ -11,11 +11,31 @@ from hypnos.errors import invalid_request
 WHERE = "response_format.json_schema.schema"
 # Keywords llama.cpp's JSON-Schema-to-grammar converter does not enforce: with `strict` each is a 400 naming where it
 # is; without, they are read as hints (the grammar enforces the rest).
-UNENFORCED = frozenset({
-    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "not", "if", "then", "else",
-    "patternProperties", "propertyNames", "uniqueItems", "contains", "minContains", "maxContains", "minProperties",
-    "maxProperties", "dependentRequired", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems",
-})
+UNENFORCED = frozenset(
+    {
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "not",
+        "if",
+        "then",
+        "else",
+        "patternProperties",
+        "propertyNames",
+        "uniqueItems",
+        "contains",
+        "minContains",
+        "maxContains",
+        "minProperties",
+        "maxProperties",
+        "dependentRequired",
+        "dependentSchemas",
+        "unevaluatedProperties",
+        "unevaluatedItems",
+    }
+)
 FORMATS = frozenset({"date", "time", "date-time", "uuid", "uuid1", "uuid2", "uuid3", "uuid4", "uuid5"})
 SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
 SUBSCHEMA_MAPS = ("properties", "$defs", "definitions")

@@ -75,8 +75,9 @@ def build_sampler_chain(lib: Any, params: SamplingParams, n_vocab: int = 0) -> A
     if params.logit_bias and n_vocab:
         lib.llama_sampler_chain_add(chain, _logit_bias(lib, n_vocab, params.logit_bias))
     if (params.presence_penalty or params.frequency_penalty) and n_vocab:
-        penalties = lib.llama_sampler_init_penalties(n_vocab, PENALTY_LAST_N, 1.0, params.frequency_penalty,
-                                                     params.presence_penalty)
+        penalties = lib.llama_sampler_init_penalties(
+            n_vocab, PENALTY_LAST_N, 1.0, params.frequency_penalty, params.presence_penalty
+        )
         lib.llama_sampler_chain_add(chain, penalties)
     if params.greedy:
         lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_greedy())

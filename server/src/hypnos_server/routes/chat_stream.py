@@ -153,8 +153,14 @@ class ChunkWriter:
         self.head = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model}
         self.tool_index: dict[int, int] = {}
 
-    def event(self, delta: dict[str, Any], finish_reason: str | None = None, index: int = 0,
-              logprobs: list[TokenLogprob] | None = None, **extra: Any) -> bytes:
+    def event(
+        self,
+        delta: dict[str, Any],
+        finish_reason: str | None = None,
+        index: int = 0,
+        logprobs: list[TokenLogprob] | None = None,
+        **extra: Any,
+    ) -> bytes:
         """One `data: {...}` event with a single choice."""
         choice: dict[str, Any] = {"index": index, "delta": delta, "finish_reason": finish_reason}
         if logprobs is not None:

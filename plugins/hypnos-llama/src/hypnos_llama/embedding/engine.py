@@ -94,9 +94,12 @@ class EmbeddingBatcher:
                 raise invalid_request(f"`input[{index}]` holds a token id outside the vocabulary (0..{vocab - 1})")
             tokens = list(text)
         if len(tokens) > self.max_tokens:
-            raise HypnosError(400, "invalid_request_error",
-                              f"`input[{index}]` has {len(tokens)} tokens; the model takes at most {self.max_tokens}",
-                              code="context_length_exceeded")
+            raise HypnosError(
+                400,
+                "invalid_request_error",
+                f"`input[{index}]` has {len(tokens)} tokens; the model takes at most {self.max_tokens}",
+                code="context_length_exceeded",
+            )
         return tokens
 
     def embed(self, texts: list[EmbeddingInput], cancel: CancelToken) -> tuple[list[list[float]], int, int]:
