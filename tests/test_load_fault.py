@@ -291,7 +291,6 @@ def test_waves_with_faults_then_sigkill_and_restart(config: Path) -> None:
         _check_wave(base, outcomes, samples)
 
 
-@pytest.mark.xfail(strict=True, reason="fixed on branch sec (issue 13 item 3: the worker must die with its parent)")
 def test_worker_dies_with_its_parent(config: Path) -> None:
     with _serve(config, free_port()) as (process, _):
         workers = _children(process.pid)

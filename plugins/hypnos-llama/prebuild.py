@@ -89,10 +89,23 @@ def build(version: str, args: str, target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
     env = {**os.environ, "CMAKE_ARGS": args}
-    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-cache-dir", "--no-binary", PACKAGE,
-               "-w", str(staging), f"{PACKAGE}=={version}"]
-    print(f"prebuild: building {PACKAGE} {version} with CMAKE_ARGS='{args}' (several minutes, once per CPU)",
-          file=sys.stderr)
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-deps",
+        "--no-cache-dir",
+        "--no-binary",
+        PACKAGE,
+        "-w",
+        str(staging),
+        f"{PACKAGE}=={version}",
+    ]
+    print(
+        f"prebuild: building {PACKAGE} {version} with CMAKE_ARGS='{args}' (several minutes, once per CPU)",
+        file=sys.stderr,
+    )
     try:
         subprocess.run(command, check=True, env=env, stdout=sys.stderr)
         (staging / "cmake-args.txt").write_text(args + "\n", encoding="utf-8")

@@ -51,9 +51,10 @@ async def call(
     hold_first_chunk: asyncio.Event | None = None,
     disconnect: asyncio.Event | None = None,
     response: RawResponse | None = None,
+    raw_path: bytes | None = None,
 ) -> RawResponse:
     """One HTTP request; hold_first_chunk / hold_last_byte block that body message until the event is set;
-    setting `disconnect` makes the connection report that the client went away."""
+    setting `disconnect` makes the connection report that the client went away; `raw_path` is the undecoded path."""
     out = response or RawResponse()
     raw_headers = [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
     raw_headers.append((b"content-length", str(len(body)).encode()))
@@ -64,7 +65,7 @@ async def call(
         "method": method,
         "scheme": "http",
         "path": path,
-        "raw_path": path.encode(),
+        "raw_path": path.encode() if raw_path is None else raw_path,
         "root_path": "",
         "query_string": b"",
         "headers": raw_headers,

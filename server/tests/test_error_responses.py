@@ -111,13 +111,15 @@ def test_unexpected_exception_is_500_without_traceback(client, monkeypatch):
     from hypnos.testing.fake_engine import FakeEngine
 
     async def explode(self, texts, cancel):
-        raise RuntimeError("secret internals")
+        raise RuntimeError("secret internals at /home/op/models")
 
     monkeypatch.setattr(FakeEngine, "embed", explode)
     response = client.post("/v1/embeddings", json={"model": "fake-embed", "input": "x"})
     assert response.status_code == 500
     assert error_of(response)["type"] == "server_error"
     assert "Traceback" not in response.text
+    assert "secret internals" not in response.text and "RuntimeError" not in response.text  # logged, never echoed
+    assert "x-request-id" in error_of(response)["message"]
 
 
 async def test_full_queue_is_429_model_busy_without_retry_after():

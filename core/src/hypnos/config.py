@@ -70,6 +70,7 @@ class LimitsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     max_body_bytes: int = 256 * MiB
     max_audio_bytes: int = 64 * MiB
     max_image_bytes: int = 32 * MiB
+    max_image_pixels: int = 32 * 1024 * 1024  # width x height an image header may declare (checked before decoding)
     max_document_bytes: int = 100 * MiB
     max_prompt_chars: int = 1_000_000
     max_tokens_cap: int = 8192

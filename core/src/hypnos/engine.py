@@ -283,7 +283,7 @@ class EntityInput(msgspec.Struct, kw_only=True):
     texts: list[str]
     labels: list[str]
     threshold: float = 0.5
-    flat: bool = True
+    flat: bool | None = None  # None: the model's default
 
 
 class Entity(msgspec.Struct, kw_only=True):

@@ -6,6 +6,15 @@ import msgspec
 
 from hypnos.types import ErrorBody, ErrorDetail
 
+ECHO_LIMIT = 256
+MESSAGE_LIMIT = 2048  # no error message grows with what the client sent
+
+
+def clip(text: object, limit: int = ECHO_LIMIT) -> str:
+    """A client-supplied value as an error or log may echo it: at most `limit` characters, then an ellipsis."""
+    value = str(text)
+    return value if len(value) <= limit else value[:limit] + "…"
+
 
 class HypnosError(Exception):
     """An error a client sees: HTTP status, machine-readable type, message, optional Retry-After and code."""
@@ -20,6 +29,7 @@ class HypnosError(Exception):
         code: str | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
+        message = clip(message, MESSAGE_LIMIT)
         super().__init__(message)
         self.status = status
         self.type = type
@@ -52,7 +62,7 @@ def invalid_request(message: str) -> HypnosError:
 
 def model_not_found(model_id: str) -> HypnosError:
     """404: no model with this id is configured."""
-    return HypnosError(404, "model_not_found", f"The model `{model_id}` does not exist (see GET /v1/models).")
+    return HypnosError(404, "model_not_found", f"The model `{clip(model_id)}` does not exist (see GET /v1/models).")
 
 
 def model_disabled(model_id: str) -> HypnosError:

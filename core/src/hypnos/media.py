@@ -68,8 +68,13 @@ def is_public_address(address: str) -> bool:
         ip = ip.ipv4_mapped
     shared = isinstance(ip, ipaddress.IPv4Address) and ip in ipaddress.ip_network("100.64.0.0/10")
     return not (
-        ip.is_private or ip.is_loopback or ip.is_link_local or ip.is_multicast or ip.is_reserved
-        or ip.is_unspecified or shared
+        ip.is_private
+        or ip.is_loopback
+        or ip.is_link_local
+        or ip.is_multicast
+        or ip.is_reserved
+        or ip.is_unspecified
+        or shared
     )
 
 

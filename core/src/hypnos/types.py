@@ -96,6 +96,8 @@ class EngineTiming(msgspec.Struct, kw_only=True, omit_defaults=True):
     ttfa_ms: float | None = None
     pages: int | None = None
     ms_per_page: float | None = None
+    steps: int | None = None
+    steps_per_s: float | None = None
 
 
 class TierSwitchPhases(msgspec.Struct, kw_only=True, omit_defaults=True):

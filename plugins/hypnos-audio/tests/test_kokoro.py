@@ -12,7 +12,7 @@ from hypnos.config import Settings
 from hypnos.engine import AudioChunk, CancelToken, SpeechInput
 from hypnos.errors import HypnosError
 from hypnos.types import LayerPlacementPlan, MemoryTier
-from hypnos_audio.kokoro import KokoroEngine
+from hypnos_audio.kokoro import MAX_FALLBACKS_LOGGED, KokoroEngine
 from hypnos_audio.phonemes import group_phrases, split_phrases
 
 from .conftest import make_engine
@@ -137,3 +137,17 @@ async def test_nothing_to_speak_is_a_400(kokoro: KokoroEngine) -> None:
     with pytest.raises(HypnosError) as caught:
         await _collect(kokoro, SpeechInput(text="  \n ", voice="jf_alpha"))
     assert caught.value.status == 400
+
+
+def test_missing_voice_names_neither_flood_the_log_nor_grow_the_engine(
+    kokoro: KokoroEngine, caplog: pytest.LogCaptureFixture
+) -> None:
+    first = kokoro.voices()[0]
+    with caplog.at_level(logging.DEBUG, logger="hypnos_audio.kokoro"):
+        for index in range(3 * MAX_FALLBACKS_LOGGED):
+            assert kokoro.pick_voice(f"xx_{index}_" + "v" * 100_000) == first
+    messages = [r.getMessage() for r in caplog.records if r.name == "hypnos_audio.kokoro"]
+    assert len(messages) == 3 * MAX_FALLBACKS_LOGGED
+    assert max(len(message) for message in messages) < 1000
+    assert sum(r.levelno == logging.WARNING for r in caplog.records) <= MAX_FALLBACKS_LOGGED
+    assert len(kokoro._fallbacks_logged) <= MAX_FALLBACKS_LOGGED

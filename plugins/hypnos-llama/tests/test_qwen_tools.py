@@ -38,8 +38,9 @@ def client(server: str) -> Any:
 
 
 def test_required_tool_choice_returns_a_parsed_call(client: Any) -> None:
-    answer = client.chat.completions.create(model=MODEL, messages=QUESTION, tools=[WEATHER],
-                                            tool_choice="required", temperature=0, max_tokens=64)
+    answer = client.chat.completions.create(
+        model=MODEL, messages=QUESTION, tools=[WEATHER], tool_choice="required", temperature=0, max_tokens=64
+    )
     choice = answer.choices[0]
     assert choice.finish_reason == "tool_calls"
     (call,) = choice.message.tool_calls
@@ -50,24 +51,35 @@ def test_required_tool_choice_returns_a_parsed_call(client: Any) -> None:
 
 
 def test_two_turn_exchange_answers_in_text(client: Any) -> None:
-    first = client.chat.completions.create(model=MODEL, messages=QUESTION, tools=[WEATHER],
-                                           tool_choice="required", temperature=0, max_tokens=64)
+    first = client.chat.completions.create(
+        model=MODEL, messages=QUESTION, tools=[WEATHER], tool_choice="required", temperature=0, max_tokens=64
+    )
     call = first.choices[0].message.tool_calls[0]
     history = [
         *QUESTION,
         {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
         {"role": "tool", "tool_call_id": call.id, "content": json.dumps({"temperature": 18, "condition": "sunny"})},
     ]
-    second = client.chat.completions.create(model=MODEL, messages=history, tools=[WEATHER], temperature=0,
-                                            max_tokens=64)
+    second = client.chat.completions.create(
+        model=MODEL, messages=history, tools=[WEATHER], temperature=0, max_tokens=64
+    )
     message = second.choices[0].message
     assert second.choices[0].finish_reason == "stop" and not message.tool_calls
     assert "18" in message.content or "sunny" in message.content.lower()
 
 
 def test_streaming_shows_the_call_in_one_chunk(client: Any) -> None:
-    chunks = list(client.chat.completions.create(model=MODEL, messages=QUESTION, tools=[WEATHER],
-                                                 tool_choice="required", temperature=0, max_tokens=64, stream=True))
+    chunks = list(
+        client.chat.completions.create(
+            model=MODEL,
+            messages=QUESTION,
+            tools=[WEATHER],
+            tool_choice="required",
+            temperature=0,
+            max_tokens=64,
+            stream=True,
+        )
+    )
     with_calls = [c for c in chunks if c.choices and c.choices[0].delta.tool_calls]
     assert len(with_calls) == 1
     (call,) = with_calls[0].choices[0].delta.tool_calls
@@ -77,16 +89,23 @@ def test_streaming_shows_the_call_in_one_chunk(client: Any) -> None:
 
 
 def test_named_tool_choice_is_enforced(client: Any) -> None:
-    clock = {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object",
-             "properties": {"zone": {"type": "string"}}}}}
+    clock = {
+        "type": "function",
+        "function": {"name": "get_time", "parameters": {"type": "object", "properties": {"zone": {"type": "string"}}}},
+    }
     answer = client.chat.completions.create(
-        model=MODEL, messages=QUESTION, tools=[WEATHER, clock], temperature=0, max_tokens=64,
+        model=MODEL,
+        messages=QUESTION,
+        tools=[WEATHER, clock],
+        temperature=0,
+        max_tokens=64,
         tool_choice={"type": "function", "function": {"name": "get_time"}},
     )
     assert [c.function.name for c in answer.choices[0].message.tool_calls] == ["get_time"]
 
 
 def test_tool_choice_none_answers_in_text(client: Any) -> None:
-    answer = client.chat.completions.create(model=MODEL, messages=QUESTION, tools=[WEATHER], tool_choice="none",
-                                            temperature=0, max_tokens=32)
+    answer = client.chat.completions.create(
+        model=MODEL, messages=QUESTION, tools=[WEATHER], tool_choice="none", temperature=0, max_tokens=32
+    )
     assert answer.choices[0].message.tool_calls is None and answer.choices[0].message.content

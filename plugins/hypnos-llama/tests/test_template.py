@@ -22,8 +22,10 @@ def test_chatml_renders_with_generation_prompt() -> None:
 
 
 def test_helpers_bos_eos_and_raise_exception() -> None:
-    source = "{{ bos_token }}{% if messages|length > 1 %}{{ raise_exception('one only') }}{% endif %}" \
-             "{{ strftime_now('%Y') }}{{ eos_token }}"
+    source = (
+        "{{ bos_token }}{% if messages|length > 1 %}{{ raise_exception('one only') }}{% endif %}"
+        "{{ strftime_now('%Y') }}{{ eos_token }}"
+    )
     template = ChatTemplate(source, bos_token="<s>", eos_token="</s>")
     text = template.render(_request(ChatMessage(role="user", content="a")))
     assert text.startswith("<s>2") and text.endswith("</s>")
@@ -39,8 +41,10 @@ def test_sandbox_refuses_unsafe_attribute_access() -> None:
 
 
 def test_tool_call_arguments_reach_the_template_as_objects() -> None:
-    template = ChatTemplate("{% for m in messages %}{% for c in m.tool_calls or [] %}"
-                            "{{ c.function.arguments.city }}{% endfor %}{% endfor %}")
+    template = ChatTemplate(
+        "{% for m in messages %}{% for c in m.tool_calls or [] %}"
+        "{{ c.function.arguments.city }}{% endfor %}{% endfor %}"
+    )
     call = ToolCall(id="c1", function=ToolCallFunction(name="weather", arguments='{"city": "Paris"}'))
     text = template.render(_request(ChatMessage(role="assistant", content=None, tool_calls=[call])))
     assert text == "Paris"

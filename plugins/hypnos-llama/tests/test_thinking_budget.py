@@ -59,12 +59,23 @@ async def test_reasoning_effort_none_closes_at_once(thinker) -> None:
 
 @pytest.fixture
 async def client(thinking_gguf: Path):
-    settings = settings_from_mapping({
-        "models_dir": str(thinking_gguf.parent),
-        "models": [{"id": "thinker", "modality": "text_generation", "engine": "ggml_llama",
-                    "weights_path": thinking_gguf.name, "slots": 2, "context_len": 4096,
-                    "initial_tier": "tier1_gpu_vram", "llama": {"n_threads": 1}}],
-    })
+    settings = settings_from_mapping(
+        {
+            "models_dir": str(thinking_gguf.parent),
+            "models": [
+                {
+                    "id": "thinker",
+                    "modality": "text_generation",
+                    "engine": "ggml_llama",
+                    "weights_path": thinking_gguf.name,
+                    "slots": 2,
+                    "context_len": 4096,
+                    "initial_tier": "tier1_gpu_vram",
+                    "llama": {"n_threads": 1},
+                }
+            ],
+        }
+    )
     from hypnos_server.app import create_app
 
     app = create_app(settings, make_plugin_manager(autoload=False, plugins=[llama_plugin]))
@@ -78,8 +89,13 @@ async def client(thinking_gguf: Path):
         yield test_client
 
 
-BODY = {"model": "thinker", "messages": [{"role": "user", "content": "hi"}], "seed": 3, "max_tokens": 600,
-        "reasoning_effort": "low"}
+BODY = {
+    "model": "thinker",
+    "messages": [{"role": "user", "content": "hi"}],
+    "seed": 3,
+    "max_tokens": 600,
+    "reasoning_effort": "low",
+}
 
 
 async def test_low_effort_over_http_splits_thoughts_from_the_answer(client) -> None:
@@ -94,11 +110,11 @@ async def test_low_effort_over_http_splits_thoughts_from_the_answer(client) -> N
 async def test_low_effort_stream_sends_all_thoughts_before_the_answer(client) -> None:
     response = await client.post("/v1/chat/completions", json={**BODY, "stream": True})
     assert response.status_code == 200
-    chunks = [msgspec.json.decode(line[6:]) for line in response.text.splitlines()
-              if line.startswith("data: {")]
+    chunks = [msgspec.json.decode(line[6:]) for line in response.text.splitlines() if line.startswith("data: {")]
     deltas = [c["choices"][0]["delta"] for c in chunks]
-    kinds = ["r" if d.get("reasoning_content") else "c" for d in deltas
-             if d.get("reasoning_content") or d.get("content")]
+    kinds = [
+        "r" if d.get("reasoning_content") else "c" for d in deltas if d.get("reasoning_content") or d.get("content")
+    ]
     assert "r" in kinds and "c" in kinds and "".join(kinds).find("c") > "".join(kinds).rfind("r")
     assert response.text.rstrip().endswith("data: [DONE]")
 

@@ -56,16 +56,37 @@ def _audio_part(data: bytes) -> dict[str, Any]:
 
 def test_images_decode_to_rgb_and_the_limit_counts_decoded_bytes() -> None:
     for image_format in ("PNG", "JPEG", "WEBP", "GIF"):
-        item = decode_image(png_bytes((30, 20), image_format=image_format), max_bytes=1 << 20)
+        item = decode_image(png_bytes((30, 20), image_format=image_format), max_bytes=1 << 20, max_pixels=1 << 20)
         assert (item.width, item.height) == (30, 20) and len(item.data) == 30 * 20 * 3
     small_file = png_bytes((400, 400))  # a few hundred bytes of PNG, 480 000 bytes of pixels
     assert len(small_file) < 10_000
     with pytest.raises(HypnosError) as raised:
-        decode_image(small_file, max_bytes=100_000)
+        decode_image(small_file, max_bytes=100_000, max_pixels=1 << 20)
     assert raised.value.status == 400 and "400x400" in raised.value.message
     with pytest.raises(HypnosError) as raised:
-        decode_image(b"\x89PNG\r\n\x1a\nnot really", max_bytes=1 << 20)
+        decode_image(b"\x89PNG\r\n\x1a\nnot really", max_bytes=1 << 20, max_pixels=1 << 20)
     assert raised.value.status == 400 and "could not be decoded" in raised.value.message
+
+
+def test_the_pixel_limit_is_checked_from_the_header_before_decoding(monkeypatch: pytest.MonkeyPatch) -> None:
+    from PIL import Image
+
+    image = png_bytes((400, 300))
+    with pytest.raises(HypnosError) as raised:
+        decode_image(image, max_bytes=1 << 24, max_pixels=100_000)
+    assert raised.value.status == 400 and "400x300" in raised.value.message
+    assert "max_image_pixels" in raised.value.message
+
+    def no_decoding(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("Pillow decoded an image the header already refused")
+
+    files = [png_bytes((400, 300), image_format=image_format) for image_format in ("PNG", "JPEG", "WEBP", "GIF", "BMP")]
+    monkeypatch.setattr(Image.Image, "convert", no_decoding)
+    monkeypatch.setattr(Image.Image, "load", no_decoding)
+    for data in files:
+        with pytest.raises(HypnosError) as raised:
+            decode_image(data, max_bytes=1 << 24, max_pixels=100_000)
+        assert "400x300" in raised.value.message
 
 
 def test_wav_decodes_to_mono_float_at_the_projector_rate() -> None:
@@ -90,7 +111,7 @@ def _encoded(container: str, codec: str, seconds: float = 1.0, rate: int = 22050
         stream.layout = "mono"
         tone = (0.3 * np.sin(2 * np.pi * 440 * np.arange(int(seconds * rate)) / rate)).astype(np.float32)
         for start in range(0, tone.size, 1152):
-            frame = av.AudioFrame.from_ndarray(tone[None, start:start + 1152], format="flt", layout="mono")
+            frame = av.AudioFrame.from_ndarray(tone[None, start : start + 1152], format="flt", layout="mono")
             frame.sample_rate = rate
             for packet in stream.encode(frame):
                 out.mux(packet)
@@ -99,8 +120,9 @@ def _encoded(container: str, codec: str, seconds: float = 1.0, rate: int = 22050
     return buffer.getvalue()
 
 
-@pytest.mark.parametrize(("container", "codec", "rate"),
-                         [("flac", "flac", 22050), ("mp3", "libmp3lame", 22050), ("ogg", "libopus", 48000)])
+@pytest.mark.parametrize(
+    ("container", "codec", "rate"), [("flac", "flac", 22050), ("mp3", "libmp3lame", 22050), ("ogg", "libopus", 48000)]
+)
 def test_other_audio_containers_decode_to_the_same_tone(container: str, codec: str, rate: int) -> None:
     import numpy as np
 
@@ -151,10 +173,12 @@ async def test_the_projector_pages_move_with_the_model_between_tiers(tiny_vision
 
 async def test_the_image_reaches_the_model(vl_engine: Any) -> None:
     _, plain, _ = await collect(vl_engine, vision_request("What is  this?", temperature=0), max_tokens=2)
-    _, small, _ = await collect(vl_engine, vision_request("What is ", image_part(png_bytes((56, 56))), " this?",
-                                                          temperature=0), max_tokens=2)
-    _, large, _ = await collect(vl_engine, vision_request("What is ", image_part(png_bytes((280, 280))), " this?",
-                                                          temperature=0), max_tokens=2)
+    _, small, _ = await collect(
+        vl_engine, vision_request("What is ", image_part(png_bytes((56, 56))), " this?", temperature=0), max_tokens=2
+    )
+    _, large, _ = await collect(
+        vl_engine, vision_request("What is ", image_part(png_bytes((280, 280))), " this?", temperature=0), max_tokens=2
+    )
     # Qwen2-VL: one token per merged 28x28 px patch; 56x56 px = 2x2 (raised to the projector's minimum), 280x280
     # px = 10x10 = 100 tokens; the image's begin/end markers add a token or two
     assert small.prompt_tokens >= plain.prompt_tokens + 4
@@ -166,8 +190,10 @@ async def test_the_answer_depends_on_the_pixels(vl_engine: Any) -> None:
     answers = set()
     for color in ((255, 0, 0), (0, 0, 255), (0, 0, 255)):
         text, final, _ = await collect(
-            vl_engine, vision_request("Describe", image_part(png_bytes((84, 84), color)), temperature=0, seed=1),
-            max_tokens=12)
+            vl_engine,
+            vision_request("Describe", image_part(png_bytes((84, 84), color)), temperature=0, seed=1),
+            max_tokens=12,
+        )
         assert final.completion_tokens >= 1
         answers.add(text)
     assert len(answers) == 2  # blue twice gives the same answer; red another one
@@ -179,8 +205,9 @@ async def test_a_later_turn_about_the_same_image_reuses_its_cells(vl_engine: Any
         return chat_request(first, answer, "And its colour?", temperature=0)
 
     green = image_part(png_bytes((112, 112), color=(10, 200, 30)))
-    answer, first, _ = await collect(vl_engine, vision_request("Describe ", green, " briefly.", temperature=0),
-                                     max_tokens=4)
+    answer, first, _ = await collect(
+        vl_engine, vision_request("Describe ", green, " briefly.", temperature=0), max_tokens=4
+    )
     reply, second, _ = await collect(vl_engine, turn(green, answer), max_tokens=4)
     # the image (16 cells at 112x112) and the text around it come from the cache: only the new turn is prefilled
     assert second.cached_tokens >= first.prompt_tokens - 1
@@ -249,8 +276,9 @@ async def test_images_and_text_requests_batch_together(vl_engine: Any) -> None:
 
     results = await asyncio.gather(*(one(i) for i in range(4)))
     assert all(final.completion_tokens >= 1 for _, final, _ in results)
-    alone, _, _ = await collect(vl_engine, vision_request("picture 1", image_part(png_bytes((84, 56))),
-                                                              temperature=0), max_tokens=6)
+    alone, _, _ = await collect(
+        vl_engine, vision_request("picture 1", image_part(png_bytes((84, 56))), temperature=0), max_tokens=6
+    )
     assert alone == results[1][0]  # the same answer alone as beside other requests
 
 
@@ -287,8 +315,10 @@ async def test_audio_reaches_the_model_and_images_are_refused(tiny_audio: Any) -
         assert Modality.VISION not in engine.served_modalities()
         _, plain, _ = await collect(engine, vision_request("What is  said?", model="tiny-audio"), max_tokens=2)
         _, heard, _ = await collect(
-            engine, vision_request("What is ", _audio_part(_wav(1.0, rate=22050, channels=2)), " said?",
-                                   model="tiny-audio"), max_tokens=2)
+            engine,
+            vision_request("What is ", _audio_part(_wav(1.0, rate=22050, channels=2)), " said?", model="tiny-audio"),
+            max_tokens=2,
+        )
         # whisper's encoder sees a 30 s window: 1500 frames, pooled by 2 into 750 tokens
         assert heard.prompt_tokens >= plain.prompt_tokens + 700  # a random model may end its answer at once
         assert heard.finish_reason in ("length", "stop")
@@ -299,10 +329,13 @@ async def test_audio_reaches_the_model_and_images_are_refused(tiny_audio: Any) -
             await collect(engine, vision_request("hear", _audio_part(b"RIFFxxxxWAVEnothing"), model="tiny-audio"))
         assert raised.value.status == 400
         if importlib.util.find_spec("av") is not None:  # other containers: decoded with PyAV, same clip tokens
-            flac = {"type": "input_audio", "input_audio": {"data": base64.b64encode(_encoded("flac", "flac")).decode(),
-                                                            "format": "flac"}}
-            _, from_flac, _ = await collect(engine, vision_request("What is ", flac, " said?", model="tiny-audio"),
-                                            max_tokens=2)
+            flac = {
+                "type": "input_audio",
+                "input_audio": {"data": base64.b64encode(_encoded("flac", "flac")).decode(), "format": "flac"},
+            }
+            _, from_flac, _ = await collect(
+                engine, vision_request("What is ", flac, " said?", model="tiny-audio"), max_tokens=2
+            )
             assert from_flac.prompt_tokens == heard.prompt_tokens
     finally:
         await engine.unload()

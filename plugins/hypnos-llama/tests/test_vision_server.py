@@ -30,11 +30,25 @@ def client(tiny_vision: Any, tiny_gguf: Any) -> Iterator[Any]:
     raw = {
         "models_dir": str(tiny_vision.weights.parent),
         "models": [
-            {"id": "tiny-vl", "modality": "text_generation", "engine": "ggml_llama", "slots": 2,
-             "weights_path": str(tiny_vision.weights), "aux_path": str(tiny_vision.projector), "context_len": 2048,
-             "llama": llama},
-            {"id": "tiny-text", "modality": "text_generation", "engine": "ggml_llama", "slots": 1,
-             "weights_path": str(tiny_gguf), "context_len": 2048, "llama": llama},
+            {
+                "id": "tiny-vl",
+                "modality": "text_generation",
+                "engine": "ggml_llama",
+                "slots": 2,
+                "weights_path": str(tiny_vision.weights),
+                "aux_path": str(tiny_vision.projector),
+                "context_len": 2048,
+                "llama": llama,
+            },
+            {
+                "id": "tiny-text",
+                "modality": "text_generation",
+                "engine": "ggml_llama",
+                "slots": 1,
+                "weights_path": str(tiny_gguf),
+                "context_len": 2048,
+                "llama": llama,
+            },
         ],
     }
     app = create_app(settings_from_mapping(raw), make_plugin_manager(autoload=False, plugins=[hypnos_llama.plugin]))
@@ -55,8 +69,7 @@ def test_the_image_grows_the_prompt_and_png_and_jpeg_both_work(client: Any) -> N
     plain = _chat(client, "What is  this?")
     assert plain.status_code == 200, plain.text
     for image_format, mime in (("PNG", "image/png"), ("JPEG", "image/jpeg")):
-        answer = _chat(client, "What is ", image_part(png_bytes((280, 280), image_format=image_format), mime),
-                       " this?")
+        answer = _chat(client, "What is ", image_part(png_bytes((280, 280), image_format=image_format), mime), " this?")
         assert answer.status_code == 200, answer.text
         grown = answer.json()["usage"]["prompt_tokens"] - plain.json()["usage"]["prompt_tokens"]
         assert grown >= 100, image_format  # 10x10 merged patches

@@ -22,6 +22,7 @@ from hypnos_server.asgi.keylimits import KeyLimiter
 from hypnos_server.asgi.pipeline import RequestPipeline
 from hypnos_server.catalog import Catalog, shipped_catalog_path
 from hypnos_server.errors import exception_handler
+from hypnos_server.lifeline import tie_to_parent
 from hypnos_server.observability import install_observability, observe_dispatch
 from hypnos_server.openapi import openapi_config
 from hypnos_server.pool import ModelPool
@@ -111,6 +112,7 @@ def create_app(
 
 
 def app_factory() -> HypnosApp:
-    """Granian's factory: settings from HYPNOS_CONFIG and the environment, every allowed installed plugin."""
+    """Granian's factory, in its worker (tied to the main process): settings from the environment, allowed plugins."""
+    tie_to_parent()
     settings = load_settings()
     return create_app(settings, make_plugin_manager(allow=allow_list_from_env()))

@@ -20,6 +20,7 @@ from hypnos_server.advisor import NEEDS, AdvisorRequest, advise, config_text, ma
 from hypnos_server.app import server_version
 from hypnos_server.catalog import Catalog, shipped_catalog_path
 from hypnos_server.download import DownloadError, pull
+from hypnos_server.lifeline import holder_of, port_in_use
 from hypnos_server.starter import write_starter_config
 
 logger = logging.getLogger(__name__)
@@ -110,14 +111,19 @@ def serve(config: str | None, host: str | None, port: int | None) -> int:
     except ConfigError as error:
         sys.stderr.write(f"hypnos: bad config: {error}\n")
         return 2
+    address, listen = host or settings.server.host, settings.server.port
+    if port_in_use(address, listen):
+        holder = holder_of(address, listen)
+        sys.stderr.write(f"hypnos: {address}:{listen} is already in use by {holder}; stop it or pick another --port\n")
+        return 1
     from granian import Granian
     from granian.constants import Interfaces
 
     tls = settings.server.tls
     server = Granian(
         APP_TARGET,
-        address=host or settings.server.host,
-        port=settings.server.port,
+        address=address,
+        port=listen,
         interface=Interfaces.ASGI,
         workers=1,
         factory=True,

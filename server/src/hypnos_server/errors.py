@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 import msgspec
-from hypnos.errors import HypnosError, invalid_request, not_found, server_error
+from hypnos.errors import HypnosError, clip, invalid_request, not_found, server_error
 from litestar import Request, Response
 from litestar.exceptions import (
     HTTPException,
@@ -60,6 +60,11 @@ def field_error(error: msgspec.ValidationError | msgspec.DecodeError) -> HypnosE
     return invalid_request(f"Invalid request body: {text}")
 
 
+def too_deep() -> HypnosError:
+    """400 for a JSON body nested deeper than the decoder follows."""
+    return invalid_request("The request body is nested too deeply to decode")
+
+
 def _from_validation(exc: ValidationException) -> HypnosError:
     extra = exc.extra if isinstance(exc.extra, list) else []
     for item in extra:
@@ -74,10 +79,12 @@ def as_hypnos_error(exc: BaseException, method: str = "", path: str = "") -> Hyp
         return exc
     if isinstance(exc, (msgspec.ValidationError, msgspec.DecodeError)):
         return field_error(exc)
+    if isinstance(exc, RecursionError) and "deserializ" in str(exc):  # msgspec's depth limit: the body's fault
+        return too_deep()
     if isinstance(exc, NotFoundException):
-        return not_found(f"No route for {method} {path}".strip())
+        return not_found(f"No route for {method} {clip(path)}".strip())
     if isinstance(exc, MethodNotAllowedException):
-        return HypnosError(405, "invalid_request_error", f"The method {method} is not allowed on {path}")
+        return HypnosError(405, "invalid_request_error", f"The method {clip(method)} is not allowed on {clip(path)}")
     if isinstance(exc, ValidationException):
         return _from_validation(exc)
     if isinstance(exc, HTTPException):

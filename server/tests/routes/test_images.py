@@ -33,8 +33,12 @@ def test_size_is_clamped_and_rounded(client, size, expected):
 
 
 def test_seed_defaults_to_random(client):
-    body = client.post("/v1/images/generations", json={"model": "fake-image", "prompt": "x", "size": "256x256"}).json()
-    assert isinstance(body["data"][0]["seed"], int)
+    request = {"model": "fake-image", "prompt": "x", "size": "256x256"}
+    answers = [client.post("/v1/images/generations", json=request).json()["data"][0] for _ in range(4)]
+    seeds = [answer["seed"] for answer in answers]
+    assert len(set(seeds)) > 1 and all(0 <= seed < 2**32 for seed in seeds)
+    again = client.post("/v1/images/generations", json={**request, "seed": seeds[0]}).json()["data"][0]
+    assert again == answers[0]  # the seed it reports reproduces the image
 
 
 @pytest.mark.parametrize("patch", [{"n": 5}, {"n": 0}, {"size": "big"}, {"prompt": ""}])

@@ -21,7 +21,7 @@ from hypnos.engine import (
     MemoryEstimate,
     SpeechInput,
 )
-from hypnos.errors import invalid_request, server_error
+from hypnos.errors import clip, invalid_request, server_error
 from hypnos.kit.audio import to_pcm16
 from hypnos.kit.staged import ModelNotLoaded, StagedEngine
 from hypnos.types import LayerPlacementPlan
@@ -33,6 +33,7 @@ from hypnos_audio.phonemes import EspeakPhonemizer, group_phrases, split_phoneme
 logger = logging.getLogger(__name__)
 
 SAMPLE_RATE = 24000
+MAX_FALLBACKS_LOGGED = 64  # distinct missing voice names that still get a warning
 
 
 def trim_silence(audio: np.ndarray, top_db: float = 60.0, frame: int = 2048, hop: int = 512) -> np.ndarray:
@@ -160,14 +161,16 @@ class KokoroEngine(StagedEngine):
             return requested
         fallback = next(iter(self._voices))
         # a warning the first time per voice, then debug lines, so a pack without OpenAI voices does not flood the log
-        level = logging.DEBUG if requested in self._fallbacks_logged else logging.WARNING
-        self._fallbacks_logged.add(requested)
+        # (at most MAX_FALLBACKS_LOGGED names are remembered: past that every miss is a debug line)
+        first = requested not in self._fallbacks_logged and len(self._fallbacks_logged) < MAX_FALLBACKS_LOGGED
+        if first:
+            self._fallbacks_logged.add(requested)
         logger.log(
-            level,
+            logging.WARNING if first else logging.DEBUG,
             "model %s: the voice pack %s has no voice `%s`; using its first voice `%s`",
             self.model.id,
             self.voices_file.name,
-            requested,
+            clip(requested, 64),
             fallback,
         )
         return fallback

@@ -26,8 +26,16 @@ _STOP = object()
 class BatchLoop:
     """Owns a model's context on one thread: admits jobs into slots, steps them together, streams the results."""
 
-    def __init__(self, model: LlamaModel, context: LlamaContext, rebuild: Callable[[int], LlamaContext],
-                 *, prefill_chunk: int, name: str, idle_timeout_s: float | None = None) -> None:
+    def __init__(
+        self,
+        model: LlamaModel,
+        context: LlamaContext,
+        rebuild: Callable[[int], LlamaContext],
+        *,
+        prefill_chunk: int,
+        name: str,
+        idle_timeout_s: float | None = None,
+    ) -> None:
         self.model = model
         self.idle_timeout_s = idle_timeout_s
         self.context = context
@@ -112,8 +120,9 @@ class BatchLoop:
     def _drop_cancelled(self) -> None:
         for job in [j for j in self._waiting if j.stopped()]:
             self._waiting.remove(job)
-            cancelled = ChatFinished(finish_reason="cancelled", index=job.index, prompt_tokens=len(job.prompt),
-                                     completion_tokens=0)
+            cancelled = ChatFinished(
+                finish_reason="cancelled", index=job.index, prompt_tokens=len(job.prompt), completion_tokens=0
+            )
             _send(job, cancelled)
         for slot in self._active():
             if slot.job is not None and slot.job.stopped():
@@ -132,8 +141,13 @@ class BatchLoop:
                 job.context_ms = self._rebuild_context(job.required_ctx)
                 if job.required_ctx > self.sequence_capacity:  # llama.cpp gave fewer cells than asked
                     self._waiting.popleft()
-                    _send(job, server_error(f"the context holds {self.sequence_capacity} tokens per sequence; "
-                                            f"the request needs {job.required_ctx}"))
+                    _send(
+                        job,
+                        server_error(
+                            f"the context holds {self.sequence_capacity} tokens per sequence; "
+                            f"the request needs {job.required_ctx}"
+                        ),
+                    )
                 continue
             if not self.context.unified:  # every sequence has its own cells
                 self._waiting.popleft()
@@ -157,8 +171,9 @@ class BatchLoop:
     def _make_room(self, job: ChatJob, chosen: Slot, free: int) -> None:
         """Clear idle slots' caches, least recently used first, until the job fits beside them."""
         reuse = common_prefix(chosen.cached, job.prompt)
-        others = sorted((s for s in self.slots if s.job is None and s is not chosen and s.cached),
-                        key=lambda s: s.last_used)
+        others = sorted(
+            (s for s in self.slots if s.job is None and s is not chosen and s.cached), key=lambda s: s.last_used
+        )
         held = sum(len(s.cached) for s in others)
         for slot in others:
             if held + job.reserve - reuse <= free:
@@ -219,7 +234,7 @@ class BatchLoop:
         finally:
             media.close()
         slot.cached = job.prompt[: media.head_tokens]
-        slot.pending = job.prompt[media.head_tokens:]
+        slot.pending = job.prompt[media.head_tokens :]
         slot.pos_offset = position - media.head_tokens
         return True
 
@@ -258,7 +273,7 @@ class BatchLoop:
             # its logits then come from the same kernels whether or not the prefix was cached (same seed, same
             # answer).
             take = slot.pending[: min(budget, len(slot.pending) - 1)] if len(slot.pending) > 1 else slot.pending
-            slot.pending = slot.pending[len(take):]
+            slot.pending = slot.pending[len(take) :]
             budget -= len(take)
             prefilled += len(take)
             for offset, token in enumerate(take):
@@ -372,8 +387,14 @@ class BatchLoop:
             cached_tokens=slot.reused,
             concurrent_slots=max(1, slot.concurrent),
         )
-        return ChatFinished(finish_reason=reason, index=job.index, prompt_tokens=len(job.prompt),
-                            completion_tokens=slot.completion, cached_tokens=slot.reused, timing=timing)
+        return ChatFinished(
+            finish_reason=reason,
+            index=job.index,
+            prompt_tokens=len(job.prompt),
+            completion_tokens=slot.completion,
+            cached_tokens=slot.reused,
+            timing=timing,
+        )
 
     def _release(self, slot: Slot) -> None:
         if slot.sampler is not None:

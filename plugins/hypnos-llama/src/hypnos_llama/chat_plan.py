@@ -50,15 +50,17 @@ class ChatPlan:
     def output_parser(self, prompt: str) -> OutputSplitter:
         """A splitter for this request's output; a forced prefix counts as already generated."""
         in_reasoning = bool(self.thinking and prompt.rstrip().endswith(self.thinking.open))
-        splitter = OutputSplitter(self.tool_format, self.thinking, in_reasoning=in_reasoning,
-                                  tool_names=self.tool_names)
+        splitter = OutputSplitter(
+            self.tool_format, self.thinking, in_reasoning=in_reasoning, tool_names=self.tool_names
+        )
         if self.forced_prefix:
             splitter.feed(self.forced_prefix)
         return splitter
 
 
-def plan_chat(chat_template: str | None, request: ChatInput, model_id: str = "", *, constrained: bool = False
-              ) -> ChatPlan:
+def plan_chat(
+    chat_template: str | None, request: ChatInput, model_id: str = "", *, constrained: bool = False
+) -> ChatPlan:
     """Decide tools and thinking for a request on a model whose GGUF carries `chat_template`.
 
     400 when the request asks for tools (tool_choice other than none) and the family has no tool format. A
@@ -72,7 +74,7 @@ def plan_chat(chat_template: str | None, request: ChatInput, model_id: str = "",
         if plan.tool_format is None:
             raise invalid_request(
                 f"the model `{model_id}` has no tool-calling format; send the request without tools "
-                "or with tool_choice \"none\""
+                'or with tool_choice "none"'
             )
         if request.forced_tool is not None:
             plan.forced_prefix = plan.tool_format.forced_prefix(request.forced_tool)

@@ -168,15 +168,15 @@ class LlamaEngine(StagedEngine):
         estimate_layers = len(self.estimate().layer_bytes)
         gpu_layers = plan.gpu_layers
         n_gpu_layers = -1 if estimate_layers and gpu_layers >= estimate_layers else gpu_layers
-        experts = expert_pattern(expert_layers(int(self.gguf().arch_value("block_count") or 0),
-                                               plan.cpu_expert_layers))
+        experts = expert_pattern(expert_layers(int(self.gguf().arch_value("block_count") or 0), plan.cpu_expert_layers))
         model = LlamaModel(self.path, self.options, n_gpu_layers, cpu_experts=experts)
         self.cpu_expert_pattern = experts
         weights_ms = (time.perf_counter() - started) * 1000
         projector = None
         try:
-            projector, self._projector_ms = load_projector(self.projector_path, model, self.options, self.model.id,
-                                                           use_gpu=gpu_layers > 0)
+            projector, self._projector_ms = load_projector(
+                self.projector_path, model, self.options, self.model.id, use_gpu=gpu_layers > 0
+            )
             source = self.options.chat_template or self.gguf().chat_template or CHATML_FALLBACK
             bos, eos = model.bos_eos()
             template = ChatTemplate(source, bos_token=bos, eos_token=eos)
@@ -202,8 +202,14 @@ class LlamaEngine(StagedEngine):
             return grown
 
         idle = self.options.kv_idle_timeout_secs or self.context.kv_idle_timeout_secs
-        batch = BatchLoop(model, context, rebuild, prefill_chunk=self.options.prefill_chunk, name=self.model.id,
-                          idle_timeout_s=float(idle) if idle else None)
+        batch = BatchLoop(
+            model,
+            context,
+            rebuild,
+            prefill_chunk=self.options.prefill_chunk,
+            name=self.model.id,
+            idle_timeout_s=float(idle) if idle else None,
+        )
         self._kv_restored = restore_slots(self.context.kv_park, self.model.id, self._layout(context), batch)
         batch.start()
         self._runtime_model, self._template, self._batch = model, template, batch
@@ -253,25 +259,30 @@ class LlamaEngine(StagedEngine):
         grammar = response_grammar(request)
         if grammar is not None:
             check_grammar(model, grammar)
-        plan = plan_chat(self._template.source if self._template else None, request, self.model.id,
-                         constrained=grammar is not None)
+        plan = plan_chat(
+            self._template.source if self._template else None, request, self.model.id, constrained=grammar is not None
+        )
         if grammar is None and plan.forced_prefix and plan.tool_format is not None:
             grammar = forced_call_grammar(plan.tool_format.name, request)
             if grammar is not None:
                 check_grammar(model, grammar)
         media = None
         if media_kinds(request):
-            media = await media_prompt(self._projector, lambda: self._render_prompt(request, plan), request,
-                                       self.context.limits, self.model.id)
+            media = await media_prompt(
+                self._projector, lambda: self._render_prompt(request, plan), request, self.context.limits, self.model.id
+            )
             prompt, prompt_text = media.tokens, media.text
         else:
             prompt, prompt_text = await asyncio.to_thread(self._tokenize_prompt, request, plan)
         max_tokens = max(1, request.max_tokens)
         limit = int(model.n_ctx_train or batch.context.shape.n_ctx)
         if len(prompt) >= limit:
-            raise HypnosError(400, "invalid_request_error",
-                              f"the prompt has {len(prompt)} tokens; the model `{self.model.id}` takes at most {limit}",
-                              code="context_length_exceeded")
+            raise HypnosError(
+                400,
+                "invalid_request_error",
+                f"the prompt has {len(prompt)} tokens; the model `{self.model.id}` takes at most {limit}",
+                code="context_length_exceeded",
+            )
         images, audios = request.count(ImagePart), request.count(AudioPart)
         required = request.context_len or estimate_num_ctx(len(prompt), max_tokens, images, audios)
         required = min(max(required, len(prompt) + 1), limit)
@@ -286,9 +297,19 @@ class LlamaEngine(StagedEngine):
         top = (request.top_logprobs or 0) if request.logprobs else None
         jobs = []
         for index in range(choices):
-            job = ChatJob(prompt=prompt, max_tokens=max_tokens, required_ctx=required,
-                          sampling=SamplingParams.from_request(request, grammar, index), emit=emit, cancel=cancel,
-                          submitted=arrived, media=media, index=index, stop=list(request.stop), top_logprobs=top)
+            job = ChatJob(
+                prompt=prompt,
+                max_tokens=max_tokens,
+                required_ctx=required,
+                sampling=SamplingParams.from_request(request, grammar, index),
+                emit=emit,
+                cancel=cancel,
+                submitted=arrived,
+                media=media,
+                index=index,
+                stop=list(request.stop),
+                top_logprobs=top,
+            )
             job.thinking_guard = thinking_guard(
                 plan, prompt_text, lambda text: model.tokenize(text, add_special=False, parse_special=True)
             )

@@ -10,6 +10,7 @@ from typing import Any
 from hypnos.chat import ChatInput, ImagePart
 from hypnos.config import LimitsConfig
 from hypnos.errors import HypnosError, invalid_request
+from hypnos.image_header import check_image_pixels, check_pixel_count
 
 IMAGE, AUDIO = "image", "audio"
 
@@ -34,18 +35,22 @@ def media_kinds(request: ChatInput) -> list[str]:
     return [IMAGE if isinstance(part, ImagePart) else AUDIO for part in request.media()]
 
 
-def decode_image(data: bytes, *, max_bytes: int) -> MediaItem:
-    """Image bytes (PNG, JPEG, WebP, GIF, BMP ...) to RGB pixels; 400 when unreadable or above max_bytes decoded."""
+def decode_image(data: bytes, *, max_bytes: int, max_pixels: int) -> MediaItem:
+    """Image bytes (PNG, JPEG, WebP, GIF, BMP ...) to RGB pixels; 400 when unreadable, above max_pixels by its header
+    (checked before Pillow decodes anything) or above max_bytes decoded."""
     from PIL import Image, UnidentifiedImageError
 
     if len(data) > max_bytes:
         raise invalid_request(f"the image is larger than the server's limit of {max_bytes} bytes")
+    check_image_pixels(data, max_pixels)
     try:
-        with Image.open(io.BytesIO(data)) as image:
+        with Image.open(io.BytesIO(data)) as image:  # reads the header only
             width, height = image.size
+            check_pixel_count(width, height, max_pixels)
             if width * height * 3 > max_bytes:
-                raise invalid_request(f"the image decodes to {width}x{height} pixels, larger than the server's "
-                                      f"limit of {max_bytes} bytes")
+                raise invalid_request(
+                    f"the image decodes to {width}x{height} pixels, larger than the server's limit of {max_bytes} bytes"
+                )
             rgb = image.convert("RGB")
             return MediaItem(IMAGE, width, height, rgb.tobytes())
     except HypnosError:
@@ -78,8 +83,15 @@ async def load_request_media(request: ChatInput, limits: LimitsConfig, *, sample
     items: list[Any] = []
     for part in request.media():
         if isinstance(part, ImagePart):
-            items.append(await asyncio.to_thread(decode_image, part.data, max_bytes=limits.max_image_bytes))
+            items.append(
+                await asyncio.to_thread(
+                    decode_image, part.data, max_bytes=limits.max_image_bytes, max_pixels=limits.max_image_pixels
+                )
+            )
         else:
-            items.append(await asyncio.to_thread(decode_audio, part.data, sample_rate=sample_rate,
-                                                 max_bytes=limits.max_audio_bytes))
+            items.append(
+                await asyncio.to_thread(
+                    decode_audio, part.data, sample_rate=sample_rate, max_bytes=limits.max_audio_bytes
+                )
+            )
     return items

@@ -44,7 +44,8 @@ def cpu_buffer_type(llama_cpp_module: Any) -> int:
     """ggml's CPU buffer type (host memory), from the libggml-cpu next to the loaded llama.cpp."""
     lib_dir = Path(llama_cpp_module.__file__).parent / "lib"
     candidates = sorted(lib_dir.glob("libggml-cpu.*"), key=lambda path: len(path.name)) or sorted(
-        lib_dir.glob("ggml-cpu.*"))
+        lib_dir.glob("ggml-cpu.*")
+    )
     if not candidates:
         raise RuntimeError(f"no ggml CPU library in {lib_dir}: MoE expert offload needs it")
     library = ctypes.CDLL(str(candidates[0]))

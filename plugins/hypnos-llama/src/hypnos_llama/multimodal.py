@@ -22,6 +22,7 @@ from hypnos_llama.template import MEDIA_MARKER
 
 logger = logging.getLogger(__name__)
 
+
 def media_token(chunk_id: bytes | None) -> int:
     """The (negative, never a real token) id every cell of a media chunk holds in a job's prompt: derived from the
     media's content, so the same image at the same place gives the same ids and its cells can be reused."""
@@ -103,8 +104,10 @@ class Projector:
         """400 invalid_request_error when the request holds a media kind the projector does not take."""
         for kind in dict.fromkeys(kinds):
             if kind not in self.kinds():
-                raise invalid_request(f"the model `{model_id}` does not take {kind} input (its projector has no "
-                                      f"{'vision' if kind == IMAGE else 'audio'} encoder)")
+                raise invalid_request(
+                    f"the model `{model_id}` does not take {kind} input (its projector has no "
+                    f"{'vision' if kind == IMAGE else 'audio'} encoder)"
+                )
 
     def tokenize(self, text: str, items: Sequence[MediaItem]) -> MediaPrompt:
         """The prompt as mtmd chunks, each media item where its marker sits in the text."""
@@ -193,8 +196,9 @@ class MediaPrompt:
         new_n_past = ctypes.c_int32(0)
         for index in range(self._head_chunks):
             chunk = mtmd.mtmd_input_chunks_get(self.chunks, index)
-            status = mtmd.mtmd_helper_eval_chunk_single(self.projector.pointer, context_pointer, chunk, n_past,
-                                                        seq_id, n_batch, False, ctypes.byref(new_n_past))
+            status = mtmd.mtmd_helper_eval_chunk_single(
+                self.projector.pointer, context_pointer, chunk, n_past, seq_id, n_batch, False, ctypes.byref(new_n_past)
+            )
             if status != 0:
                 raise RuntimeError(f"evaluating the prompt's media failed (mtmd status {status})")
             n_past = int(new_n_past.value)
@@ -216,8 +220,9 @@ def projector_modalities_of(path: Path | None) -> list[Modality]:
         return []
 
 
-def load_projector(path: Path | None, model: Any, options: Any, model_id: str,
-                   *, use_gpu: bool) -> tuple[Projector | None, float | None]:
+def load_projector(
+    path: Path | None, model: Any, options: Any, model_id: str, *, use_gpu: bool
+) -> tuple[Projector | None, float | None]:
     """The projector loaded against a llama model (on the loading thread), and the milliseconds it took."""
     import time
 
@@ -232,15 +237,17 @@ def load_projector(path: Path | None, model: Any, options: Any, model_id: str,
     return projector, (time.perf_counter() - started) * 1000
 
 
-async def media_prompt(projector: Projector | None, render: Callable[[], str], request: ChatInput,
-                       limits: LimitsConfig, model_id: str) -> MediaPrompt:
+async def media_prompt(
+    projector: Projector | None, render: Callable[[], str], request: ChatInput, limits: LimitsConfig, model_id: str
+) -> MediaPrompt:
     """Check, decode and tokenize a request with media parts into an mtmd prompt."""
     import asyncio
 
     kinds = media_kinds(request)
     if projector is None:
-        raise invalid_request(f"the model `{model_id}` does not take {kinds[0]} input (it has no projector file, "
-                              f"aux_path)")
+        raise invalid_request(
+            f"the model `{model_id}` does not take {kinds[0]} input (it has no projector file, aux_path)"
+        )
     projector.check_kinds(kinds, model_id)
     items = await load_request_media(request, limits, sample_rate=projector.sample_rate)
     text = await asyncio.to_thread(render)

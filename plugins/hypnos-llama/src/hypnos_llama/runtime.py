@@ -38,8 +38,7 @@ def same_answer_batched_or_not(options: LlamaOptions) -> None:
 class LlamaModel:
     """A loaded llama.cpp model and its vocabulary: tokenize, pieces, EOG and control tokens, metadata."""
 
-    def __init__(self, path: Path, options: LlamaOptions, n_gpu_layers: int, *, cpu_experts: str | None = None
-                 ) -> None:
+    def __init__(self, path: Path, options: LlamaOptions, n_gpu_layers: int, *, cpu_experts: str | None = None) -> None:
         self.lib = lib = import_llama_cpp()
         logging.getLogger("llama-cpp-python").setLevel(logging.DEBUG if options.verbose else logging.ERROR)
         lib.llama_backend_init()

@@ -35,8 +35,9 @@ def _strftime_now(fmt: str) -> str:
     return datetime.now().strftime(fmt)
 
 
-def _tojson(value: Any, indent: int | None = None, ensure_ascii: bool = False, sort_keys: bool = False,
-            **_: Any) -> str:
+def _tojson(
+    value: Any, indent: int | None = None, ensure_ascii: bool = False, sort_keys: bool = False, **_: Any
+) -> str:
     return json.dumps(value, indent=indent, ensure_ascii=ensure_ascii, sort_keys=sort_keys)
 
 

@@ -28,17 +28,36 @@ SPECIAL = ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]
 WORDS = ["\u2581the", "\u2581a", "\u2581is", "\u2581of", "\u2581Paris", "\u2581capital", "\u2581France", "\u2581and"]
 
 
-def write_tiny_llama(path: Path, *, layers: int = 2, dim: int = 64, heads: int = 4, kv_heads: int = 2,
-                     ff: int = 128, context: int = 4096, seed: int = 0, chat_template: str = CHATML_TEMPLATE,
-                     experts: int = 0) -> Path:
+def write_tiny_llama(
+    path: Path,
+    *,
+    layers: int = 2,
+    dim: int = 64,
+    heads: int = 4,
+    kv_heads: int = 2,
+    ff: int = 128,
+    context: int = 4096,
+    seed: int = 0,
+    chat_template: str = CHATML_TEMPLATE,
+    experts: int = 0,
+) -> Path:
     """Write the model to path and return it (`experts` > 0: a Mixtral-style MoE, two experts used per token)."""
     import gguf
     import numpy as np
 
     rng = np.random.default_rng(seed)
     tokens = SPECIAL + [f"<0x{b:02X}>" for b in range(256)] + WORDS
-    types = [gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL,
-             gguf.TokenType.CONTROL] + [gguf.TokenType.BYTE] * 256 + [gguf.TokenType.NORMAL] * len(WORDS)
+    types = (
+        [
+            gguf.TokenType.UNKNOWN,
+            gguf.TokenType.CONTROL,
+            gguf.TokenType.CONTROL,
+            gguf.TokenType.CONTROL,
+            gguf.TokenType.CONTROL,
+        ]
+        + [gguf.TokenType.BYTE] * 256
+        + [gguf.TokenType.NORMAL] * len(WORDS)
+    )
     scores = [0.0] * len(SPECIAL) + [-1000.0] * 256 + [-float(i + 1) for i in range(len(WORDS))]
     vocab = len(tokens)
     writer = gguf.GGUFWriter(str(path), "llama")
@@ -115,14 +134,22 @@ def write_tiny_llama(path: Path, *, layers: int = 2, dim: int = 64, heads: int =
     return path
 
 
-def make_engine(path: Path, *, slots: int = 4, context_len: int = 8192, llama: dict[str, Any] | None = None,
-                model_id: str = "tiny") -> Any:
+def make_engine(
+    path: Path, *, slots: int = 4, context_len: int = 8192, llama: dict[str, Any] | None = None, model_id: str = "tiny"
+) -> Any:
     """A LlamaEngine for a GGUF (not loaded); one thread unless `llama` says otherwise (tiny models need no more)."""
     from hypnos_llama.engine import LlamaEngine
 
     options = {"n_threads": 1, **(llama or {})}
-    config = ModelConfig(id=model_id, modality="text_generation", engine="ggml_llama", weights_path=str(path),
-                         slots=slots, context_len=context_len, engine_options={"llama": options})
+    config = ModelConfig(
+        id=model_id,
+        modality="text_generation",
+        engine="ggml_llama",
+        weights_path=str(path),
+        slots=slots,
+        context_len=context_len,
+        engine_options={"llama": options},
+    )
     return LlamaEngine(config, EngineContext(models_dir=path.parent, limits=LimitsConfig()))
 
 
@@ -165,8 +192,9 @@ def chat_request(*turns: str | list[MessagePart], model: str = "tiny", **fields:
     return chat_input(messages, **fields)
 
 
-async def collect(engine: Any, request: ChatInput, max_tokens: int = 16, cancel: CancelToken | None = None,
-                  **options: Any) -> tuple[str, ChatFinished, list[Any]]:
+async def collect(
+    engine: Any, request: ChatInput, max_tokens: int = 16, cancel: CancelToken | None = None, **options: Any
+) -> tuple[str, ChatFinished, list[Any]]:
     """Run a chat to the end with max_tokens (and thinking options): (text, final event, all events)."""
     import msgspec
 
@@ -180,6 +208,7 @@ async def collect(engine: Any, request: ChatInput, max_tokens: int = 16, cancel:
 
 def toml_model_config(models_dir: Path, models: list[dict[str, Any]], extra: str = "") -> str:
     """A minimal config file text: models_dir and [[models]] tables (flat values and one level of sub-tables)."""
+
     def value(v: Any) -> str:
         if isinstance(v, bool):
             return "true" if v else "false"

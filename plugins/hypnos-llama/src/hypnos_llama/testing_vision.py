@@ -52,8 +52,19 @@ def converter_dir(cache: Path | None = None) -> Path:
     if (target / "convert_hf_to_gguf.py").is_file():
         return target
     with tempfile.TemporaryDirectory() as download:
-        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "-q",
-                   f"llama-cpp-python=={version}", "-d", download]
+        command = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            "-q",
+            f"llama-cpp-python=={version}",
+            "-d",
+            download,
+        ]
         subprocess.run(command, check=True, capture_output=True, timeout=600)
         archive = next(Path(download).glob("llama_cpp_python-*.tar.gz"))
         staging = Path(tempfile.mkdtemp(prefix="convert-", dir=target.parent if target.parent.exists() else None))
@@ -84,7 +95,7 @@ def _extract_converter(archive: Path, destination: Path) -> None:
 
 
 # The HF checkpoint is written by a subprocess so torch and transformers never load into the test process.
-_WRITE_HF = r'''
+_WRITE_HF = r"""
 import json
 import sys
 from pathlib import Path
@@ -140,10 +151,10 @@ model.save_pretrained(out)
     "image_processor_type": "Qwen2VLImageProcessor", "do_resize": True, "do_normalize": True,
     "image_mean": [0.48145466, 0.4578275, 0.40821073], "image_std": [0.26862954, 0.26130258, 0.27577711],
     "min_pixels": 3136, "max_pixels": 12845056, "patch_size": 14, "merge_size": 2, "temporal_patch_size": 2}))
-'''
+"""
 
 # Runs llama.cpp's converter with the tiny tokenizer's pre-tokenizer named (its hash is in no upstream table).
-_CONVERT = r'''
+_CONVERT = r"""
 import sys
 sys.path.insert(0, sys.argv[1])
 from conversion import base
@@ -158,13 +169,14 @@ base.TextModel._set_vocab_sentencepiece = _no_sentencepiece
 import convert_hf_to_gguf
 sys.argv = ["convert_hf_to_gguf.py", *sys.argv[2:]]
 convert_hf_to_gguf.main()
-'''
+"""
 
 
 def _run(code: str, *args: str, cwd: Path | None = None) -> None:
     environment = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    result = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=900,
-                            env=environment, cwd=cwd)
+    result = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=900, env=environment, cwd=cwd
+    )
     if result.returncode != 0:
         raise RuntimeError(f"building the tiny vision model failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
 
@@ -194,8 +206,16 @@ def _build(kind: str, cache: Path | None) -> TinyVisionModel:
         hf = staging / "hf"
         _run(_WRITE_HF, str(hf), kind)
         _run(_CONVERT, str(convert), str(hf), "--outtype", "f32", "--outfile", str(staging / built.weights.name))
-        _run(_CONVERT, str(convert), str(hf), "--outtype", "f32", "--mmproj",
-             "--outfile", str(staging / built.projector.name))
+        _run(
+            _CONVERT,
+            str(convert),
+            str(hf),
+            "--outtype",
+            "f32",
+            "--mmproj",
+            "--outfile",
+            str(staging / built.projector.name),
+        )
         shutil.rmtree(hf)
         try:
             staging.rename(target)
@@ -206,8 +226,9 @@ def _build(kind: str, cache: Path | None) -> TinyVisionModel:
     return built
 
 
-def png_bytes(size: tuple[int, int] = (56, 56), color: tuple[int, int, int] = (200, 30, 30),
-              image_format: str = "PNG") -> bytes:
+def png_bytes(
+    size: tuple[int, int] = (56, 56), color: tuple[int, int, int] = (200, 30, 30), image_format: str = "PNG"
+) -> bytes:
     """A solid-colour image encoded as PNG (or JPEG, WEBP ...), for requests."""
     from PIL import Image
 
@@ -216,17 +237,25 @@ def png_bytes(size: tuple[int, int] = (56, 56), color: tuple[int, int, int] = (2
     return buffer.getvalue()
 
 
-def make_vision_engine(model: TinyVisionModel, *, slots: int = 2, context_len: int = 4096,
-                       model_id: str = "tiny-vl", limits: Any = None) -> Any:
+def make_vision_engine(
+    model: TinyVisionModel, *, slots: int = 2, context_len: int = 4096, model_id: str = "tiny-vl", limits: Any = None
+) -> Any:
     """A LlamaEngine (not loaded) for the tiny vision model with its projector as aux_path."""
     from hypnos.config import LimitsConfig, ModelConfig
     from hypnos.engine import EngineContext
 
     from hypnos_llama.engine import LlamaEngine
 
-    config = ModelConfig(id=model_id, modality="text_generation", engine="ggml_llama",
-                         weights_path=str(model.weights), aux_path=str(model.projector), slots=slots,
-                         context_len=context_len, engine_options={"llama": {"n_threads": 1}})
+    config = ModelConfig(
+        id=model_id,
+        modality="text_generation",
+        engine="ggml_llama",
+        weights_path=str(model.weights),
+        aux_path=str(model.projector),
+        slots=slots,
+        context_len=context_len,
+        engine_options={"llama": {"n_threads": 1}},
+    )
     return LlamaEngine(config, EngineContext(models_dir=model.weights.parent, limits=limits or LimitsConfig()))
 
 

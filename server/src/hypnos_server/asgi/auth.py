@@ -21,6 +21,8 @@ MISSING_KEY = "Missing API key. Send it as `Authorization: Bearer <key>` (server
 MALFORMED_KEY = "Malformed Authorization header. Send it as `Authorization: Bearer <key>`."
 UNKNOWN_KEY = "Invalid API key. Send one of the server's keys as `Authorization: Bearer <key>`."
 
+OPEN_PATHS = frozenset({"/health", "/ready", "/", "/schema"})  # "/": the playground page (its calls send the key)
+OPEN_PREFIXES = ("/playground/", "/schema/")  # the playground's assets, the OpenAPI schema
 _ADMIN_PATHS = (
     ("POST", re.compile(r"^/v1/models/?$")),
     ("PUT", re.compile(r"^/v1/models/[^/]+/?$")),
@@ -106,7 +108,10 @@ def needs_admin(method: str, path: str) -> bool:
 
 
 class AuthLayer:
-    """Checks the bearer key on /v1/* (and /metrics when closed), the admin right, and the key's limits."""
+    """Checks the bearer key on every path but the open ones, the admin right, and the key's limits.
+
+    The pipeline has already refused non-canonical paths, so the path decided on here is the one the router matches.
+    """
 
     def __init__(self, app: ASGIApp, settings: Settings, keys: KeyRing, limiter: KeyLimiter) -> None:
         self.app = app
@@ -115,9 +120,10 @@ class AuthLayer:
         self.limiter = limiter
 
     def _protected(self, path: str) -> bool:
+        """Every path needs the key but /health, /ready, the playground, the schema and (unless closed) /metrics."""
         if path == "/metrics":
             return self.settings.server.metrics_require_auth
-        return path == "/v1" or path.startswith("/v1/")
+        return path not in OPEN_PATHS and not path.startswith(OPEN_PREFIXES)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Authenticate, admit against the key's limits, and hold the concurrency permit until the last byte."""

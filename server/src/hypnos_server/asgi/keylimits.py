@@ -89,7 +89,8 @@ class KeyLimiter:
                 f"The key {key.label} is limited to {key.max_concurrent} concurrent requests",
                 1,
             )
-        usage.recent.append(now)
+        if key.requests_per_minute is not None:  # only a limited key keeps its last minute of request times
+            usage.recent.append(now)
         usage.in_flight += 1
         return Permit(usage)
 

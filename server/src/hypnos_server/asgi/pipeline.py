@@ -11,6 +11,7 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 from hypnos_server.asgi.auth import AuthLayer
 from hypnos_server.asgi.cors import CorsLayer, OriginPolicy
 from hypnos_server.asgi.limits import BodyLimitLayer, TimeoutLayer
+from hypnos_server.asgi.paths import is_canonical, non_canonical
 from hypnos_server.errors import as_hypnos_error, send_error
 from hypnos_server.state import CONTEXT_KEY, RequestContext, RequestRecord, new_request_id
 
@@ -57,7 +58,10 @@ class RequestPipeline:
             await send(message)
 
         try:
-            await self.app(scope, receive, send_with_id)
+            if is_canonical(scope):
+                await self.app(scope, receive, send_with_id)
+            else:  # refused before CORS, limits and auth: no layer ever sees a path the router would read otherwise
+                await send_error(scope, send_with_id, non_canonical(scope))
         except Exception as exc:
             if not started:
                 await send_error(scope, send_with_id, as_hypnos_error(exc, scope["method"], scope["path"]))

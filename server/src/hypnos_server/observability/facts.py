@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from hypnos.errors import clip
 from hypnos.types import EngineTiming
 
 from hypnos_server.state import RequestRecord
@@ -79,6 +80,11 @@ def _get(record: Any, *names: str) -> Any:
     return None
 
 
+def _clipped(value: str | None) -> str | None:
+    """A client-chosen model id as the log and the metrics keep it: at most ECHO_LIMIT characters."""
+    return None if value is None else clip(value)
+
+
 def facts_from_record(record: Any, resolve: Callable[[str], str | None] | None = None) -> RequestFacts:
     """Adapt the server's RequestRecord (read by attribute name, tolerant of missing ones) into RequestFacts.
 
@@ -104,7 +110,7 @@ def facts_from_record(record: Any, resolve: Callable[[str], str | None] | None =
         started_unix=float(started) if started is not None else time.time(),
         duration_ms=float(_get(record, "duration_ms") or 0.0),
         key_label=_get(record, "key_label", "key"),
-        model=_get(record, "model"),
+        model=_clipped(_get(record, "model")),
         stream=bool(_get(record, "stream")),
         tokens_in=_get(record, "tokens_in"),
         tokens_out=_get(record, "tokens_out"),
@@ -139,7 +145,7 @@ def _from_request_record(record: RequestRecord, resolve: Callable[[str], str | N
         started_unix=record.started_at,
         duration_ms=record.duration_ms,
         key_label=record.key,
-        model=record.model,
+        model=_clipped(record.model),
         stream=record.stream,
         tokens_in=record.tokens_in,
         tokens_out=record.tokens_out,

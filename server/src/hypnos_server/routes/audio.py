@@ -27,7 +27,7 @@ from hypnos_server.routes.inference import (
     wait_headers,
 )
 from hypnos_server.state import hypnos_state, request_context
-from hypnos_server.wav import wav_duration, wav_header
+from hypnos_server.wav import check_wav, wav_duration, wav_header
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +45,7 @@ VOICES = {
     "verse": "am_michael",
 }
 FALLBACK_VOICE = "af_heart"
+MAX_VOICE_CHARS = 64  # a raw voice id longer than this is no voice of any pack: it gets the fallback
 WAV_FALLBACK_FORMATS = {"wav", "mp3", "opus", "aac", "flac"}
 
 
@@ -52,7 +53,7 @@ def map_voice(voice: str) -> str:
     """OpenAI voice names to Kokoro ids; raw ids (xx_name) pass as-is, anything else is af_heart."""
     if voice in VOICES:
         return VOICES[voice]
-    if len(voice) > 3 and voice[2] == "_" and voice[:2].isalpha():
+    if 3 < len(voice) <= MAX_VOICE_CHARS and voice[2] == "_" and voice[:2].isalpha():
         return voice
     return FALLBACK_VOICE
 
@@ -96,6 +97,7 @@ async def transcriptions(request: Request[Any, Any, Any]) -> Response[bytes]:
         raise invalid_request("The audio file is empty")
     if len(job.audio) > state.settings.limits.max_audio_bytes:
         raise invalid_request(f"The audio is {len(job.audio)} bytes, above limits.max_audio_bytes")
+    check_wav(job.audio)
     async with InferenceRun(request, model, [Modality.SPEECH_TO_TEXT]) as run:
         result = await run.call(lambda engine: engine.transcribe(job, run.lease.cancel))
         duration = result.duration_secs if result.duration_secs is not None else wav_duration(job.audio)

@@ -14,9 +14,12 @@ from hypnos.chat import (
 )
 from hypnos.config import LimitsConfig
 from hypnos.errors import invalid_request
+from hypnos.image_header import check_image_pixels
 from hypnos.media import decode_base64, load_media_url
 from hypnos.openai import ChatCompletionRequest, ChatMessage
 from hypnos.types import Modality
+
+from hypnos_server.wav import check_wav
 
 DEFAULT_MAX_TOKENS = 512
 ROLES = {"system", "user", "assistant", "tool", "developer"}
@@ -25,6 +28,7 @@ TOOL_CHOICES = {"none", "auto", "required"}
 RESPONSE_FORMATS = {"text", "json_object", "json_schema"}
 MAX_STOP = 4
 MAX_TOP_LOGPROBS = 20
+MAX_SCHEMA_DEPTH = 64  # nesting of a tool's parameters schema; far beyond any real one, far below recursion limits
 
 
 def required_modalities(body: ChatCompletionRequest, limits: LimitsConfig) -> list[Modality]:
@@ -80,10 +84,11 @@ async def build_chat_input(body: ChatCompletionRequest, limits: LimitsConfig) ->
         raise invalid_request("Invalid value for `max_tokens`: expected an integer >= 1")
     if body.num_ctx is not None and body.num_ctx < 1:
         raise invalid_request("Invalid value for `num_ctx`: expected an integer >= 1")
+    _check_tool_schemas(body)
     tool_choice, forced = _tool_choice(body)
     thinking, budget = _thinking(body)
     return ChatInput(
-        messages=[await _message(message, limits) for message in body.messages],
+        messages=[await _message(message, limits, index) for index, message in enumerate(body.messages)],
         max_tokens=min(max_tokens, limits.max_tokens_cap),
         sampling=_sampling(body),
         tools=list(body.tools or []),
@@ -100,7 +105,31 @@ async def build_chat_input(body: ChatCompletionRequest, limits: LimitsConfig) ->
     )
 
 
-async def _message(message: ChatMessage, limits: LimitsConfig) -> InputMessage:
+def nesting_depth(value: object) -> int:
+    """How deeply dicts and lists nest in a decoded JSON value (iterative: no recursion to exhaust)."""
+    deepest, pending = 0, [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, dict):
+            children: list[object] = list(item.values())
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth)
+        pending.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def _check_tool_schemas(body: ChatCompletionRequest) -> None:
+    for index, tool in enumerate(body.tools or []):
+        if nesting_depth(tool.function.parameters) > MAX_SCHEMA_DEPTH:
+            raise invalid_request(
+                f"Invalid value for `tools[{index}].function.parameters`: nested deeper than {MAX_SCHEMA_DEPTH}"
+            )
+
+
+async def _message(message: ChatMessage, limits: LimitsConfig, index: int) -> InputMessage:
     parts: list[MessagePart] = []
     if isinstance(message.content, str):
         parts.append(TextPart(text=message.content))
@@ -116,9 +145,11 @@ async def _message(message: ChatMessage, limits: LimitsConfig) -> InputMessage:
                     allow_private=limits.allow_private_urls,
                     what="image",
                 )
+                check_image_pixels(media.data, limits.max_image_pixels, f"`messages[{index}]` image")
                 parts.append(ImagePart(data=media.data, mime=media.mime))
             elif part.type == "input_audio" and part.input_audio is not None:
                 data = decode_base64(part.input_audio.data, max_bytes=limits.max_audio_bytes, what="audio")
+                check_wav(data)  # a WAV's header is checked before any decoder sees it
                 parts.append(AudioPart(data=data, format=part.input_audio.format))
     return InputMessage(
         role=message.role,

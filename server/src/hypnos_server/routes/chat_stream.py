@@ -9,10 +9,10 @@ from typing import Any
 import msgspec
 from hypnos.chat import ChatInput
 from hypnos.engine import ChatEvent, ChatFinished, ContentDelta, ReasoningDelta, TokenLogprob, ToolCallEvent
-from hypnos.errors import HypnosError
+from hypnos.errors import HypnosError, clip
 from hypnos.openai import ToolCall
 
-from hypnos_server.routes.inference import InferenceRun
+from hypnos_server.routes.inference import InferenceRun, engine_failed_message
 
 logger = logging.getLogger(__name__)
 
@@ -229,8 +229,8 @@ async def sse_body(
             if isinstance(error, HypnosError):
                 message, kind = error.message, error.type
             else:
-                logger.error("chat stream on %s failed", run.model, exc_info=error)
-                message, kind = f"The model `{run.model}` failed: {type(error).__name__}: {error}", "server_error"
+                logger.error("chat stream on %s failed", clip(run.model), exc_info=error)
+                message, kind = engine_failed_message(run.model), "server_error"
             record.error, record.error_type = message, kind
             yield writer.event({}, "error", error={"message": message, "type": kind})
             yield DONE

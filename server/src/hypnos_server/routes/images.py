@@ -10,7 +10,8 @@ from typing import Any
 
 from hypnos.config import LimitsConfig
 from hypnos.engine import ImageInput
-from hypnos.errors import invalid_request
+from hypnos.errors import clip, invalid_request
+from hypnos.image_header import check_image_pixels
 from hypnos.openai import ImageGenerationRequest
 from hypnos.types import Modality
 from litestar import Request, Response, post
@@ -118,7 +119,8 @@ async def edits(request: Request[Any, Any, Any]) -> Response[bytes]:
     for upload in files:
         data = await upload.read()
         if len(data) > limits.max_image_bytes:
-            raise invalid_request(f"The image `{upload.filename}` is larger than limits.max_image_bytes")
+            raise invalid_request(f"The image `{clip(upload.filename)}` is larger than limits.max_image_bytes")
+        check_image_pixels(data, limits.max_image_pixels, f"The image `{clip(upload.filename)}`")
         references.append(data)
     model, prompt = form.get("model"), form.get("prompt")
     if not isinstance(model, str) or not model:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
@@ -12,14 +13,14 @@ from typing import Any, TypeVar
 import anyio
 import msgspec
 from hypnos.engine import DeviceOutOfMemory, Engine
-from hypnos.errors import HypnosError, invalid_request, server_error, staging
+from hypnos.errors import HypnosError, clip, invalid_request, server_error, staging
 from hypnos.scheduler import Lease
 from hypnos.types import EngineTiming, HypnosTelemetry, Modality
 from litestar import Request, Response
 from litestar.connection import ASGIConnection
 from litestar.handlers import BaseRouteHandler
 
-from hypnos_server.errors import field_error
+from hypnos_server.errors import field_error, too_deep
 from hypnos_server.state import HypnosState, RequestContext, hypnos_state, request_context
 
 logger = logging.getLogger(__name__)
@@ -47,6 +48,8 @@ async def decode_json(request: Request[Any, Any, Any], type_: type[T]) -> T:
         return msgspec.json.decode(body, type=type_)
     except (msgspec.ValidationError, msgspec.DecodeError) as error:
         raise field_error(error) from None
+    except RecursionError:
+        raise too_deep() from None
 
 
 async def read_form(request: Request[Any, Any, Any]) -> Any:
@@ -70,15 +73,20 @@ def json_response(obj: Any, headers: dict[str, str] | None = None, status: int =
 
 
 def _deadline_ms(request: Request[Any, Any, Any]) -> int | None:
-    raw = request.headers.get("x-hypnos-deadline-ms")
+    return parse_deadline(request.headers.get("x-hypnos-deadline-ms"))
+
+
+def parse_deadline(raw: str | None) -> int | None:
+    """x-hypnos-deadline-ms as whole milliseconds; 400 unless a finite number >= 0."""
     if raw is None:
         return None
     try:
-        return int(float(raw))
+        value = float(raw)
     except ValueError:
-        raise HypnosError(
-            400, "invalid_request_error", "x-hypnos-deadline-ms must be a number of milliseconds"
-        ) from None
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise invalid_request("x-hypnos-deadline-ms must be a finite number of milliseconds >= 0")
+    return int(value)
 
 
 def wait_headers(lease: Lease) -> dict[str, str]:
@@ -88,9 +96,14 @@ def wait_headers(lease: Lease) -> dict[str, str]:
 
 
 def engine_failure(model: str, error: Exception) -> HypnosError:
-    """500 server_error for an engine exception that is not a HypnosError (no traceback in the message)."""
-    logger.error("the engine of %s failed", model, exc_info=error)
-    return server_error(f"The model `{model}` failed: {type(error).__name__}: {error}")
+    """500 server_error for an engine exception that is not a HypnosError: logged whole, never echoed."""
+    logger.error("the engine of %s failed", clip(model), exc_info=error)
+    return server_error(engine_failed_message(model))
+
+
+def engine_failed_message(model: str) -> str:
+    """What a client is told when an engine raised: which model, and how to report it; no exception text."""
+    return f"The model `{clip(model)}` failed; report it with the x-request-id of this response"
 
 
 def client_gone() -> HypnosError:

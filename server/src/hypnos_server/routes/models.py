@@ -79,11 +79,16 @@ async def set_moe_offload(request: Request[Any, Any, Any]) -> Response[bytes]:
         mode = MoeOffload(body.mode)
     except ValueError:
         choices = ", ".join(f'"{m.value}"' for m in MoeOffload)
-        raise HypnosError(422, "invalid_request_error", f"Unknown moe_offload mode {body.mode!r}; use one of {choices}",
-                          code="invalid_value") from None
+        raise HypnosError(
+            422,
+            "invalid_request_error",
+            f"Unknown moe_offload mode {body.mode!r}; use one of {choices}",
+            code="invalid_value",
+        ) from None
     applies, model = await hypnos_state(request).scheduler.set_moe_offload(request.path_params["model_id"], mode)
-    return json_response({"model": model.id, "moe_offload": str(model.moe_offload), "applies": applies,
-                          "placement": model.placement})
+    return json_response(
+        {"model": model.id, "moe_offload": str(model.moe_offload), "applies": applies, "placement": model.placement}
+    )
 
 
 ROUTES = [list_models, retrieve_model, enable_model, disable_model, set_moe_offload]

@@ -6,10 +6,10 @@ import re
 from importlib import resources
 from typing import Any
 
-from hypnos.errors import HypnosError
+from hypnos.errors import HypnosError, clip
 from litestar import Request, Response, get
 
-ASSET_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*\.(html|js|css|svg)$")
+ASSET_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}\.(html|js|css|svg)$")  # bounded: no OS error on long names
 MEDIA_TYPES = {
     "html": "text/html",
     "js": "text/javascript",
@@ -23,10 +23,10 @@ def asset(name: str) -> Response[bytes]:
     """One file of the playground package folder, or 404 not_found for any other name."""
     match = ASSET_NAME.match(name)
     if match is None:
-        raise HypnosError(404, "not_found", f"No playground file named {name!r}")
+        raise HypnosError(404, "not_found", f"No playground file named {clip(name)!r}")
     resource = resources.files("hypnos_server").joinpath("playground", name)
     if not resource.is_file():
-        raise HypnosError(404, "not_found", f"No playground file named {name!r}")
+        raise HypnosError(404, "not_found", f"No playground file named {clip(name)!r}")
     return Response(content=resource.read_bytes(), media_type=MEDIA_TYPES[match.group(1)], headers=HEADERS)
 
 

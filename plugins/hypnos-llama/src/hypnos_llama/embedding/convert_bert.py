@@ -100,8 +100,11 @@ def convert_bert(model_dir: Path, out_path: Path, *, weight_type: str = "f16") -
         writer.add_layer_norm_eps(float(config.get("layer_norm_eps", 1e-12)))
         writer.add_causal_attention(False)
         writer.add_pooling_type(_pooling(model_dir))
-        file_types = {"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16,
-                      "bf16": gguf.LlamaFileType.MOSTLY_BF16}
+        file_types = {
+            "f32": gguf.LlamaFileType.ALL_F32,
+            "f16": gguf.LlamaFileType.MOSTLY_F16,
+            "bf16": gguf.LlamaFileType.MOSTLY_BF16,
+        }
         writer.add_file_type(file_types[weight_type])
         writer.add_bool(NORMALIZE_KEY, _normalizes(model_dir))
         max_seq = _read_json(model_dir / "sentence_bert_config.json").get("max_seq_length")

@@ -1,0 +1,1 @@
+"""Hypnos image plugin: diffusers pipelines served with real memory tiers."""

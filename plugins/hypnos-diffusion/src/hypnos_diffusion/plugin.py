@@ -1,0 +1,36 @@
+"""The `diffusion` entry point: the `diffusers` engine kind; cheap to import (torch and diffusers load lazily)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+from hypnos.config import ModelConfig
+from hypnos.engine import Engine, EngineContext, EngineKind, missing_library
+from hypnos.hookspecs import hookimpl
+from hypnos.types import Modality
+
+KIND = "diffusers"
+
+
+def make_engine(model: ModelConfig, context: EngineContext) -> Engine:
+    """A diffusers engine (checks that torch, diffusers and transformers are installed)."""
+    if importlib.util.find_spec("torch") is None:
+        raise missing_library("torch")  # the build for the machine: see the README
+    for package in ("diffusers", "transformers", "safetensors"):
+        if importlib.util.find_spec(package) is None:
+            raise missing_library(package, "hypnos-diffusion[diffusers]")
+    from hypnos_diffusion.engine import DiffusersEngine
+
+    return DiffusersEngine(model, context)
+
+
+@hookimpl
+def hypnos_engine_kinds() -> list[EngineKind]:
+    """Image generation and edits on diffusers pipelines (SD 1.x/2.x, SDXL, SD3, Flux, Sana, ...)."""
+    from hypnos_diffusion.options import ImageOptions
+
+    return [
+        EngineKind(KIND, frozenset({Modality.IMAGE_GENERATION}), make_engine,
+                   description="diffusers pipelines on torch: image generation and image-to-image edits",
+                   options={"image": ImageOptions}),
+    ]  # fmt: skip

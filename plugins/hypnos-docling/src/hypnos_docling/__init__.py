@@ -1,0 +1,1 @@
+"""Hypnos docling plugin: document conversion with per-page streaming, OCR and a picture store."""

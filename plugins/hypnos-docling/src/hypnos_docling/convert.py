@@ -1,0 +1,310 @@
+"""The blocking conversion, run on the model's worker: detect the format, convert, hand out each page when done.
+
+PDFs go through docling's threaded docling-parse backend page by page in one pass (the native pipeline's own
+work, at its speed); pages without a text layer are read with RapidOCR. DOCX, PPTX, XLSX, HTML and Markdown go
+through the declarative backends of docling's simple pipeline and come back as one page.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import logging
+import time
+import zipfile
+from collections.abc import Callable
+from typing import Any
+
+from hypnos.engine import CancelToken, DocumentInput
+from hypnos.errors import invalid_request
+from hypnos.kit.staged import check_cancelled
+
+from hypnos_docling.events import DocumentStarted, PageDone, Picture
+from hypnos_docling.layout import Figure, Line, page_document
+
+logger = logging.getLogger(__name__)
+
+EXTENSIONS = {
+    "pdf": "pdf", "docx": "docx", "pptx": "pptx", "xlsx": "xlsx", "html": "html", "htm": "html",
+    "md": "md", "markdown": "md", "png": "image", "jpg": "image", "jpeg": "image",
+}  # fmt: skip
+OCR_SCALE = 2.0
+
+
+def detect_format(data: bytes, filename: str | None) -> str:
+    """pdf, docx, pptx, xlsx, html, md or image, from the bytes first and the extension second; 400 otherwise."""
+    if data.startswith(b"%PDF"):
+        return "pdf"
+    if data.startswith(b"PK"):
+        try:
+            names = zipfile.ZipFile(io.BytesIO(data)).namelist()
+        except zipfile.BadZipFile:
+            raise invalid_request("The document is a damaged ZIP container (DOCX/PPTX/XLSX)") from None
+        for prefix, kind in (("word/", "docx"), ("ppt/", "pptx"), ("xl/", "xlsx")):
+            if any(name.startswith(prefix) for name in names):
+                return kind
+        raise invalid_request("Unsupported document format: a ZIP file that is not DOCX, PPTX or XLSX")
+    if data.startswith((b"\x89PNG", b"\xff\xd8\xff")):
+        return "image"
+    extension = (filename or "").rsplit(".", 1)[-1].lower() if "." in (filename or "") else ""
+    if extension in EXTENSIONS and EXTENSIONS[extension] != "pdf":
+        return EXTENSIONS[extension]
+    head = data[:512].lstrip().lower()
+    if head.startswith((b"<!doctype html", b"<html")):
+        return "html"
+    if extension == "pdf":
+        raise invalid_request("The document is not a valid PDF (no %PDF header)")
+    raise invalid_request(
+        "Unsupported document format; send a PDF, DOCX, PPTX, XLSX, HTML, Markdown, PNG or JPEG "
+        "(the filename's extension helps detect it)"
+    )
+
+
+def _png_of(image_ref: Any) -> tuple[bytes | None, int | None, int | None, int | None]:
+    """PNG bytes, width, height and dpi of a docling ImageRef (None when it holds no image)."""
+    if image_ref is None:
+        return None, None, None, None
+    uri = str(image_ref.uri)
+    width, height = int(image_ref.size.width), int(image_ref.size.height)
+    if uri.startswith("data:image/png;base64,"):
+        return base64.b64decode(uri.split(",", 1)[1]), width, height, image_ref.dpi
+    pil = image_ref.pil_image
+    if pil is None:
+        return None, width, height, image_ref.dpi
+    out = io.BytesIO()
+    pil.save(out, format="PNG")
+    return out.getvalue(), width, height, image_ref.dpi
+
+
+def pictures_of(doc: Any, page_no: int) -> list[Picture]:
+    """The pictures of a docling document in markdown order, with their images and boxes."""
+    found = []
+    for picture in doc.pictures:
+        png, width, height, dpi = _png_of(picture.image)
+        prov = picture.prov[0] if picture.prov else None
+        bbox = page_size = None
+        if prov is not None:
+            box = prov.bbox
+            bbox = {"l": box.l, "t": box.t, "r": box.r, "b": box.b, "coord_origin": box.coord_origin.value}
+            page = doc.pages.get(prov.page_no)
+            if page is not None:
+                page_size = {"width": page.size.width, "height": page.size.height}
+        caption = picture.caption_text(doc) or None
+        found.append(
+            Picture(page=page_no, png=png, width=width, height=height, dpi=dpi, bbox=bbox, page_size=page_size,
+                    caption=caption, ref=picture.self_ref)
+        )  # fmt: skip
+    return found
+
+
+class Converter:
+    """docling's backends and RapidOCR, built once per model at tier 1."""
+
+    def __init__(self, threads: int, max_pages: int) -> None:
+        self.threads = threads
+        self.max_pages = max_pages
+        self._ocr: Any = None
+
+    def ocr_lines(self, image: Any, scale: float) -> list[Line]:
+        """The text lines RapidOCR reads in a PIL image, in the page's points (image pixels / scale)."""
+        if self._ocr is None:
+            from rapidocr import RapidOCR
+
+            params = {"EngineConfig.onnxruntime.intra_op_num_threads": self.threads}
+            self._ocr = RapidOCR(params=params)
+        result = self._ocr(image)
+        if result.boxes is None or result.txts is None:
+            return []
+        lines = []
+        for box, text in zip(result.boxes, result.txts, strict=False):
+            xs, ys = [float(point[0]) for point in box], [float(point[1]) for point in box]
+            lines.append(Line(text, min(xs) / scale, min(ys) / scale, max(xs) / scale, max(ys) / scale))
+        return lines
+
+    def convert(self, job: DocumentInput, cancel: CancelToken, emit: Callable[[Any], None]) -> None:
+        """Convert the document, calling emit(DocumentStarted) once and emit(PageDone) per page, in order."""
+        kind = detect_format(job.data, job.filename)
+        if kind == "pdf":
+            self._convert_pdf(job, cancel, emit)
+        elif kind == "image":
+            self._convert_image(job, cancel, emit)
+        else:
+            self._convert_declarative(job, kind, cancel, emit)
+
+    def _page_numbers(self, job: DocumentInput, page_count: int) -> list[int]:
+        if page_count > self.max_pages:
+            raise invalid_request(
+                f"The document has {page_count} pages, above this model's max_pages ({self.max_pages})"
+            )
+        first, last = job.pages or (1, page_count)
+        if first < 1 or first > last or first > page_count:
+            raise invalid_request(f"Invalid value for `pages`: the document has {page_count} pages")
+        return list(range(first, min(last, page_count) + 1))
+
+    def _convert_pdf(self, job: DocumentInput, cancel: CancelToken, emit: Callable[[Any], None]) -> None:
+        from docling.backend.docling_parse_backend import ThreadedDoclingParseDocumentBackend
+        from docling.backend.pdf_backend import iter_pdf_page_backends
+        from docling.datamodel.backend_options import ThreadedDoclingParseBackendOptions
+        from docling.datamodel.base_models import InputFormat
+        from docling.datamodel.document import InputDocument
+
+        options = ThreadedDoclingParseBackendOptions(
+            parser_threads=self.threads, include_bitmap_images=True, render_pages=False
+        )
+        name = job.filename or "document.pdf"
+        source = InputDocument(
+            io.BytesIO(job.data), InputFormat.PDF, ThreadedDoclingParseDocumentBackend,
+            backend_options=options, filename=name,
+        )  # fmt: skip
+        if not source.valid or not source._backend.is_valid():
+            raise invalid_request("The PDF could not be read (damaged or encrypted)")
+        backend = source._backend
+        try:
+            numbers = self._page_numbers(job, source.page_count)
+            emit(DocumentStarted(page_count=source.page_count, pages=numbers, format="pdf"))
+            waiting: dict[int, PageDone] = {}
+            emitted = 0
+            upcoming = iter(numbers)
+            next_page = next(upcoming, None)
+            started = time.perf_counter()
+            pages = iter_pdf_page_backends(backend, numbers)
+            try:
+                for page_backend in pages:
+                    if cancel.cancelled:
+                        logger.info("conversion of %s cancelled after %d of %d pages", name, emitted, len(numbers))
+                    check_cancelled(cancel)
+                    try:
+                        done = self._pdf_page(job, name, page_backend)
+                    finally:
+                        page_backend.unload()
+                    done.ms = round((time.perf_counter() - started) * 1000, 3)
+                    waiting[done.page] = done
+                    while next_page is not None and next_page in waiting:
+                        emit(waiting.pop(next_page))
+                        emitted += 1
+                        next_page = next(upcoming, None)
+                        started = time.perf_counter()
+            finally:
+                pages.close()  # type: ignore[attr-defined]
+        finally:
+            backend.unload()
+
+    def _pdf_page(self, job: DocumentInput, name: str, page_backend: Any) -> PageDone:
+        page_no = page_backend.page_no
+        size = page_backend.get_size()
+        width, height = float(size.width), float(size.height)
+        lines: list[Line] = []
+        figures: list[Figure] = []
+        if page_backend.is_valid():
+            parsed = page_backend.get_segmented_page()
+            for cell in parsed.textline_cells:
+                if not cell.text.strip():
+                    continue
+                box = cell.rect.to_bounding_box().to_top_left_origin(page_height=height)
+                lines.append(Line(cell.text, box.l, box.t, box.r, box.b))
+            for bitmap in parsed.bitmap_resources:
+                box = bitmap.rect.to_bounding_box().to_top_left_origin(page_height=height)
+                figures.append(Figure(box.l, box.t, box.r, box.b, bitmap.image))
+        if not lines and job.ocr:
+            lines = self.ocr_lines(self._render(job.data, page_no), OCR_SCALE)
+            if lines:  # a scan: the page-sized bitmap is the page itself, not a picture in it
+                figures = [f for f in figures if (f.right - f.left) * (f.bottom - f.top) < 0.8 * width * height]
+        return self._page_done(job, name, page_no, (width, height), lines, figures)
+
+    def _render(self, data: bytes, page_no: int) -> Any:
+        import pypdfium2
+
+        pdf = pypdfium2.PdfDocument(data)
+        try:
+            return pdf[page_no - 1].render(scale=OCR_SCALE).to_pil()
+        finally:
+            pdf.close()
+
+    def _page_done(
+        self, job: DocumentInput, name: str, page_no: int, size: tuple[float, float], lines: list[Line],
+        figures: list[Figure],
+    ) -> PageDone:  # fmt: skip
+        doc = page_document(name, page_no, size, lines, figures)
+        return PageDone(
+            page=page_no,
+            markdown=doc.export_to_markdown(page_no=page_no),
+            tables=len(doc.tables),
+            pictures=pictures_of(doc, page_no),
+            ms=0.0,
+            json=doc.export_to_dict() if job.output_format == "json" else None,
+        )
+
+    def _convert_image(self, job: DocumentInput, cancel: CancelToken, emit: Callable[[Any], None]) -> None:
+        from docling_core.types.doc import ImageRef
+        from PIL import Image, UnidentifiedImageError
+
+        try:
+            image = Image.open(io.BytesIO(job.data))
+            image.load()
+        except (UnidentifiedImageError, OSError):
+            raise invalid_request("The image could not be decoded") from None
+        self._page_numbers(job, 1)
+        emit(DocumentStarted(page_count=1, pages=[1], format="image"))
+        started = time.perf_counter()
+        check_cancelled(cancel)
+        rgb = image.convert("RGB")
+        lines = self.ocr_lines(rgb, 1.0) if job.ocr else []
+        width, height = float(rgb.width), float(rgb.height)
+        figures = [] if lines else [Figure(0.0, 0.0, width, height, ImageRef.from_pil(rgb, dpi=72))]
+        done = self._page_done(job, job.filename or "image", 1, (width, height), lines, figures)
+        done.ms = round((time.perf_counter() - started) * 1000, 3)
+        emit(done)
+
+    def _convert_declarative(
+        self, job: DocumentInput, kind: str, cancel: CancelToken, emit: Callable[[Any], None]
+    ) -> None:
+        from docling.datamodel.base_models import InputFormat
+        from docling.datamodel.document import InputDocument
+
+        backend_type, input_format = _declarative_backend(kind, InputFormat)
+        name = job.filename or f"document.{kind}"
+        source = InputDocument(io.BytesIO(job.data), input_format, backend_type, filename=name)
+        if not source.valid or not source._backend.is_valid():
+            raise invalid_request(f"The {kind.upper()} document could not be read")
+        self._page_numbers(job, 1)
+        emit(DocumentStarted(page_count=1, pages=[1], format=kind))
+        started = time.perf_counter()
+        check_cancelled(cancel)
+        try:
+            doc = source._backend.convert()
+        except Exception as error:
+            raise invalid_request(f"The {kind.upper()} document could not be converted: {error}") from None
+        finally:
+            source._backend.unload()
+        emit(
+            PageDone(
+                page=1,
+                markdown=doc.export_to_markdown(),
+                tables=len(doc.tables),
+                pictures=pictures_of(doc, 1),
+                ms=round((time.perf_counter() - started) * 1000, 3),
+                json=doc.export_to_dict() if job.output_format == "json" else None,
+            )
+        )
+
+
+def _declarative_backend(kind: str, formats: Any) -> tuple[Any, Any]:
+    if kind == "docx":
+        from docling.backend.msword_backend import MsWordDocumentBackend
+
+        return MsWordDocumentBackend, formats.DOCX
+    if kind == "pptx":
+        from docling.backend.mspowerpoint_backend import MsPowerpointDocumentBackend
+
+        return MsPowerpointDocumentBackend, formats.PPTX
+    if kind == "xlsx":
+        from docling.backend.msexcel_backend import MsExcelDocumentBackend
+
+        return MsExcelDocumentBackend, formats.XLSX
+    if kind == "html":
+        from docling.backend.html_backend import HTMLDocumentBackend
+
+        return HTMLDocumentBackend, formats.HTML
+    from docling.backend.md_backend import MarkdownDocumentBackend
+
+    return MarkdownDocumentBackend, formats.MD

@@ -1,0 +1,98 @@
+"""The docling engine: model-free docling pipelines plus RapidOCR, pages handed out as the conversion finishes them."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+from collections.abc import AsyncIterator
+from typing import Any
+
+from hypnos.engine import CancelToken, DocumentInput, EngineUnavailable, MemoryEstimate, missing_library
+from hypnos.kit.staged import StagedEngine
+from hypnos.types import LayerPlacementPlan
+
+from hypnos_docling.options import DoclingOptions
+
+MiB = 1024 * 1024
+# Measured on a 20-page PDF and a scanned page (RSS growth): docling-parse and docling-core imported and one
+# document parsed ~120 MiB; RapidOCR's det/cls/rec sessions, built at the first page without text, ~280 MiB more.
+LIBRARY_BYTES = 128 * MiB
+OCR_BYTES = 224 * MiB
+# Peak scratch of one conversion beyond that: parsed pages and one page rendered for OCR.
+WORKSPACE_BYTES = 96 * MiB
+LAYOUT_FOLDER = "docling-project--docling-layout-heron"
+_END = object()
+
+
+def check_libraries() -> None:
+    """503 naming the package when docling's backends or RapidOCR are not installed."""
+    for module, package in (("docling", "docling-slim"), ("docling_parse", "docling-parse"), ("rapidocr", "rapidocr")):
+        if importlib.util.find_spec(module) is None:
+            raise missing_library(package, "hypnos-docling[docling]")
+
+
+class DoclingEngine(StagedEngine):
+    """Converts documents with docling's model-free backends; OCR with RapidOCR's bundled ONNX models."""
+
+    options_table, options_type = "docling", DoclingOptions
+    options: DoclingOptions
+
+    def __init__(self, model: Any, context: Any) -> None:
+        super().__init__(model, context)
+        self._converter: Any = None
+        self._check_layout_models()
+
+    def _check_layout_models(self) -> None:
+        """A model folder with docling's layout artifacts asks for the standard pipeline: torch and torchvision."""
+        folder = self.model.resolve(self.context.models_dir, self.model.weights_path)
+        if folder is None or not (folder / LAYOUT_FOLDER).exists():
+            return
+        missing = [name for name in ("torch", "torchvision") if importlib.util.find_spec(name) is None]
+        raise EngineUnavailable(
+            f"the model `{self.model.id}` holds docling's layout models, which need the standard layout pipeline "
+            f"(torch and torchvision; {', '.join(missing) or 'none'} missing here). This build serves the model-free "
+            "pipelines only: remove the layout artifacts from the model's folder to use them"
+        )
+
+    def estimate(self) -> MemoryEstimate:
+        """The libraries and OCR sessions as they sit in memory, and one conversion's scratch (no weight files)."""
+        check_libraries()
+        return MemoryEstimate(weight_bytes=LIBRARY_BYTES + OCR_BYTES, workspace_bytes=WORKSPACE_BYTES)
+
+    def read_weights(self) -> None:
+        """Import docling's backends (the warm copy is the imported libraries)."""
+        check_libraries()
+        import docling.backend.docling_parse_backend  # noqa: F401
+        import docling_core.types.doc  # noqa: F401
+
+    def build(self, plan: LayerPlacementPlan) -> None:
+        """The converter, on the CPU."""
+        from hypnos_docling.convert import Converter
+
+        self._converter = Converter(threads=max(1, self.options.threads), max_pages=self.options.max_pages)
+        self.device = "cpu"
+
+    def release_device(self) -> None:
+        """Drop the converter and its OCR sessions."""
+        self._converter = None
+
+    async def convert_document(  # type: ignore[override]
+        self, document: DocumentInput, cancel: CancelToken
+    ) -> AsyncIterator[Any]:
+        """DocumentStarted, then one PageDone per page in order, each as soon as the conversion finishes it."""
+        self.require_ready()
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+
+        def emit(event: Any) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, event)
+
+        future = self.worker.submit(self._converter.convert, document, cancel, emit)
+        future.add_done_callback(lambda _: queue.put_nowait(_END))
+        try:
+            while (event := await queue.get()) is not _END:
+                yield event
+            future.result()
+        finally:
+            if not future.done():
+                cancel.cancel()  # the conversion stops at its next page

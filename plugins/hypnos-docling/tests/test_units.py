@@ -1,0 +1,64 @@
+"""Markdown mending across page breaks and the picture store's TTL and size cap, without a server."""
+
+from __future__ import annotations
+
+import pytest
+from hypnos.errors import HypnosError
+from hypnos_docling.events import Picture
+from hypnos_docling.markdown import join_pages
+from hypnos_docling.pictures import PictureStore
+
+
+def test_a_paragraph_cut_by_a_page_break_is_one_paragraph() -> None:
+    joined = join_pages(["# Title\n\nThe results were better than", "expected in every region.\n\nNext."])
+    assert joined == "# Title\n\nThe results were better than expected in every region.\n\nNext.\n"
+
+
+def test_a_hyphenated_word_is_joined() -> None:
+    assert join_pages(["It was a remark-", "able year."]) == "It was a remarkable year.\n"
+
+
+def test_finished_sentences_and_headings_stay_apart() -> None:
+    assert join_pages(["Done.", "## Next"]) == "Done.\n\n## Next\n"
+    assert join_pages(["Done.", "Another paragraph."]) == "Done.\n\nAnother paragraph.\n"
+
+
+def test_a_table_cut_by_a_page_break_is_one_table() -> None:
+    first = "| Region | Revenue |\n|---|---|\n| North | 1200 |"
+    second = "| South | 3400 |\n|---|---|\n| East | 10 |"
+    assert (
+        join_pages([first, second])
+        == "| Region | Revenue |\n|---|---|\n| North | 1200 |\n| South | 3400 |\n| East | 10 |\n"
+    )
+
+
+def test_a_list_cut_by_a_page_break_is_one_list() -> None:
+    assert join_pages(["Items:\n\n- one\n- two", "- three"]) == "Items:\n\n- one\n- two\n- three\n"
+
+
+def _picture(size: int) -> Picture:
+    return Picture(page=1, png=b"x" * size)
+
+
+def test_store_drops_the_oldest_documents_above_its_cap() -> None:
+    store = PictureStore(ttl_secs=60, max_bytes=250)
+    first, second, third = store.open(), store.open(), store.open()
+    store.add(first, [_picture(100)])
+    store.add(second, [_picture(100)])
+    store.add(third, [_picture(100)])
+    with pytest.raises(HypnosError) as gone:
+        store.get(first.id)
+    assert gone.value.status == 404
+    assert store.picture(second.id, 1).png == b"x" * 100
+    assert store.picture(third.id, 1).png == b"x" * 100
+
+
+def test_store_expires_documents_after_the_ttl() -> None:
+    now = [1000.0]
+    store = PictureStore(ttl_secs=10, clock=lambda: now[0])
+    document = store.open()
+    assert store.add(document, [_picture(5), _picture(5)]) == [1, 2]
+    assert store.picture(document.id, 2).png == b"xxxxx"
+    now[0] += 10
+    with pytest.raises(HypnosError):
+        store.get(document.id)

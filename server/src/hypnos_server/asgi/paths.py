@@ -1,0 +1,31 @@
+"""Canonical request paths: what the router matches is exactly what auth, admin checks and limits decide on."""
+
+from __future__ import annotations
+
+from hypnos.errors import HypnosError, clip, not_found
+from litestar.types import Scope
+
+# Percent-encoded '/', '\', '.' and NUL: a client that needs them in a path segment has no route here.
+_ENCODED = (b"%2f", b"%5c", b"%2e", b"%00")
+
+
+def is_canonical(scope: Scope) -> bool:
+    """True when the path has no empty, '.' or '..' segment, no backslash, control character or encoded separator."""
+    path: str = scope["path"]
+    if not path.startswith("/") or "//" in path or "\\" in path:
+        return False
+    if any(ord(char) < 0x20 or ord(char) == 0x7F for char in path):
+        return False
+    if any(segment in (".", "..") for segment in path.split("/")):
+        return False
+    raw = scope.get("raw_path")
+    if raw:
+        lowered = bytes(raw).partition(b"?")[0].lower()
+        if any(encoded in lowered for encoded in _ENCODED):
+            return False
+    return True
+
+
+def non_canonical(scope: Scope) -> HypnosError:
+    """404 not_found for a path in a non-canonical form (the router never answers those)."""
+    return not_found(f"No route for {scope['method']} {clip(scope['path'])}: the path is not in canonical form")
