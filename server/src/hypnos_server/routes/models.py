@@ -1,11 +1,11 @@
-"""GET /v1/models (section 6), POST /v1/models/{id}/enable|disable and /v1/models/{id}/moe-offload."""
+"""GET /v1/models and /v1/models/{id} (section 6), POST /v1/models/{id}/enable|disable and .../moe-offload."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import msgspec
-from hypnos.errors import HypnosError
+from hypnos.errors import HypnosError, model_not_found
 from hypnos.scheduler import ModelState
 from hypnos.types import MoeOffload
 from litestar import Request, Response, get, post
@@ -50,6 +50,16 @@ def merge_nodes(entries: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> N
         best = min(copies, key=lambda model: model["current_tier"])  # tier1_... < tier2_... < tier3_...
         entry.update(current_tier=best["current_tier"], placement=best["placement"])
         entry["active_leases"] = sum(model["active_leases"] for model in copies)
+
+
+@get("/v1/models/{model_id:str}", sync_to_thread=False)
+def retrieve_model(request: Request[Any, Any, Any], model_id: str) -> Response[bytes]:
+    """One model's entry (the SDKs' models.retrieve); 404 model_not_found for an unknown or disabled id."""
+    state = hypnos_state(request)
+    model = state.scheduler.get(model_id)
+    if not model.enabled:
+        raise model_not_found(model.id)
+    return json_response(model_entry(model, int(state.started_at)))
 
 
 async def _set_enabled(request: Request[Any, Any, Any], model_id: str, enabled: bool) -> Response[bytes]:
@@ -103,4 +113,4 @@ async def set_moe_offload(request: Request[Any, Any, Any]) -> Response[bytes]:
     )
 
 
-ROUTES = [list_models, enable_model, disable_model, set_moe_offload]
+ROUTES = [list_models, retrieve_model, enable_model, disable_model, set_moe_offload]
