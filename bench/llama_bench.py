@@ -5,7 +5,8 @@ Run from the repo root: `python -m bench.llama_bench` (default model: the Qwen2.
 sse-starlette, starlette-context and pydantic-settings; `nox -s bench -- llama_bench` installs all of it). All three
 run the same GGUF, prompt, greedy sampling, threads, batch size and attention settings; the measurements are
 interleaved round by round (medians reported) so that a busy machine slows all three alike. Prints decode tokens/s
-and TTFT for one stream, and aggregate tokens/s with 1 and 4 concurrent streams. The engine's own limit for 4 streams
+and TTFT for one stream, aggregate tokens/s with 1 and 4 concurrent streams, and Hypnos's decode tokens/s under a
+JSON-schema grammar (response_format json_schema) against the same without. The engine's own limit for 4 streams
 is bench.llama_limit: the same 4 prompts decoded together in-process with llama.cpp's low-level API (one
 `llama_decode` per step for all sequences). Targets: Hypnos / in-process >= 0.97 for one stream, TTFT overhead
 <= 5 ms, Hypnos 4 streams >= 0.9x the engine's own batched decode.
@@ -33,6 +34,22 @@ from hypnos_server.testing import stop_process
 from bench.llama_limit import batched_decode
 
 PROMPT = "Write a detailed story about a lighthouse keeper who finds a message in a bottle."
+# response_format for the grammar row: the story as one long string field, so decoding runs under the grammar
+STORY_SCHEMA = {
+    "response_format": {
+        "type": "json_schema",
+        "json_schema": {
+            "name": "story",
+            "strict": True,
+            "schema": {
+                "type": "object",
+                "properties": {"title": {"type": "string"}, "story": {"type": "string"}},
+                "required": ["title", "story"],
+                "additionalProperties": False,
+            },
+        },
+    }
+}
 PROMPTS_4 = [
     PROMPT,
     "Explain in detail how a steam engine works, step by step.",
@@ -58,7 +75,9 @@ class StreamResult:
         return (self.tokens - 1) / span if span > 0 and self.tokens > 1 else 0.0
 
 
-async def _http_stream(client: Any, url: str, model: str, prompt: str, max_tokens: int) -> StreamResult:
+async def _http_stream(
+    client: Any, url: str, model: str, prompt: str, max_tokens: int, extra: dict[str, Any] | None = None
+) -> StreamResult:
     """Stream one chat completion over HTTP; tokens from usage when sent, else one per content chunk."""
     body = {
         "model": model,
@@ -67,6 +86,7 @@ async def _http_stream(client: Any, url: str, model: str, prompt: str, max_token
         "temperature": 0,
         "stream": True,
         "seed": 1,
+        **(extra or {}),
     }
     started = time.perf_counter()
     first = last = 0.0
@@ -116,11 +136,11 @@ async def _aggregate(url: str, model: str, prompts: list[str], max_tokens: int) 
     return sum(r.tokens for r in results) / (max(r.last for r in results) - started)
 
 
-async def _single(url: str, model: str, max_tokens: int) -> StreamResult:
+async def _single(url: str, model: str, max_tokens: int, extra: dict[str, Any] | None = None) -> StreamResult:
     import httpx
 
     async with httpx.AsyncClient() as client:
-        return await _http_stream(client, url, model, PROMPT, max_tokens)
+        return await _http_stream(client, url, model, PROMPT, max_tokens, extra)
 
 
 def _wait_ready(url: str, path: str, process: subprocess.Popen[bytes], timeout: float = 180) -> None:
@@ -254,6 +274,7 @@ def main() -> None:
     )
     hypnos_single: list[StreamResult] = []
     inproc_single: list[StreamResult] = []
+    grammar_single: list[StreamResult] = []
     peer_single: list[StreamResult] = []
     agg: dict[str, list[float]] = {
         "hypnos1": [], "hypnos4": [], "peer1": [], "peer4": [], "inproc1": [], "engine4": [], "engine1": [],
@@ -277,6 +298,7 @@ def main() -> None:
         _inprocess_stream(llm, PROMPT, 8)
         for round_index in range(args.rounds):
             hypnos_single.append(asyncio.run(_single(hypnos_url, "bench", args.max_tokens)))
+            grammar_single.append(asyncio.run(_single(hypnos_url, "bench", args.max_tokens, STORY_SCHEMA)))
             inproc_single.append(_inprocess_stream(llm, PROMPT, args.max_tokens))
             peer_single.append(asyncio.run(_single(peer_url, "bench", args.max_tokens)))
             agg["hypnos4"].append(asyncio.run(_aggregate(hypnos_url, "bench", PROMPTS_4, args.max_tokens)))
@@ -315,6 +337,9 @@ def main() -> None:
     header = ["hypnos", "in-process", "llama_cpp.srv", "hyp/in-proc", "hyp/srv"]
     print(f"{'':<28}" + "".join(h.rjust(14) for h in header))
     print(_row("decode tok/s (1 stream)", [h_tps, i_tps, p_tps, h_tps / i_tps, h_tps / p_tps], ".2f"))
+    g_tps = med([r.decode_tps for r in grammar_single])
+    print(_row("decode tok/s, JSON schema", [g_tps, i_tps, None, g_tps / i_tps, None], ".2f"))
+    print(_row("  JSON schema / no grammar", [g_tps / h_tps, None, None, None, None], ".2f"))
     print(_row("TTFT ms (1 stream)", [h_ttft, i_ttft, p_ttft, h_ttft / i_ttft, h_ttft / p_ttft], ".1f"))
     print(_row("aggregate tok/s, 1 stream", [h1, i1, p1, h1 / i1, h1 / p1], ".2f"))
     print(_row("aggregate tok/s, 4 streams", [h4, e4, p4, h4 / e4, h4 / p4], ".2f"))

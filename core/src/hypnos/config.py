@@ -105,6 +105,17 @@ class HardwareConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     kv_park: KvParkConfig = msgspec.field(default_factory=KvParkConfig)
 
 
+class ClusterConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """The `[cluster]` table: serve from a Ray cluster (needs `hypnos-server[ray]`); absent: this machine alone."""
+
+    # the Ray address to join ("auto", "ray://host:10001", "host:6379"); "local" starts a one-node Ray here
+    address: str = "auto"
+    # the Ray resource that marks a machine's GPUs: agents go on the nodes that have it (on every node when none has)
+    gpu_resource: str = "GPU"
+    # how long a node agent gathers stream pieces (tokens, speech chunks) before sending them to the front
+    stream_window_ms: float = 5.0
+
+
 class ModelConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """[[models]]: one model in the pool; paths are relative to models_dir."""
 
@@ -151,6 +162,7 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     limits: LimitsConfig = msgspec.field(default_factory=LimitsConfig)
     hardware: HardwareConfig = msgspec.field(default_factory=HardwareConfig)
     models: list[ModelConfig] = []
+    cluster: ClusterConfig | None = None
     source: str | None = None
 
     @property

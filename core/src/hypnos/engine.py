@@ -60,6 +60,8 @@ class EngineCapabilities(msgspec.Struct, kw_only=True):
 
     image_edit: bool = False
     voices: list[str] | None = None
+    # an embedding model trained for shorter vectors (Matryoshka): `dimensions` truncates and renormalizes
+    matryoshka: bool = False
 
 
 class MemoryEstimate(msgspec.Struct, kw_only=True):
@@ -149,28 +151,50 @@ class EngineContext:
 # ---- per-modality inputs and results ---------------------------------------------------------------------------
 
 
+class TopLogprob(msgspec.Struct, kw_only=True):
+    """One candidate token of `top_logprobs`: its text, log probability and UTF-8 bytes (OpenAI's shape)."""
+
+    token: str
+    logprob: float
+    bytes: list[int] | None = None
+
+
+class TokenLogprob(msgspec.Struct, kw_only=True):
+    """A generated token's log probability and the most likely alternatives (`logprobs.content[]`)."""
+
+    token: str
+    logprob: float
+    bytes: list[int] | None = None
+    top_logprobs: list[TopLogprob] = []
+
+
 class ContentDelta(msgspec.Struct, tag="content"):
-    """A piece of the answer's text."""
+    """A piece of the answer's text of choice `index`, with the tokens' log probabilities when asked for."""
 
     text: str
+    index: int = 0
+    logprobs: list[TokenLogprob] | None = None
 
 
 class ReasoningDelta(msgspec.Struct, tag="reasoning"):
-    """A piece of the model's thoughts (reasoning_content)."""
+    """A piece of the model's thoughts (reasoning_content) of choice `index`."""
 
     text: str
+    index: int = 0
 
 
 class ToolCallEvent(msgspec.Struct, tag="tool_call"):
-    """One whole tool call the model asked for."""
+    """One whole tool call the model asked for in choice `index`."""
 
     call: ToolCall
+    index: int = 0
 
 
 class ChatFinished(msgspec.Struct, tag="finished", kw_only=True):
-    """The last event of a chat stream: why it stopped, token usage and timings."""
+    """The last event of a choice (every choice of `n` ends with its own): why it stopped, usage and timings."""
 
     finish_reason: str
+    index: int = 0
     prompt_tokens: int
     completion_tokens: int
     cached_tokens: int = 0
@@ -178,6 +202,10 @@ class ChatFinished(msgspec.Struct, tag="finished", kw_only=True):
 
 
 ChatEvent = ContentDelta | ReasoningDelta | ToolCallEvent | ChatFinished
+
+
+# One embeddings input: a text, or the token ids the client already made.
+EmbeddingInput = str | list[int]
 
 
 class EmbeddingResult(msgspec.Struct, kw_only=True):
@@ -255,7 +283,7 @@ class EntityInput(msgspec.Struct, kw_only=True):
     texts: list[str]
     labels: list[str]
     threshold: float = 0.5
-    flat: bool = True
+    flat: bool | None = None  # None: the model's default
 
 
 class Entity(msgspec.Struct, kw_only=True):
@@ -330,8 +358,8 @@ class Engine:
         """Stream the answer to a chat request as events, ending with ChatFinished."""
         raise self._unsupported(Modality.TEXT_GENERATION)
 
-    async def embed(self, texts: list[str], cancel: CancelToken) -> EmbeddingResult:
-        """Embed texts, vectors in input order."""
+    async def embed(self, texts: list[EmbeddingInput], cancel: CancelToken) -> EmbeddingResult:
+        """Embed texts (or token-id lists), vectors in input order; an input longer than the model takes is a 400."""
         raise self._unsupported(Modality.EMBEDDINGS)
 
     async def transcribe(self, audio: TranscriptionInput, cancel: CancelToken) -> TranscriptionResult:

@@ -107,6 +107,12 @@ class ResponseFormatParam(msgspec.Struct, kw_only=True):
     json_schema: JsonSchemaFormat | None = None
 
 
+class StreamOptions(msgspec.Struct, kw_only=True):
+    """`stream_options`: include_usage asks for OpenAI's usage chunk (choices []) before [DONE]."""
+
+    include_usage: bool | None = None
+
+
 class ChatCompletionRequest(msgspec.Struct, kw_only=True):
     """POST /v1/chat/completions body (section 7.1)."""
 
@@ -119,6 +125,7 @@ class ChatCompletionRequest(msgspec.Struct, kw_only=True):
     top_k: int | None = None
     seed: int | None = None
     stream: bool = False
+    stream_options: StreamOptions | None = None
     num_ctx: int | None = None
     think: bool | None = None
     reasoning_effort: str | None = None
@@ -138,7 +145,8 @@ class EmbeddingsRequest(msgspec.Struct, kw_only=True):
     """POST /v1/embeddings body (section 8)."""
 
     model: str
-    input: str | list[str]
+    # a string, an array of strings, an array of token ids, or an array of token-id arrays
+    input: str | list[str | int | list[int]]
     encoding_format: str | None = None
     dimensions: int | None = None
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import codecs
-
 from hypnos.engine import ChatFinished, ContentDelta
 from hypnos_llama.batch_loop import BatchLoop
+from hypnos_llama.choice_output import ChoiceOutput, StopMatcher
 from hypnos_llama.runtime import ContextShape
 from hypnos_llama.sampling import SamplingParams
 from hypnos_llama.slots import ChatJob, Slot, common_prefix
@@ -15,7 +14,19 @@ class _Model:
     """Pieces split a multi-byte character across tokens; token 9 ends generation."""
 
     lib = None
-    pieces = {1: "é".encode()[:1], 2: "é".encode()[1:], 3: b"a", 4: "€".encode()[:2], 5: "€".encode()[2:]}
+    pieces = {
+        1: "é".encode()[:1],
+        2: "é".encode()[1:],
+        3: b"a",
+        4: "€".encode()[:2],
+        5: "€".encode()[2:],
+        10: b"Hel",
+        11: b"lo E",
+        12: b"N",
+        13: b"D more",
+        14: b"E",
+        15: b"x",
+    }
 
     def is_eog(self, token: int) -> bool:
         return token == 9
@@ -34,14 +45,11 @@ def test_common_prefix() -> None:
     assert common_prefix([1, 2], [1, 2]) == 2
 
 
-def test_multibyte_characters_are_never_split(monkeypatch) -> None:
-    import hypnos_llama.batch_loop as batch_loop
-
-    monkeypatch.setattr(batch_loop, "free_sampler_chain", lambda lib, chain: None)
+def test_multibyte_characters_are_never_split() -> None:
     events: list = []
     loop = BatchLoop(_Model(), _Context(), lambda n: _Context(), prefill_chunk=8, name="t")  # type: ignore[arg-type]
     job = ChatJob(prompt=[7, 7], max_tokens=50, required_ctx=100, sampling=SamplingParams(), emit=events.append)
-    slot = Slot(seq_id=0, job=job, cached=[7, 7], decoder=codecs.getincrementaldecoder("utf-8")(errors="replace"))
+    slot = Slot(seq_id=0, job=job, cached=[7, 7], output=ChoiceOutput(0, []))
     loop.slots = [slot]
     for token in (1, 2, 3, 4, 5, 9):
         loop._accept(slot, token)
@@ -49,3 +57,48 @@ def test_multibyte_characters_are_never_split(monkeypatch) -> None:
     assert texts == ["é", "a", "€"]
     assert isinstance(events[-1], ChatFinished) and events[-1].finish_reason == "stop"
     assert events[-1].completion_tokens == 5 and slot.job is None
+
+
+def _run(tokens: tuple[int, ...], stop: list[str]) -> list:
+    events: list = []
+    loop = BatchLoop(_Model(), _Context(), lambda n: _Context(), prefill_chunk=8, name="t")  # type: ignore[arg-type]
+    job = ChatJob(
+        prompt=[7, 7],
+        max_tokens=50,
+        required_ctx=100,
+        sampling=SamplingParams(),
+        emit=events.append,
+        stop=stop,
+        index=2,
+    )
+    slot = Slot(seq_id=0, job=job, cached=[7, 7], output=ChoiceOutput(2, stop))
+    loop.slots = [slot]
+    for token in tokens:
+        if slot.job is None:
+            break
+        loop._accept(slot, token)
+    return events
+
+
+def test_a_stop_string_split_across_tokens_ends_the_answer_unsent() -> None:
+    events = _run((10, 11, 12, 13, 9), ["END"])
+    assert "".join(e.text for e in events if isinstance(e, ContentDelta)) == "Hello "
+    assert all("E" not in e.text for e in events if isinstance(e, ContentDelta))
+    finished = events[-1]
+    assert isinstance(finished, ChatFinished) and finished.finish_reason == "stop" and finished.index == 2
+    assert finished.completion_tokens == 4
+    assert {e.index for e in events} == {2}
+
+
+def test_a_partial_stop_string_is_sent_once_it_cannot_match() -> None:
+    events = _run((10, 11, 12, 15, 9), ["END"])
+    assert "".join(e.text for e in events if isinstance(e, ContentDelta)) == "Hello ENx"
+    assert events[-1].finish_reason == "stop" and events[-1].completion_tokens == 4
+
+
+def test_stop_matcher_holds_only_what_could_begin_a_stop() -> None:
+    matcher = StopMatcher(["</s>", "##"])
+    assert matcher.feed("a <") == ("a ", False)
+    assert matcher.feed("/") == ("", False)
+    assert matcher.feed("x #") == ("</x ", False)
+    assert matcher.feed("#tail") == ("", True)

@@ -19,3 +19,39 @@ def test_defaults_and_greedy() -> None:
 def test_values_are_clamped() -> None:
     params = SamplingParams.from_request(_request(temperature=-1, top_p=3, top_k=-5))
     assert params.temperature == 0 and params.top_p == 1.0 and params.top_k == 0
+
+
+def test_a_grammar_holds_every_sampled_token_on_the_tiny_model(tiny_gguf) -> None:
+    """Random weights rarely write JSON by themselves: every token the grammar-checked sampler picks still keeps
+    the text a prefix of `{"a": true}`-shaped output."""
+    from hypnos_llama.batch_loop import context_shape
+    from hypnos_llama.options import LlamaOptions
+    from hypnos_llama.runtime import LlamaContext, LlamaModel
+    from hypnos_llama.sampling import SlotSampler
+
+    model = LlamaModel(tiny_gguf, LlamaOptions(), 0)
+    context = LlamaContext(model, LlamaOptions(), context_shape(256, 1, 64, 64))
+    grammar = 'root ::= "{" ws "\\"a\\"" ws ":" ws ("true" | "false") ws "}"\nws ::= " "?'
+    sampler = SlotSampler(model, SamplingParams(temperature=1.0, seed=5, grammar=grammar))
+    try:
+        tokens = model.tokenize("hello", add_special=True)
+        text = b""
+        position = 0
+        batch = tokens
+        for _ in range(30):
+            context.batch_clear()
+            for offset, item in enumerate(batch):
+                context.batch_add(item, position + offset, 0, offset == len(batch) - 1)
+            position += len(batch)
+            assert context.decode() == 0
+            token = sampler.sample(context.pointer, context.n_tokens - 1)
+            if model.is_eog(token):
+                break
+            text += model.piece(token)
+            batch = [token]
+        assert model.is_eog(token)
+        assert text.replace(b" ", b"") in (b'{"a":true}', b'{"a":false}')
+    finally:
+        sampler.free()
+        context.close()
+        model.close()

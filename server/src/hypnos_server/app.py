@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+import msgspec
 import pluggy
-from hypnos.config import Settings, load_settings
+from hypnos.config import ClusterConfig, Settings, load_settings
 from hypnos.overlay import load_pool
 from hypnos.plugins import allow_list_from_env, collect_engine_kinds, collect_routes, make_plugin_manager
 from hypnos.scheduler import Scheduler
@@ -30,6 +32,16 @@ from hypnos_server.routes import server_routes
 from hypnos_server.state import HypnosState
 
 logger = logging.getLogger(__name__)
+
+RAY_ADDRESS_ENV = "HYPNOS_RAY_ADDRESS"  # `hypnos serve --ray ADDRESS` hands the address to the worker through it
+
+
+def with_ray_address(settings: Settings, address: str | None) -> Settings:
+    """The settings with [cluster] address set (the table added when absent); unchanged without an address."""
+    if not address:
+        return settings
+    cluster = msgspec.structs.replace(settings.cluster or ClusterConfig(), address=address)
+    return msgspec.structs.replace(settings, cluster=cluster)
 
 
 def server_version() -> str:
@@ -57,11 +69,33 @@ class HypnosApp(Litestar):
         await super().__call__(scope, receive, send)  # type: ignore[arg-type]
 
 
+async def _stage(state: HypnosState) -> None:
+    """Stage the startup models: here, or on every node of the Ray cluster when [cluster] is configured."""
+    if state.cluster is None:
+        await state.scheduler.stage_startup()
+        return
+    try:
+        await state.cluster.start()
+    except Exception:
+        logger.exception("joining the Ray cluster failed; inference stays unavailable")
+        raise
+    state.scheduler.ready = True
+
+
+def _cluster_backend(settings: Settings) -> object | None:
+    """The Ray backend when [cluster] is configured (imports the cluster package only then)."""
+    if settings.cluster is None:
+        return None
+    from hypnos_server.cluster.front import ClusterBackend
+
+    return ClusterBackend(settings, settings.cluster)
+
+
 def _lifespan(state: HypnosState):  # type: ignore[no-untyped-def]
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         """Stage the startup models in the background (the port is already open), unload everything at exit."""
-        state.staging_task = asyncio.create_task(state.scheduler.stage_startup(), name="hypnos-staging")
+        state.staging_task = asyncio.create_task(_stage(state), name="hypnos-staging")
         try:
             yield
         finally:
@@ -71,6 +105,8 @@ def _lifespan(state: HypnosState):  # type: ignore[no-untyped-def]
                 await asyncio.gather(task, return_exceptions=True)
             try:
                 await state.scheduler.shutdown()
+                if state.cluster is not None:
+                    await state.cluster.shutdown()
             except Exception:
                 logger.exception("scheduler shutdown failed")
 
@@ -86,7 +122,9 @@ def create_app(
     settings, overlay = load_pool(settings)
     scheduler = Scheduler(settings, collect_engine_kinds(manager))
     catalog = Catalog.load(catalog_path or shipped_catalog_path(), manager)
+    cluster = _cluster_backend(settings)
     state = HypnosState(
+        cluster=cluster,
         settings=settings,
         scheduler=scheduler,
         plugin_manager=manager,
@@ -94,7 +132,7 @@ def create_app(
         limiter=KeyLimiter(),
         version=server_version(),
         catalog=catalog,
-        pool=ModelPool(scheduler, overlay, catalog),
+        pool=ModelPool(scheduler, overlay, catalog, cluster=cluster),
     )
     # Observability (request log, /metrics, latency): registers its observer, returns its routes.
     observability_routes = install_observability(state)
@@ -114,5 +152,5 @@ def create_app(
 def app_factory() -> HypnosApp:
     """Granian's factory, in its worker (tied to the main process): settings from the environment, allowed plugins."""
     tie_to_parent()
-    settings = load_settings()
+    settings = with_ray_address(load_settings(), os.environ.get(RAY_ADDRESS_ENV))
     return create_app(settings, make_plugin_manager(allow=allow_list_from_env()))

@@ -17,7 +17,7 @@ from hypnos.overlay import load_pool
 from hypnos.plugins import allow_list_from_env, collect_engine_kinds, make_plugin_manager
 
 from hypnos_server.advisor import NEEDS, AdvisorRequest, advise, config_text, machine_for
-from hypnos_server.app import server_version
+from hypnos_server.app import RAY_ADDRESS_ENV, server_version
 from hypnos_server.catalog import Catalog, shipped_catalog_path
 from hypnos_server.download import DownloadError, pull
 from hypnos_server.lifeline import holder_of, port_in_use
@@ -38,6 +38,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", help="the TOML config (default: $HYPNOS_CONFIG, else built-in defaults)")
     serve.add_argument("--host", help="address to bind (default: server.host)")
     serve.add_argument("--port", type=int, help="port to listen on (default: server.port, $HYPNOS_PORT, 9999)")
+    serve.add_argument(
+        "--ray", metavar="ADDRESS", help="serve from a Ray cluster (the [ray] extra): join ADDRESS, 'local' starts one"
+    )
     starter = commands.add_parser("starter", help="write a config with the installed plugins' starter models")
     starter.add_argument("--models-dir", required=True, type=Path, help="where the starter models go")
     starter.add_argument("--out", required=True, type=Path, help="the config file to write")
@@ -175,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.catalog_block:
             return catalog_block(args.catalog_block, args.catalog)
         if args.command == "serve":
+            if args.ray:
+                os.environ[RAY_ADDRESS_ENV] = args.ray
             return serve(args.config, args.host, args.port)
         if args.command == "starter":
             return starter(args.models_dir, args.out)

@@ -147,6 +147,7 @@ ROUTE_DOCS: dict[tuple[str, str], RouteDoc] = {
     ("GET", "/ready"): RouteDoc(answers={JSON: _obj("ready", ready={"type": "boolean"})}, errors=(503,)),
     ("GET", "/metrics"): RouteDoc(answers={"text/plain": TEXT}),
     ("GET", "/v1/models"): RouteDoc(answers={JSON: _obj("object", "data", data={"type": "array"})}),
+    ("GET", "/v1/models/{model_id}"): RouteDoc(answers={JSON: _obj("id", "object", "owned_by")}, errors=(404,)),
     ("POST", "/v1/models"): RouteDoc(
         body=PoolChangeRequest, answers=POOL_CHANGE, errors=(400, 403, 413, 503), status=201
     ),

@@ -57,8 +57,11 @@ def architecture_reasons(model: ModelConfig, models_dir: Path, catalog: Catalog 
 class ModelPool:
     """POST/PUT/DELETE /v1/models: checks, the scheduler's change, and the overlay kept in step with it."""
 
-    def __init__(self, scheduler: Scheduler, overlay: PoolOverlay, catalog: Catalog | None) -> None:
+    def __init__(
+        self, scheduler: Scheduler, overlay: PoolOverlay, catalog: Catalog | None, cluster: Any = None
+    ) -> None:
         self.scheduler = scheduler
+        self.cluster = cluster  # a ClusterBackend: every change is applied on each node too
         self.overlay = overlay
         self.catalog = catalog
         self._write_lock = asyncio.Lock()
@@ -122,6 +125,7 @@ class ModelPool:
             persisted.append(await self._record("add", model.id, block))
 
         state = await self.scheduler.pool.add(model, commit)
+        await self._on_nodes("add", model.id, model, 0.0)
         return state, persisted[0]
 
     async def replace(self, model_id: str, block: dict[str, Any], drain_secs: float) -> tuple[ModelState, bool]:
@@ -135,6 +139,7 @@ class ModelPool:
             persisted.append(await self._record("replace", model_id, block))
 
         state = await self.scheduler.pool.replace(model_id, model, drain_secs, commit)
+        await self._on_nodes("replace", model_id, model, drain_secs)
         return state, persisted[0]
 
     async def remove(self, model_id: str, drain_secs: float) -> bool:
@@ -145,4 +150,10 @@ class ModelPool:
             persisted.append(await self._record("remove", model_id, None))
 
         await self.scheduler.pool.remove(model_id, drain_secs, commit)
+        await self._on_nodes("remove", model_id, None, drain_secs)
         return persisted[0]
+
+    async def _on_nodes(self, action: str, model_id: str, model: ModelConfig | None, drain_secs: float) -> None:
+        """Apply a change made here on every node of the cluster (nothing on one machine)."""
+        if self.cluster is not None:
+            await self.cluster.pool_change(action, model_id, model, drain_secs)

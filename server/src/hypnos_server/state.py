@@ -120,6 +120,13 @@ class HypnosState:
     staging_task: asyncio.Task[None] | None = None
     catalog: Catalog | None = None
     pool: ModelPool | None = None
+    # the Ray cluster backend (hypnos_server.cluster.front.ClusterBackend) when [cluster] is configured
+    cluster: Any = None
+
+    @property
+    def backend(self) -> Any:
+        """Where requests lease models: this machine's scheduler, or the cluster's nodes (same `lease` contract)."""
+        return self.scheduler if self.cluster is None else self.cluster
 
     @property
     def uptime_secs(self) -> int:

@@ -59,3 +59,18 @@ def test_unknown_encoding_format_is_400(client):
     response = client.post("/v1/embeddings", json={"model": "fake-embed", "input": "one", "encoding_format": "int8"})
     assert response.status_code == 400
     assert "encoding_format" in error_of(response)["message"]
+
+
+def test_token_id_inputs_are_accepted_and_mixed_inputs_refused(client):
+    one = client.post("/v1/embeddings", json={"model": "fake-embed", "input": [1, 2, 3]})
+    assert one.status_code == 200 and len(one.json()["data"]) == 1
+    many = client.post("/v1/embeddings", json={"model": "fake-embed", "input": [[1, 2], [3]]})
+    assert many.status_code == 200 and len(many.json()["data"]) == 2
+    for bad in (["text", 3], [[1], "text"], [[]]):
+        refused = client.post("/v1/embeddings", json={"model": "fake-embed", "input": bad})
+        assert refused.status_code == 400 and "input" in error_of(refused)["message"]
+
+
+def test_dimensions_on_a_model_not_trained_for_it_is_400(client):
+    response = client.post("/v1/embeddings", json={"model": "fake-embed", "input": "x", "dimensions": 8})
+    assert response.status_code == 400 and "dimensions" in error_of(response)["message"]

@@ -17,6 +17,17 @@ def test_models_list_hides_disabled(client):
     assert len({m["created"] for m in body["data"]}) == 1
 
 
+def test_retrieve_one_model_as_the_sdks_do(client):
+    listed = client.get("/v1/models").json()["data"][1]
+    assert client.get("/v1/models/fake-embed").json() == listed
+    missing = client.get("/v1/models/ghost")
+    assert missing.status_code == 404 and error_of(missing)["type"] == "model_not_found"
+    client.post("/v1/models/fake-embed/disable")
+    hidden = client.get("/v1/models/fake-embed")
+    assert hidden.status_code == 404 and error_of(hidden)["type"] == "model_not_found"
+    client.post("/v1/models/fake-embed/enable")
+
+
 def test_disable_then_enable(client):
     response = client.post("/v1/models/fake-embed/disable")
     assert response.status_code == 200

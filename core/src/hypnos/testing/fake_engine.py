@@ -10,6 +10,7 @@ import struct
 import time
 import zlib
 from collections.abc import AsyncIterator
+from typing import Any
 
 import msgspec
 
@@ -216,10 +217,11 @@ class FakeEngine(Engine):
             timing=EngineTiming(prefill_ms=0.0, decode_ms=decode_ms, concurrent_slots=1),
         )
 
-    async def embed(self, texts: list[str], cancel: CancelToken) -> EmbeddingResult:
+    async def embed(self, texts: list[Any], cancel: CancelToken) -> EmbeddingResult:
         """Unit vectors from a hash of each text."""
         self._maybe_oom()
         vectors = []
+        texts = [text if isinstance(text, str) else " ".join(map(str, text)) for text in texts]
         for text in texts:
             digest = hashlib.sha256(text.encode()).digest()
             raw = [(digest[i % len(digest)] - 127.5) for i in range(self.options.embedding_dim)]

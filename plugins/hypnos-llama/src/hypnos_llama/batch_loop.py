@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import codecs
 import logging
 import queue
 import threading
@@ -11,12 +10,13 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from hypnos.engine import ChatEvent, ChatFinished, ContentDelta
+from hypnos.engine import ChatEvent, ChatFinished
 from hypnos.errors import server_error
 from hypnos.types import EngineTiming
 
+from hypnos_llama.choice_output import ChoiceOutput, token_logprob
 from hypnos_llama.runtime import ContextShape, LlamaContext, LlamaModel
-from hypnos_llama.sampling import build_sampler_chain, free_sampler_chain
+from hypnos_llama.sampling import SlotSampler
 from hypnos_llama.slots import ChatJob, Slot, common_prefix
 
 logger = logging.getLogger(__name__)
@@ -120,7 +120,10 @@ class BatchLoop:
     def _drop_cancelled(self) -> None:
         for job in [j for j in self._waiting if j.stopped()]:
             self._waiting.remove(job)
-            _send(job, ChatFinished(finish_reason="cancelled", prompt_tokens=len(job.prompt), completion_tokens=0))
+            cancelled = ChatFinished(
+                finish_reason="cancelled", index=job.index, prompt_tokens=len(job.prompt), completion_tokens=0
+            )
+            _send(job, cancelled)
         for slot in self._active():
             if slot.job is not None and slot.job.stopped():
                 self._finish(slot, "cancelled")
@@ -200,8 +203,8 @@ class BatchLoop:
         slot.completion = 0
         slot.concurrent = 0
         slot.first_token = None
-        slot.sampler = build_sampler_chain(self.model.lib, job.sampling)
-        slot.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        slot.sampler = SlotSampler(self.model, job.sampling)
+        slot.output = ChoiceOutput(job.index, job.stop)
 
     def _reuse_media_head(self, slot: Slot, job: ChatJob) -> bool:
         """Keep the slot's cells when they already hold all of this prompt's media and the text before it (same
@@ -292,8 +295,10 @@ class BatchLoop:
         for slot in stepped:
             slot.concurrent = max(slot.concurrent, len(stepped))
         for slot, index in outputs:
-            token = self.model.lib.llama_sampler_sample(slot.sampler, context.pointer, index)
-            self._accept(slot, token)
+            token = slot.sampler.sample(context.pointer, index)
+            top = slot.job.top_logprobs if slot.job is not None else None
+            logprob = None if top is None else token_logprob(self.model, context, index, token, top)
+            self._accept(slot, token, logprob)
 
     def _clear_idle_caches(self) -> bool:
         """Drop the cached prefixes of idle slots; True when any cells were freed."""
@@ -316,8 +321,8 @@ class BatchLoop:
             self._release(slot)
             _send(job, error)
 
-    def _accept(self, slot: Slot, token: int) -> None:
-        """Handle a sampled token: stop at EOG, stream its text, stop at max_tokens."""
+    def _accept(self, slot: Slot, token: int, logprob: Any = None) -> None:
+        """Handle a sampled token: stop at EOG or a stop string, stream its text, stop at max_tokens."""
         job = slot.job
         assert job is not None
         now = time.perf_counter()
@@ -327,9 +332,13 @@ class BatchLoop:
             self._finish(slot, "stop")
             return
         slot.completion += 1
-        text = slot.decoder.decode(self.model.piece(token))
+        text, delta, stopped = slot.output.feed(self.model.piece(token), logprob)
+        if delta is not None:
+            _send(job, delta)
+        if stopped:
+            self._finish(slot, "stop", flush=False)
+            return
         if text:
-            _send(job, ContentDelta(text))
             if job.thinking_guard is not None and (close := job.thinking_guard.after_text(text)) is not None:
                 job.inject(*close)
         if slot.completion >= job.max_tokens or len(slot.cached) + 1 > job.reserve:
@@ -342,20 +351,21 @@ class BatchLoop:
                 self._finish(slot, "length")
                 return
             # The sampled token and the inserted ones decode together; the last one's logits give the next token.
-            tail = slot.decoder.decode(b"", final=True)
-            _send(job, ContentDelta(tail + forced_text))
+            inserted = slot.output.insert(forced_text)
+            if inserted is not None:
+                _send(job, inserted)
             slot.completion += len(forced)
             slot.pending = [token, *forced]
             slot.next_token = None
             return
         slot.next_token = token
 
-    def _finish(self, slot: Slot, reason: str) -> None:
+    def _finish(self, slot: Slot, reason: str, *, flush: bool = True) -> None:
         job = slot.job
         assert job is not None
-        tail = slot.decoder.decode(b"", final=True) if slot.decoder is not None else ""
-        if tail and reason != "cancelled":
-            _send(job, ContentDelta(tail))
+        tail = slot.output.flush() if slot.output is not None and flush and reason != "cancelled" else None
+        if tail is not None:
+            _send(job, tail)
         finished = self._finished(slot, job, reason)
         self._release(slot)
         _send(job, finished)
@@ -379,6 +389,7 @@ class BatchLoop:
         )
         return ChatFinished(
             finish_reason=reason,
+            index=job.index,
             prompt_tokens=len(job.prompt),
             completion_tokens=slot.completion,
             cached_tokens=slot.reused,
@@ -386,9 +397,10 @@ class BatchLoop:
         )
 
     def _release(self, slot: Slot) -> None:
-        free_sampler_chain(self.model.lib, slot.sampler)
+        if slot.sampler is not None:
+            slot.sampler.free()
         slot.sampler = None
-        slot.decoder = None
+        slot.output = None
         slot.job = None
         slot.pending = []
         slot.next_token = None

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hypnos.chat import ChatInput
+from hypnos.engine import ChatFinished, ContentDelta, ReasoningDelta, ToolCallEvent
 from hypnos.errors import invalid_request
 
 from hypnos_llama.formats import (
@@ -28,6 +29,7 @@ class ChatPlan:
     thinking_budget: int | None = None
     forced_prefix: str = ""
     hide_tools: bool = False
+    tool_names: frozenset[str] | None = None
     template_variables: dict[str, Any] = field(default_factory=dict)
 
     def render_request(self, request: ChatInput) -> ChatInput:
@@ -48,18 +50,23 @@ class ChatPlan:
     def output_parser(self, prompt: str) -> OutputSplitter:
         """A splitter for this request's output; a forced prefix counts as already generated."""
         in_reasoning = bool(self.thinking and prompt.rstrip().endswith(self.thinking.open))
-        splitter = OutputSplitter(self.tool_format, self.thinking, in_reasoning=in_reasoning)
+        splitter = OutputSplitter(
+            self.tool_format, self.thinking, in_reasoning=in_reasoning, tool_names=self.tool_names
+        )
         if self.forced_prefix:
             splitter.feed(self.forced_prefix)
         return splitter
 
 
-def plan_chat(chat_template: str | None, request: ChatInput, model_id: str = "") -> ChatPlan:
+def plan_chat(
+    chat_template: str | None, request: ChatInput, model_id: str = "", *, constrained: bool = False
+) -> ChatPlan:
     """Decide tools and thinking for a request on a model whose GGUF carries `chat_template`.
 
-    400 when the request asks for tools (tool_choice other than none) and the family has no tool format.
+    400 when the request asks for tools (tool_choice other than none) and the family has no tool format. A
+    `constrained` answer (a response_format grammar) starts at once, without thinking.
     """
-    plan = ChatPlan()
+    plan = ChatPlan(tool_names=frozenset(tool.function.name for tool in request.tools))
     if request.tools and request.tool_choice == "none":
         plan.hide_tools = True
     if request.wants_tools:
@@ -78,12 +85,47 @@ def plan_chat(chat_template: str | None, request: ChatInput, model_id: str = "")
     if plan.thinking is not None:
         plan.thinking_on = request.thinking
         plan.thinking_budget = request.thinking_budget if plan.thinking_on else 0
-        if plan.forced_prefix:
-            # A forced call starts the answer at once: no thinking before it.
+        if plan.forced_prefix or constrained:
+            # A forced call or a grammar starts the answer at once: no thinking before it.
             plan.thinking_on = False
             plan.thinking_budget = 0
         plan.template_variables["enable_thinking"] = plan.thinking_on
     return plan
+
+
+class ChoiceReader:
+    """The engine-side reading of one choice's events: the output split into text, thoughts and tool calls, the
+    tokens' log probabilities kept with the answer text they made, finish_reason tool_calls when calls came."""
+
+    def __init__(self, parser: OutputSplitter, index: int) -> None:
+        self.parser = parser
+        self.index = index
+        self.logprobs: list[Any] = []
+        self.called = False
+
+    def read(self, event: Any) -> list[Any]:
+        """The client-facing events one worker event makes."""
+        if isinstance(event, ContentDelta):
+            self.logprobs.extend(event.logprobs or [])
+            return self._mark(self.parser.feed(event.text))
+        if isinstance(event, ChatFinished):
+            parsed = self._mark(self.parser.finish())
+            if self.called and event.finish_reason == "stop":
+                event.finish_reason = "tool_calls"
+            return [*parsed, event]
+        return [event]
+
+    def _mark(self, events: list[Any]) -> list[Any]:
+        for event in events:
+            event.index = self.index
+            if isinstance(event, ToolCallEvent):
+                self.called = True
+                self.logprobs = []
+            elif isinstance(event, ContentDelta) and self.logprobs:
+                event.logprobs, self.logprobs = self.logprobs, []
+            elif isinstance(event, ReasoningDelta):
+                self.logprobs = []
+        return events
 
 
 class ThinkingGuard:

@@ -19,7 +19,6 @@ from hypnos.engine import (
     EngineContext,
     EngineUnavailable,
     MemoryEstimate,
-    ToolCallEvent,
     TranscriptionInput,
     TranscriptionResult,
 )
@@ -29,9 +28,10 @@ from hypnos.kit.warm_pages import WarmPages
 from hypnos.types import LayerPlacementPlan, Modality, TierSwitchPhases
 
 from hypnos_llama.batch_loop import BatchLoop, context_shape
-from hypnos_llama.chat_plan import ChatPlan, plan_chat, thinking_guard
+from hypnos_llama.chat_plan import ChatPlan, ChoiceReader, plan_chat, thinking_guard
 from hypnos_llama.estimate import estimate_gguf
 from hypnos_llama.gguf_meta import GgufFile, read_gguf
+from hypnos_llama.grammar import check_grammar, forced_call_grammar, response_grammar
 from hypnos_llama.kv_parking import context_layout, park_slots, restore_slots
 from hypnos_llama.moe_offload import expert_layers, expert_pattern
 from hypnos_llama.multimodal import Projector, load_projector, media_kinds, media_prompt, projector_modalities_of
@@ -250,12 +250,22 @@ class LlamaEngine(StagedEngine):
         return self._runtime_model.tokenize(text, add_special=True, parse_special=True), text
 
     async def chat(self, request: ChatInput, cancel: CancelToken) -> AsyncIterator[ChatEvent]:  # type: ignore[override]
-        """Stream the answer: content deltas as tokens decode, then ChatFinished with usage and timings."""
+        """Stream the answer: content deltas as tokens decode, then ChatFinished with usage and timings; the `n`
+        choices decode together in the model's slots, each event carrying its choice's index."""
         batch, model = self._batch, self._runtime_model
         if batch is None or model is None:
             raise EngineUnavailable(f"the model `{self.model.id}` is not loaded")
         arrived = time.perf_counter()  # ttft and queue_ms count the prompt's rendering and tokenizing too
-        plan = plan_chat(self._template.source if self._template else None, request, self.model.id)
+        grammar = response_grammar(request)
+        if grammar is not None:
+            check_grammar(model, grammar)
+        plan = plan_chat(
+            self._template.source if self._template else None, request, self.model.id, constrained=grammar is not None
+        )
+        if grammar is None and plan.forced_prefix and plan.tool_format is not None:
+            grammar = forced_call_grammar(plan.tool_format.name, request)
+            if grammar is not None:
+                check_grammar(model, grammar)
         media = None
         if media_kinds(request):
             media = await media_prompt(
@@ -271,6 +281,7 @@ class LlamaEngine(StagedEngine):
                 400,
                 "invalid_request_error",
                 f"the prompt has {len(prompt)} tokens; the model `{self.model.id}` takes at most {limit}",
+                code="context_length_exceeded",
             )
         images, audios = request.count(ImagePart), request.count(AudioPart)
         required = request.context_len or estimate_num_ctx(len(prompt), max_tokens, images, audios)
@@ -281,43 +292,43 @@ class LlamaEngine(StagedEngine):
         def emit(event: ChatEvent | BaseException) -> None:
             loop.call_soon_threadsafe(events.put_nowait, event)
 
-        job = ChatJob(
-            prompt=prompt,
-            max_tokens=max_tokens,
-            required_ctx=required,
-            sampling=SamplingParams.from_request(request),
-            emit=emit,
-            cancel=cancel,
-            submitted=arrived,
-            media=media,
-        )
-        job.thinking_guard = thinking_guard(
-            plan, prompt_text, lambda text: model.tokenize(text, add_special=False, parse_special=True)
-        )
-        parser = plan.output_parser(prompt_text)
-        batch.submit(job)
-        called = False
+        # a media prompt's chunks are evaluated into one slot: its other choices would need them again
+        choices = 1 if media is not None else max(1, request.n)
+        top = (request.top_logprobs or 0) if request.logprobs else None
+        jobs = []
+        for index in range(choices):
+            job = ChatJob(
+                prompt=prompt,
+                max_tokens=max_tokens,
+                required_ctx=required,
+                sampling=SamplingParams.from_request(request, grammar, index),
+                emit=emit,
+                cancel=cancel,
+                submitted=arrived,
+                media=media,
+                index=index,
+                stop=list(request.stop),
+                top_logprobs=top,
+            )
+            job.thinking_guard = thinking_guard(
+                plan, prompt_text, lambda text: model.tokenize(text, add_special=False, parse_special=True)
+            )
+            jobs.append(job)
+        readers = [ChoiceReader(plan.output_parser(prompt_text), index) for index in range(choices)]
+        for job in jobs:
+            batch.submit(job)
         try:
-            while True:
+            running = choices
+            while running:
                 event = await events.get()
                 if isinstance(event, BaseException):
                     raise event
-                if isinstance(event, ContentDelta):
-                    for parsed in parser.feed(event.text):
-                        called = called or isinstance(parsed, ToolCallEvent)
-                        yield parsed
-                    continue
-                if isinstance(event, ChatFinished):
-                    for parsed in parser.finish():
-                        called = called or isinstance(parsed, ToolCallEvent)
-                        yield parsed
-                    if called and event.finish_reason == "stop":
-                        event.finish_reason = "tool_calls"
-                    yield event
-                    return
-                yield event
+                for parsed in readers[event.index].read(event):
+                    yield parsed
+                running -= isinstance(event, ChatFinished)
         finally:
-            job.abandoned = True
+            for job in jobs:
+                job.abandoned = True
 
     # ---- transcription (a projector that takes audio) -------------------------------------------------------------
 

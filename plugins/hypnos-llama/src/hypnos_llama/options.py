@@ -22,6 +22,8 @@ class LlamaOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # Embedding models: tokens packed into one decode (with flash attention on, the masked cells between packed
     # inputs cost nothing, so bigger packs only buy wider matmuls).
     embedding_batch_tokens: int = 256
+    # Embedding models trained for shorter vectors (Matryoshka): `dimensions` truncates and renormalizes them
+    matryoshka: bool = False
     n_ubatch: int = 512
     prefill_chunk: int = 256
     use_mmap: bool = True

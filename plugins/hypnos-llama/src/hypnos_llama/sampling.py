@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import ctypes
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from hypnos.chat import ChatInput
@@ -12,16 +13,23 @@ DEFAULT_TEMPERATURE = 0.8
 DEFAULT_TOP_P = 0.95
 DEFAULT_TOP_K = 40
 DEFAULT_MIN_P = 0.05
+# presence / frequency penalties look at this many of the latest tokens (-1 would be the whole context)
+PENALTY_LAST_N = 256
 
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """temperature, top_p, top_k and seed as the engine applies them (greedy when temperature is 0)."""
+    """temperature, top_p, top_k, seed, penalties, logit_bias and a grammar as the engine applies them (greedy when
+    temperature is 0)."""
 
     temperature: float = DEFAULT_TEMPERATURE
     top_p: float = DEFAULT_TOP_P
     top_k: int = DEFAULT_TOP_K
     seed: int = 0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    logit_bias: dict[int, float] = field(default_factory=dict)
+    grammar: str | None = None  # GBNF the answer must follow (response_format)
 
     @property
     def greedy(self) -> bool:
@@ -29,21 +37,48 @@ class SamplingParams:
         return self.temperature <= 0.0
 
     @classmethod
-    def from_request(cls, request: ChatInput) -> SamplingParams:
-        """The request's sampling fields with engine defaults; no seed means a fresh random one."""
+    def from_request(cls, request: ChatInput, grammar: str | None = None, choice: int = 0) -> SamplingParams:
+        """The request's sampling fields with engine defaults; no seed means a fresh random one (choice `i` of `n`
+        samples with seed + i)."""
         given = request.sampling
         seed = given.seed if given.seed is not None else random.getrandbits(31)
         return cls(
             temperature=DEFAULT_TEMPERATURE if given.temperature is None else max(0.0, float(given.temperature)),
             top_p=DEFAULT_TOP_P if given.top_p is None else min(1.0, max(0.0, float(given.top_p))),
             top_k=DEFAULT_TOP_K if given.top_k is None else max(0, int(given.top_k)),
-            seed=seed & 0xFFFFFFFF,
+            seed=(seed + choice) & 0xFFFFFFFF,
+            presence_penalty=given.presence_penalty,
+            frequency_penalty=given.frequency_penalty,
+            logit_bias=dict(given.logit_bias),
+            grammar=grammar,
         )
 
 
-def build_sampler_chain(lib: Any, params: SamplingParams) -> Any:
-    """A llama.cpp sampler chain: greedy, or top_k -> top_p -> min_p -> temperature -> dist(seed)."""
+def grammar_sampler(lib: Any, vocab: Any, grammar: str) -> Any:
+    """llama.cpp's grammar sampler for a GBNF text (None when llama.cpp cannot parse it)."""
+    sampler = lib.llama_sampler_init_grammar(vocab, grammar.encode("utf-8"), b"root")
+    return sampler or None
+
+
+def _logit_bias(lib: Any, n_vocab: int, bias: dict[int, float]) -> Any:
+    entries = [(token, value) for token, value in bias.items() if 0 <= token < n_vocab]
+    array = (lib.llama_logit_bias * len(entries))()
+    for slot, (token, value) in zip(array, entries, strict=True):
+        slot.token, slot.bias = token, value
+    return lib.llama_sampler_init_logit_bias(n_vocab, len(entries), array)
+
+
+def build_sampler_chain(lib: Any, params: SamplingParams, n_vocab: int = 0) -> Any:
+    """A llama.cpp sampler chain: logit_bias -> penalties, then greedy, or top_k -> top_p -> min_p -> temperature ->
+    dist(seed). A grammar is not in it (SlotSampler checks the chain's pick against the grammar)."""
     chain = lib.llama_sampler_chain_init(lib.llama_sampler_chain_default_params())
+    if params.logit_bias and n_vocab:
+        lib.llama_sampler_chain_add(chain, _logit_bias(lib, n_vocab, params.logit_bias))
+    if (params.presence_penalty or params.frequency_penalty) and n_vocab:
+        penalties = lib.llama_sampler_init_penalties(
+            n_vocab, PENALTY_LAST_N, 1.0, params.frequency_penalty, params.presence_penalty
+        )
+        lib.llama_sampler_chain_add(chain, penalties)
     if params.greedy:
         lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_greedy())
         return chain
@@ -55,6 +90,58 @@ def build_sampler_chain(lib: Any, params: SamplingParams) -> Any:
     lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_temp(params.temperature))
     lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_dist(params.seed))
     return chain
+
+
+class SlotSampler:
+    """A slot's sampling: the chain alone, or with a grammar the way llama.cpp's own server does it: the chain picks
+    from all tokens, the grammar checks that one token, and only when it refuses does the grammar filter the whole
+    vocabulary before the chain picks again (a grammar on every token of the vocabulary at every step is slow)."""
+
+    def __init__(self, model: Any, params: SamplingParams) -> None:
+        self.lib = lib = model.lib
+        self.n_vocab = model.n_vocab
+        self.chain = build_sampler_chain(lib, params, model.n_vocab)
+        self.grammar = grammar_sampler(lib, model.vocab, params.grammar) if params.grammar is not None else None
+        if self.grammar is not None:
+            import numpy as np
+
+            self._data = (lib.llama_token_data * self.n_vocab)()
+            self._view = np.frombuffer(self._data, dtype=[("id", "<i4"), ("logit", "<f4"), ("p", "<f4")])
+            self._ids = np.arange(self.n_vocab, dtype=np.int32)
+            self._one = (lib.llama_token_data * 1)()
+
+    def sample(self, context: Any, index: int) -> int:
+        """The next token from batch row `index` (accepted by the chain and the grammar)."""
+        lib = self.lib
+        if self.grammar is None:
+            return int(lib.llama_sampler_sample(self.chain, context, index))
+        import numpy as np
+
+        logits = np.ctypeslib.as_array(lib.llama_get_logits_ith(context, index), shape=(self.n_vocab,))
+        token = self._pick(logits, grammar_first=False)
+        self._one[0].id, self._one[0].logit, self._one[0].p = token, 1.0, 0.0
+        lib.llama_sampler_apply(self.grammar, ctypes.byref(lib.llama_token_data_array(self._one, 1, -1, False)))
+        if self._one[0].logit == float("-inf"):
+            token = self._pick(logits, grammar_first=True)
+        lib.llama_sampler_accept(self.grammar, token)
+        lib.llama_sampler_accept(self.chain, token)
+        return token
+
+    def _pick(self, logits: Any, *, grammar_first: bool) -> int:
+        self._view["id"] = self._ids
+        self._view["logit"] = logits
+        self._view["p"] = 0.0
+        candidates = self.lib.llama_token_data_array(self._data, self.n_vocab, -1, False)
+        if grammar_first:
+            self.lib.llama_sampler_apply(self.grammar, ctypes.byref(candidates))
+        self.lib.llama_sampler_apply(self.chain, ctypes.byref(candidates))
+        return int(candidates.data[candidates.selected].id)
+
+    def free(self) -> None:
+        """Free the chain and the grammar (idempotent)."""
+        free_sampler_chain(self.lib, self.chain)
+        free_sampler_chain(self.lib, self.grammar)
+        self.chain = self.grammar = None
 
 
 def free_sampler_chain(lib: Any, chain: Any) -> None:

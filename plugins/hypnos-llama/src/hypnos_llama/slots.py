@@ -31,6 +31,9 @@ class ChatJob:
     injections: queue.SimpleQueue[tuple[list[int], str]] = field(default_factory=queue.SimpleQueue)
     # Worker-side thinking budget (hypnos_llama.chat_plan.ThinkingGuard), when the request has one.
     thinking_guard: Any = None
+    index: int = 0  # which of the request's `n` choices this job decodes
+    stop: list[str] = field(default_factory=list)  # strings that end the answer (not sent)
+    top_logprobs: int | None = None  # None: no log probabilities; else how many alternatives per token
 
     def inject(self, tokens: list[int], text: str) -> None:
         """Insert `tokens` into the answer after the next sampled token (thread-safe)."""
@@ -63,7 +66,7 @@ class Slot:
     pending: list[int] = field(default_factory=list)
     next_token: int | None = None
     sampler: Any = None
-    decoder: Any = None
+    output: Any = None  # a choice_output.ChoiceOutput while a job runs
     completion: int = 0
     reused: int = 0
     concurrent: int = 0

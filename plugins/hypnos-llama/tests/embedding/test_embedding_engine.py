@@ -18,7 +18,7 @@ TEXTS = [
     "A man is eating a piece of bread.",
     "The stock market fell sharply on Tuesday.",
     "Ünïcödé naïve café résumé — with punctuation!",
-    "word " * 400,  # longer than the model's 256-token window: truncated like sentence-transformers
+    "word " * 200,
 ]
 
 
@@ -51,6 +51,26 @@ async def test_vectors_match_an_independent_reference(loaded, minilm_source) -> 
     assert cosines.min() >= 0.99
     assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-4)
     assert result.prompt_tokens > len(TEXTS)
+
+
+async def test_an_input_longer_than_the_model_takes_is_a_400(loaded) -> None:
+    from hypnos.errors import HypnosError
+
+    with pytest.raises(HypnosError) as raised:
+        await loaded.embed(["short", "word " * 400], CancelToken())
+    assert raised.value.status == 400 and raised.value.code == "context_length_exceeded"
+    assert "input[1]" in raised.value.message
+
+
+async def test_token_ids_embed_like_their_text(loaded) -> None:
+    from hypnos.errors import HypnosError
+
+    tokens = loaded._batcher.tokens(TEXTS[0])
+    by_text, by_ids = (await loaded.embed([TEXTS[0]], CancelToken())), (await loaded.embed([tokens], CancelToken()))
+    assert np.allclose(by_text.vectors[0], by_ids.vectors[0], atol=1e-6)
+    with pytest.raises(HypnosError) as raised:
+        await loaded.embed([[10**9]], CancelToken())
+    assert raised.value.status == 400 and "vocabulary" in raised.value.message
 
 
 @pytest.mark.parametrize("weight_type", ["f32", "f16", "bf16"])

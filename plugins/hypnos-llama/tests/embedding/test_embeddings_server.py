@@ -19,7 +19,9 @@ def server(minilm_models_dir: tuple[Path, dict], tmp_path_factory: pytest.TempPa
     pytest.importorskip("hypnos_server.cli")
     models_dir, table = minilm_models_dir
     config = tmp_path_factory.mktemp("embed-server") / "hypnos.toml"
-    config.write_text(toml_model_config(models_dir, [table]))
+    # the same weights declared as trained for shorter vectors, to see `dimensions` served
+    matryoshka = {**table, "id": "minilm-matryoshka", "llama": {**table.get("llama", {}), "matryoshka": True}}
+    config.write_text(toml_model_config(models_dir, [table, matryoshka]))
     with live_server(config) as base:
         yield base
 
@@ -63,3 +65,40 @@ def test_vectors_carry_float32_precision_not_float64_noise(server: str) -> None:
     assert max(digits) <= 9  # float32 holds about 7.2 significant digits; float64 noise would print 16-17
     vector = np.array([float(n) for n in numbers])
     assert abs(np.linalg.norm(vector) - 1.0) < 1e-6
+
+
+def test_token_id_inputs_embed_like_their_texts(client: Any, minilm_models_dir: tuple[Path, dict]) -> None:
+    import llama_cpp
+
+    models_dir, table = minilm_models_dir
+    vocab = llama_cpp.Llama(str(models_dir / table["weights_path"]), vocab_only=True, verbose=False)
+    ids = [vocab.tokenize(text.encode(), add_bos=True, special=False) for text in ("first text", "other words")]
+    by_text = client.embeddings.create(model="all-minilm-l6-v2", input=["first text", "other words"])
+    by_ids = client.embeddings.create(model="all-minilm-l6-v2", input=ids)
+    one = client.embeddings.create(model="all-minilm-l6-v2", input=ids[1])
+    for mine, theirs in zip(by_ids.data, by_text.data, strict=True):
+        assert np.array(mine.embedding) @ np.array(theirs.embedding) >= 0.99999
+    assert np.array(one.data[0].embedding) @ np.array(by_text.data[1].embedding) >= 0.99999
+
+
+def test_an_input_longer_than_the_context_is_a_400(client: Any) -> None:
+    import openai
+
+    with pytest.raises(openai.BadRequestError) as raised:
+        client.embeddings.create(model="all-minilm-l6-v2", input=["fine", "word " * 400])
+    assert raised.value.code == "context_length_exceeded" and "input[1]" in str(raised.value)
+
+
+def test_dimensions_shorten_only_models_trained_for_it(client: Any) -> None:
+    import openai
+
+    with pytest.raises(openai.BadRequestError) as raised:
+        client.embeddings.create(model="all-minilm-l6-v2", input="a text", dimensions=64)
+    assert "dimensions" in str(raised.value)
+    full = np.array(client.embeddings.create(model="minilm-matryoshka", input="a text").data[0].embedding)
+    short_answer = client.embeddings.create(model="minilm-matryoshka", input="a text", dimensions=64)
+    short = np.array(short_answer.data[0].embedding)
+    assert short.shape == (64,) and abs(np.linalg.norm(short) - 1.0) < 1e-5
+    assert np.allclose(short, full[:64] / np.linalg.norm(full[:64]), atol=1e-6)
+    with pytest.raises(openai.BadRequestError):
+        client.embeddings.create(model="minilm-matryoshka", input="a text", dimensions=4096)

@@ -163,3 +163,14 @@ def test_forced_prefix_followed_by_the_rest_of_a_call_parses(family) -> None:
     content, calls = BY_NAME[family].parse(BY_NAME[family].forced_prefix("get_weather") + rest)
     assert content == ""
     assert [(c.name, json.loads(c.arguments)) for c in calls] == [("get_weather", {"city": "Paris"})]
+
+
+def test_a_call_to_an_undeclared_function_never_comes_back_as_a_call() -> None:
+    output = '<tool_call>\n{"name": "delete_everything", "arguments": {}}\n</tool_call>'
+    splitter = OutputSplitter(BY_NAME["hermes"], tool_names=frozenset({"get_weather"}))
+    events = splitter.feed(output) + splitter.finish()
+    assert not any(isinstance(event, ToolCallEvent) for event in events)
+    text = "".join(event.text for event in events if isinstance(event, ContentDelta))
+    assert "delete_everything" in text and "<tool_call>" not in text
+    declared = OutputSplitter(BY_NAME["hermes"], tool_names=frozenset({"delete_everything"}))
+    assert any(isinstance(event, ToolCallEvent) for event in declared.feed(output) + declared.finish())

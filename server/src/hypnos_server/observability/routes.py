@@ -34,10 +34,16 @@ def _limit(raw: str | None) -> int | None:
 def observability_routes(obs: Observability) -> list[Any]:
     """The route handlers bound to one app's Observability."""
 
-    @get("/metrics", sync_to_thread=False)
-    def metrics() -> Response[bytes]:
-        """Prometheus text exposition (format 0.0.4)."""
-        return Response(content=obs.metrics.render(), media_type=CONTENT_TYPE)
+    @get("/metrics")
+    async def metrics(request: Request[Any, Any, Any]) -> Response[bytes]:
+        """Prometheus text exposition (format 0.0.4); on a Ray cluster also every node's families, by node."""
+        text = obs.metrics.render()
+        cluster = request.app.state.hypnos.cluster
+        if cluster is not None:
+            from hypnos_server.cluster.metrics import node_metrics_text
+
+            text += node_metrics_text(await cluster.node_statuses())
+        return Response(content=text, media_type=CONTENT_TYPE)
 
     @get("/v1/logs", sync_to_thread=False)
     def list_logs(request: Request[Any, Any, Any]) -> Response[bytes]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 from hypnos.openai import ChatCompletionRequest
@@ -34,9 +35,13 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[Any]:
     answer = ChatAccumulator(body.model)
     if body.stream:
         await run.open()
-        body_chunks = run.stream(lambda _lease: sse_body(run, chat, answer, cid, created))
+        include_usage = body.stream_options is not None and bool(body.stream_options.include_usage)
+        body_chunks = run.stream(lambda _lease: sse_body(run, chat, answer, cid, created, include_usage))
+        first = await anext(body_chunks)  # an error known before the first token is still an HTTP error
         return Stream(
-            body_chunks, media_type="text/event-stream", headers={"cache-control": "no-cache", **run.headers()}
+            _prepend(first, body_chunks),
+            media_type="text/event-stream",
+            headers={"cache-control": "no-cache", **run.headers()},
         )
     async with run:
         try:
@@ -50,11 +55,17 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[Any]:
         "object": "chat.completion",
         "created": created,
         "model": body.model,
-        "choices": [{"index": 0, "message": answer.message(), "finish_reason": finished.finish_reason}],
+        "choices": answer.choice_objects(chat),
         "usage": usage_object(finished),
         "hypnos_telemetry": telemetry,
     }
     return json_response(result, headers=headers)
+
+
+async def _prepend(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    yield first
+    async for chunk in rest:
+        yield chunk
 
 
 ROUTES = [chat_completions]

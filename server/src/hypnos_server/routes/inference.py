@@ -156,8 +156,8 @@ class InferenceRun:
     async def open(self) -> Lease:
         """Enter the lease; from here on the pipeline releases it even if the body never starts."""
         self.context.defer(self.close)
-        scheduler = self.state.scheduler
-        lease_cm = scheduler.lease(self.model, self.modalities, deadline_ms=self._deadline, next_model=self._next_model)
+        backend = self.state.backend
+        lease_cm = backend.lease(self.model, self.modalities, deadline_ms=self._deadline, next_model=self._next_model)
         lease = await self._stack.enter_async_context(lease_cm)
         self._lease = lease
         record = self.record

@@ -28,10 +28,15 @@ class KvParkRequest(msgspec.Struct, kw_only=True):
     max_bytes: int | None = None
 
 
-@get("/v1/memory/status", sync_to_thread=False)
-def memory_status(request: Request[Any, Any, Any]) -> Response[bytes]:
-    """The full tiers snapshot of section 14 (open during staging); latency comes from the observability layer."""
-    return json_response(hypnos_state(request).scheduler.status())
+@get("/v1/memory/status")
+async def memory_status(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """The full tiers snapshot of section 14 (open during staging); latency comes from the observability layer. On
+    a Ray cluster it adds `nodes`: every node's own snapshot with its node_id, address and alive."""
+    state = hypnos_state(request)
+    status = state.scheduler.status()
+    if state.cluster is None:
+        return json_response(status)
+    return json_response({**msgspec.to_builtins(status), "nodes": await state.cluster.node_statuses()})
 
 
 @post("/v1/memory/tier", guards=[ready_guard], status_code=200)
@@ -40,7 +45,12 @@ async def move_tier(request: Request[Any, Any, Any]) -> Response[bytes]:
     body = await decode_json(request, TierRequest)
     if body.context_len is not None and body.context_len < 1:
         raise HypnosError(400, "invalid_request_error", "context_len must be a positive number of tokens")
-    moved = await hypnos_state(request).scheduler.move(body.model, body.target_tier, context_len=body.context_len)
+    state = hypnos_state(request)
+    if state.cluster is not None:  # the front holds no model: the move happens on the nodes
+        model = state.scheduler.serving(body.model).id  # 404 unknown or disabled, as on one machine
+        placement = await state.cluster.move(model, body.target_tier, body.context_len)
+        return json_response({"model": model, "placement": placement})
+    moved = await state.scheduler.move(body.model, body.target_tier, context_len=body.context_len)
     return json_response({"model": moved.id, "placement": moved.placement})
 
 

@@ -1,11 +1,11 @@
-"""GET /v1/models (section 6), POST /v1/models/{id}/enable|disable and /v1/models/{id}/moe-offload."""
+"""GET /v1/models and /v1/models/{id} (section 6), POST /v1/models/{id}/enable|disable and .../moe-offload."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import msgspec
-from hypnos.errors import HypnosError
+from hypnos.errors import HypnosError, model_not_found
 from hypnos.scheduler import ModelState
 from hypnos.types import MoeOffload
 from litestar import Request, Response, get, post
@@ -28,18 +28,47 @@ def model_entry(state: ModelState, created: int) -> dict[str, Any]:
     }
 
 
-@get("/v1/models", sync_to_thread=False)
-def list_models(request: Request[Any, Any, Any]) -> Response[bytes]:
-    """The models in service (disabled ones hidden); open during staging."""
+@get("/v1/models")
+async def list_models(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """The models in service (disabled ones hidden); open during staging. On a Ray cluster a model's tier and
+    placement are those of the node holding it highest, its active_leases the sum over the nodes."""
     state = hypnos_state(request)
     created = int(state.started_at)
     data = [model_entry(model, created) for model in state.scheduler.models() if model.enabled]
+    if state.cluster is not None:
+        merge_nodes(data, await state.cluster.node_statuses())
     return json_response({"object": "list", "data": data})
+
+
+def merge_nodes(entries: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> None:
+    """Put each model's best tier (with its placement) and total leases over the live nodes into its entry."""
+    held = [model for node in nodes if node["alive"] for model in node.get("models", [])]
+    for entry in entries:
+        copies = [model for model in held if model["id"] == entry["id"]]
+        if not copies:
+            continue
+        best = min(copies, key=lambda model: model["current_tier"])  # tier1_... < tier2_... < tier3_...
+        entry.update(current_tier=best["current_tier"], placement=best["placement"])
+        entry["active_leases"] = sum(model["active_leases"] for model in copies)
+
+
+@get("/v1/models/{model_id:str}", sync_to_thread=False)
+def retrieve_model(request: Request[Any, Any, Any], model_id: str) -> Response[bytes]:
+    """One model's entry (the SDKs' models.retrieve); 404 model_not_found for an unknown or disabled id."""
+    state = hypnos_state(request)
+    model = state.scheduler.get(model_id)
+    if not model.enabled:
+        raise model_not_found(model.id)
+    return json_response(model_entry(model, int(state.started_at)))
 
 
 async def _set_enabled(request: Request[Any, Any, Any], model_id: str, enabled: bool) -> Response[bytes]:
     """Enable, or disable (evicted to tier 3; 429 model_busy while leased; 404 for an unknown id)."""
-    model = await hypnos_state(request).scheduler.set_enabled(model_id, enabled)
+    state = hypnos_state(request)
+    if state.cluster is not None:  # every node first (a node where it is leased refuses), then the front's gate
+        state.scheduler.get(model_id)
+        await state.cluster.set_enabled(model_id, enabled)
+    model = await state.scheduler.set_enabled(model_id, enabled)
     return json_response({"model": model.id, "enabled": model.enabled, "placement": model.placement})
 
 
@@ -75,10 +104,13 @@ async def set_moe_offload(request: Request[Any, Any, Any]) -> Response[bytes]:
             f"Unknown moe_offload mode {body.mode!r}; use one of {choices}",
             code="invalid_value",
         ) from None
-    applies, model = await hypnos_state(request).scheduler.set_moe_offload(request.path_params["model_id"], mode)
+    state = hypnos_state(request)
+    applies, model = await state.scheduler.set_moe_offload(request.path_params["model_id"], mode)
+    if state.cluster is not None:  # the front holds no model: when it applies is the nodes' answer
+        applies = await state.cluster.set_moe_offload(model.id, mode)
     return json_response(
         {"model": model.id, "moe_offload": str(model.moe_offload), "applies": applies, "placement": model.placement}
     )
 
 
-ROUTES = [list_models, enable_model, disable_model, set_moe_offload]
+ROUTES = [list_models, retrieve_model, enable_model, disable_model, set_moe_offload]

@@ -7,7 +7,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hypnos.engine import CancelToken, EmbeddingResult, EngineContext, MemoryEstimate
+from hypnos.engine import (
+    CancelToken,
+    EmbeddingInput,
+    EmbeddingResult,
+    EngineCapabilities,
+    EngineContext,
+    MemoryEstimate,
+)
+from hypnos.errors import HypnosError, invalid_request
 from hypnos.kit.staged import ModelNotLoaded, StagedEngine, check_cancelled
 from hypnos.kit.warm_pages import WarmPages
 from hypnos.types import EngineTiming, LayerPlacementPlan
@@ -75,15 +83,26 @@ class EmbeddingBatcher:
         """Free the context and model."""
         self.llama.close()
 
-    def _tokens(self, text: str) -> list[int]:
-        """Tokens of one input, cut to the model's sequence length keeping the closing separator."""
-        tokens = self.llama.tokenize(text.encode("utf-8"), add_bos=True, special=False)
+    def tokens(self, text: EmbeddingInput, index: int = 0) -> list[int]:
+        """Tokens of one input (a text, or token ids checked against the vocabulary); 400 when longer than the
+        model's sequence length (never cut silently)."""
+        if isinstance(text, str):
+            tokens = self.llama.tokenize(text.encode("utf-8"), add_bos=True, special=False)
+        else:
+            vocab = self.llama.n_vocab()
+            if any(not 0 <= token < vocab for token in text):
+                raise invalid_request(f"`input[{index}]` holds a token id outside the vocabulary (0..{vocab - 1})")
+            tokens = list(text)
         if len(tokens) > self.max_tokens:
-            ends_with_sep = self.sep >= 0 and tokens[-1] == self.sep
-            tokens = [*tokens[: self.max_tokens - 1], self.sep] if ends_with_sep else tokens[: self.max_tokens]
+            raise HypnosError(
+                400,
+                "invalid_request_error",
+                f"`input[{index}]` has {len(tokens)} tokens; the model takes at most {self.max_tokens}",
+                code="context_length_exceeded",
+            )
         return tokens
 
-    def embed(self, texts: list[str], cancel: CancelToken) -> tuple[list[list[float]], int, int]:
+    def embed(self, texts: list[EmbeddingInput], cancel: CancelToken) -> tuple[list[list[float]], int, int]:
         """Vectors in input order, the prompt token count and how many decodes it took."""
         import numpy as np
 
@@ -110,10 +129,10 @@ class EmbeddingBatcher:
             pending.clear()
             used = 0
 
+        every = [self.tokens(text, index) for index, text in enumerate(texts)]  # all checked before any decode
         llama._batch.reset()
-        for text in texts:
+        for tokens in every:
             check_cancelled(cancel)
-            tokens = self._tokens(text)
             total += len(tokens)
             if pending and (used + len(tokens) > self.pack_tokens or len(pending) >= self.n_seq_max):
                 flush()
@@ -170,7 +189,11 @@ class LlamaEmbeddingEngine(StagedEngine):
         """Let the kernel drop the file's pages."""
         self._warm.release()
 
-    async def embed(self, texts: list[str], cancel: CancelToken) -> EmbeddingResult:
+    def capabilities(self) -> EngineCapabilities:
+        """Matryoshka models (`[models.llama] matryoshka = true`) take `dimensions`."""
+        return EngineCapabilities(matryoshka=self.options.matryoshka)
+
+    async def embed(self, texts: list[EmbeddingInput], cancel: CancelToken) -> EmbeddingResult:
         """Embed texts in as few decodes as the batch allows; vectors in input order."""
         self.require_ready()
         started = time.perf_counter()
@@ -180,7 +203,7 @@ class LlamaEmbeddingEngine(StagedEngine):
         timing = EngineTiming(prefill_ms=round(elapsed, 3), prefill_tokens_per_s=rate and round(rate, 1))
         return EmbeddingResult(vectors=vectors, prompt_tokens=tokens, timing=timing)
 
-    def _embed_blocking(self, texts: list[str], cancel: CancelToken) -> tuple[list[list[float]], int, int]:
+    def _embed_blocking(self, texts: list[EmbeddingInput], cancel: CancelToken) -> tuple[list[list[float]], int, int]:
         if self._batcher is None:  # demoted while this call waited on the worker
             raise ModelNotLoaded(self.model.id)
         return self._batcher.embed(texts, cancel)

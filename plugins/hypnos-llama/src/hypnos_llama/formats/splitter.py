@@ -28,7 +28,8 @@ class OutputSplitter:
     """Feed decoded text pieces; get ContentDelta / ReasoningDelta / ToolCallEvent events in order.
 
     `in_reasoning` starts True when the prompt already opened a thinking block. Call regions that do not
-    parse come back as text. Leading whitespace of the answer and whitespace between calls is dropped.
+    parse, or call a function not in `tool_names` (when given), come back as text without the format's markers.
+    Leading whitespace of the answer and whitespace between calls is dropped.
     """
 
     def __init__(
@@ -38,8 +39,10 @@ class OutputSplitter:
         *,
         in_reasoning: bool = False,
         call_id_prefix: str | None = None,
+        tool_names: frozenset[str] | None = None,
     ) -> None:
         self.tool_format = tool_format
+        self.tool_names = tool_names
         self.thinking = thinking
         self.in_reasoning = in_reasoning and thinking is not None
         self.calls: list[ParsedCall] = []
@@ -147,6 +150,9 @@ class OutputSplitter:
         assert region is not None and self.tool_format is not None
         self._region = None
         calls = self.tool_format.parse_region(region, inner)
+        if calls and self.tool_names is not None and any(call.name not in self.tool_names for call in calls):
+            self._content(inner.strip(), events)  # a call to an undeclared function is never a tool call
+            return
         if not calls:
             raw = region.open + inner + (region.close or "" if closed else "")
             self._content(raw, events)

@@ -1,0 +1,204 @@
+"""The `gliner` engine: GLiNER on torch or ONNX Runtime, label families and text windows resolved into one answer."""
+
+from __future__ import annotations
+
+import gc
+import importlib.util
+import logging
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import msgspec
+from hypnos.config import ModelConfig
+from hypnos.engine import (
+    CancelToken,
+    EngineContext,
+    EngineUnavailable,
+    Entity,
+    EntityInput,
+    EntityResult,
+    MemoryEstimate,
+    missing_library,
+)
+from hypnos.kit.staged import ModelNotLoaded, StagedEngine, check_cancelled
+from hypnos.types import LayerPlacementPlan
+
+from hypnos_gliner.batcher import PassBatcher
+from hypnos_gliner.jobs import check_job
+from hypnos_gliner.runner import GlinerRunner, Pass, WordSpan
+from hypnos_gliner.spans import Candidate, Window, label_families, plan_windows, resolve, unique_labels
+from hypnos_gliner.weights import ModelFiles, find_files, weight_bytes, workspace_bytes
+
+logger = logging.getLogger(__name__)
+
+
+class GlinerOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """The `[models.gliner]` table."""
+
+    runtime: Literal["auto", "torch", "onnx"] = "auto"  # auto: ONNX Runtime where the folder has model.onnx
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    threads: int = 0  # 0: the library's default
+    flat: bool = True  # the default of a request's `flat`
+    labels_per_pass: int = 8  # more labels run in families of this size
+    batch_size: int = 8  # passes (window x family, across requests) per model call
+    window_words: int = 0  # 0: the model's max_len
+    window_overlap_words: int = 64  # raised to twice the model's max_width when smaller
+    workspace_bytes: int | None = None  # None: from the model's config and batch_size
+
+
+@dataclass
+class _TextPlan:
+    """One text's words (with offsets) and the windows it runs in."""
+
+    text: str
+    words: list[tuple[str, int, int]]
+    windows: list[Window]
+
+
+class GlinerEngine(StagedEngine):
+    """Tier 3 nothing; tier 2 the weights in RAM (torch state dict or the ONNX file's bytes); tier 1 built."""
+
+    options_table = "gliner"
+    options_type = GlinerOptions
+
+    def __init__(self, model: ModelConfig, context: EngineContext) -> None:
+        super().__init__(model, context)
+        self.options: GlinerOptions
+        folder = model.resolve(context.models_dir, model.weights_path)
+        if folder is None:
+            raise EngineUnavailable(f"the model `{model.id}` needs `weights_path` (its GLiNER folder)")
+        self.files: ModelFiles = find_files(folder, self.options.runtime, model.id)
+        if importlib.util.find_spec("gliner") is None:
+            raise missing_library("gliner", "hypnos-gliner[cpu]")
+        if self.files.runtime == "onnx" and importlib.util.find_spec("onnxruntime") is None:
+            raise missing_library("onnxruntime", "hypnos-gliner[cpu]")
+        # ONNX Runtime copies the bytes into its session: the RAM copy is dropped once built, read again on demote
+        self.build_consumes_warm_copy = self.files.runtime == "onnx"  # type: ignore[misc]
+        self._warm: Any = None
+        self._runner: GlinerRunner | None = None
+        self.batcher: PassBatcher[Pass, list[WordSpan]] = PassBatcher(self._run_batch, self.options.batch_size)
+
+    # ---- lifecycle hooks (on the worker thread) -----------------------------------------------------------------
+
+    def estimate(self) -> MemoryEstimate:
+        """The weights' bytes from the files' headers, plus the configured inference workspace."""
+        weights = weight_bytes(self.files)
+        workspace = self.options.workspace_bytes
+        if workspace is None:
+            workspace = workspace_bytes(self.files, self.options.batch_size)
+        return MemoryEstimate(weight_bytes=weights, non_layer_bytes=weights, workspace_bytes=workspace)
+
+    def read_weights(self) -> None:
+        """Tier 3 -> 2: the torch state dict (CPU tensors) or the ONNX export's bytes."""
+        if self.files.runtime == "onnx":
+            self._warm = self.files.weights.read_bytes()
+        else:
+            from hypnos_gliner.runner import read_state_dict
+
+            self._warm = read_state_dict(self.files)
+
+    def build(self, plan: LayerPlacementPlan) -> None:
+        """Tier 2 -> 1: the model on the device, from the RAM copy."""
+        device = self._pick_device()
+        if self.files.runtime == "onnx":
+            self._runner = GlinerRunner.from_onnx(self.files, self._warm, device, self.options.threads)
+            self._warm = None
+        else:
+            self._runner = GlinerRunner.from_torch(self.files, self._warm, device, self.options.threads)
+        self.device = self._runner.device
+        logger.info("%s: GLiNER built (%s on %s)", self.model.id, self.files.runtime, self.device)
+
+    def release_device(self) -> None:
+        """Tier 1 -> 2: drop the built model (the state dict stays; ONNX reads its bytes again)."""
+        cuda = self.device == "cuda"
+        self._runner = None
+        gc.collect()
+        if cuda and self.files.runtime == "torch":
+            import torch
+
+            torch.cuda.empty_cache()
+
+    def release_warm(self) -> None:
+        """Tier 2 -> 3: drop the RAM copy."""
+        self._warm = None
+        gc.collect()
+
+    def _pick_device(self) -> str:
+        wanted = self.options.device
+        if wanted != "auto":
+            return wanted
+        if "cuda" not in self.context.accelerator.lower():
+            return "cpu"
+        if self.files.runtime == "onnx":
+            import onnxruntime as ort
+
+            return "cuda" if "CUDAExecutionProvider" in ort.get_available_providers() else "cpu"
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+
+    # ---- entities -----------------------------------------------------------------------------------------------
+
+    async def extract_entities(self, job: EntityInput, cancel: CancelToken) -> EntityResult:
+        """Every text x window x label family as one pass (batched with other requests'), resolved per text."""
+        self.require_ready()
+        check_job(job)
+        check_cancelled(cancel)
+        labels = unique_labels(job.labels)
+        families = label_families(labels, self.options.labels_per_pass)
+        plans: list[_TextPlan] = await self.run_blocking(self._plan_texts, job.texts, families)
+        passes: list[Pass] = []
+        where: list[tuple[int, int, Window]] = []
+        for index, plan in enumerate(plans):
+            for window in plan.windows:
+                words = [word for word, _, _ in plan.words[window.first : window.stop]]
+                for number, family in enumerate(families):
+                    passes.append(Pass(words, family, job.threshold))
+                    where.append((index, number, window))
+        found = await self.batcher.run(passes, cancel) if passes else []
+        check_cancelled(cancel)
+        # pools[text][family]: the family's spans over all windows, each span from the window that owns its start
+        pools: list[list[list[Candidate]]] = [[[] for _ in families] for _ in plans]
+        for (index, number, window), spans in zip(where, found, strict=True):
+            words = plans[index].words
+            for span in spans:
+                first = window.first + span.first
+                if window.owns(first):
+                    end = words[window.first + span.last][2]
+                    pools[index][number].append(Candidate(words[first][1], end, span.label, span.score))
+        flat = self.options.flat if job.flat is None else job.flat
+        entities = []
+        for plan, by_family in zip(plans, pools, strict=True):
+            # each family resolved as its own pass would be, then the families' answers resolved together
+            merged = resolve([c for pool in by_family for c in resolve(pool, flat)], flat)
+            entities.append(
+                [
+                    Entity(text=plan.text[c.start : c.end], label=c.label, start=c.start, end=c.end, score=c.score)
+                    for c in merged
+                ]
+            )
+        return EntityResult(entities=entities)
+
+    def _runner_or_raise(self) -> GlinerRunner:
+        runner = self._runner
+        if runner is None:
+            raise ModelNotLoaded(self.model.id)
+        return runner
+
+    def _plan_texts(self, texts: list[str], families: list[list[str]]) -> list[_TextPlan]:
+        runner = self._runner_or_raise()
+        max_words = min(self.options.window_words or runner.max_words, runner.max_words)
+        overlap = max(self.options.window_overlap_words, 2 * runner.max_width)
+        budget = runner.text_token_budget(families)
+        plans = []
+        for text in texts:
+            words = runner.words(text)
+            counts = runner.subword_counts([word for word, _, _ in words])
+            plans.append(_TextPlan(text, words, plan_windows(counts, max_words, budget, overlap)))
+        return plans
+
+    async def _run_batch(self, passes: list[Pass]) -> list[list[WordSpan]]:
+        return await self.run_blocking(self._run_on_worker, passes)  # type: ignore[no-any-return]
+
+    def _run_on_worker(self, passes: list[Pass]) -> list[list[WordSpan]]:
+        return self._runner_or_raise().run(passes)

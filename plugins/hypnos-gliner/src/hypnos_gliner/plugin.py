@@ -1,0 +1,43 @@
+"""The `gliner` entry point: the engine kind and the POST /v1/entities route; cheap to import."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypnos.config import ModelConfig
+from hypnos.engine import Engine, EngineContext, EngineKind
+from hypnos.hookspecs import hookimpl
+from hypnos.types import Modality
+
+GLINER_KIND = "gliner"
+
+
+def make_gliner_engine(model: ModelConfig, context: EngineContext) -> Engine:
+    """A GLiNER engine for the model folder at weights_path (torch, or ONNX Runtime where model.onnx is there)."""
+    from hypnos_gliner.engine import GlinerEngine
+
+    return GlinerEngine(model, context)
+
+
+@hookimpl
+def hypnos_engine_kinds() -> list[EngineKind]:
+    """GLiNER zero-shot entity extraction."""
+    from hypnos_gliner.engine import GlinerOptions
+
+    return [
+        EngineKind(
+            GLINER_KIND,
+            frozenset({Modality.ENTITY_EXTRACTION}),
+            make_gliner_engine,
+            description="GLiNER zero-shot entity extraction on torch or ONNX Runtime",
+            options={"gliner": GlinerOptions},
+        )
+    ]
+
+
+@hookimpl
+def hypnos_routes() -> list[Any]:
+    """POST /v1/entities."""
+    from hypnos_gliner.route import ROUTES
+
+    return list(ROUTES)

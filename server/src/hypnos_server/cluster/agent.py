@@ -1,0 +1,205 @@
+"""The node agent: one Ray actor per machine holding that machine's scheduler and engines, leased by the front."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from hypnos.config import ModelConfig, Settings
+from hypnos.engine import DeviceOutOfMemory
+from hypnos.errors import HypnosError, clip, server_error
+from hypnos.plugins import allow_list_from_env, collect_engine_kinds, make_plugin_manager
+from hypnos.scheduler import Lease, LeaseContext, Scheduler
+from hypnos.types import MemoryTier, Modality
+
+from hypnos_server.cluster.wire import Failure, LeaseGrant, NodeRoute, failure_of
+from hypnos_server.routes.inference import engine_failed_message
+
+logger = logging.getLogger(__name__)
+
+TIER_RANK = {MemoryTier.TIER1: 0, MemoryTier.TIER2: 1, MemoryTier.TIER3: 2}
+# the engine methods the front may call through a lease: whole answers and streams
+WHOLE = frozenset({"embed", "transcribe", "generate_images", "extract_entities"})
+STREAMED = frozenset({"chat", "speak", "convert_document"})
+_END = None  # ends a stream's queue (engines never yield None)
+
+
+def _engine_failure(model: str, error: Exception) -> Failure:
+    """A non-HypnosError from an engine: logged whole here, the client gets the spec's 500 without its text."""
+    if isinstance(error, HypnosError):
+        return failure_of(error)
+    logger.error("the engine of %s failed", clip(model), exc_info=error)
+    return failure_of(server_error(engine_failed_message(model)))
+
+
+class NodeAgent:
+    """Holds this node's Scheduler; the front opens, uses and closes leases on it by id (Ray carries the calls)."""
+
+    def __init__(self, settings: Settings, stream_window_ms: float) -> None:
+        manager = make_plugin_manager(allow=allow_list_from_env())
+        self.scheduler = Scheduler(settings, collect_engine_kinds(manager))
+        self.window_secs = max(0.0, stream_window_ms) / 1000.0
+        self._leases: dict[str, tuple[LeaseContext, Lease]] = {}
+
+    async def start(self) -> str:
+        """Stage this node's startup models; returns the Ray node id the agent runs on."""
+        import ray
+
+        await self.scheduler.stage_startup()
+        return str(ray.get_runtime_context().get_node_id())
+
+    async def shutdown(self) -> None:
+        """Unload every model of this node (the front is going away)."""
+        await self.scheduler.shutdown()
+
+    def route(self, model_id: str) -> NodeRoute | Failure:
+        """What routing weighs for this model here: tier, whether it fits the free tier 1, estimated wait, queue."""
+        try:
+            state = self.scheduler.serving(model_id)
+        except HypnosError as error:
+            return failure_of(error)
+        free = self.scheduler.tiers.free_memory()
+        needed = state.estimate().weight_bytes if state.estimate_cache is not None else 0
+        return NodeRoute(
+            tier_rank=TIER_RANK[state.tier],
+            fits=state.tier is MemoryTier.TIER1 or needed <= free.tier1,
+            estimated_wait_ms=self.scheduler.estimated_wait_ms(model_id),
+            queued=state.gate.in_use + state.gate.queued,
+        )
+
+    def status(self) -> dict[str, Any]:
+        """This node's /v1/memory/status body."""
+        import msgspec
+
+        return msgspec.to_builtins(self.scheduler.status())  # type: ignore[no-any-return]
+
+    async def open_lease(
+        self, lease_id: str, model_id: str, modalities: list[Modality], deadline_ms: int | None, next_model: str | None
+    ) -> LeaseGrant | Failure:
+        """Admit and lease the model here (promoting it); held until close_lease."""
+        context = self.scheduler.lease(model_id, modalities, deadline_ms=deadline_ms, next_model=next_model)
+        try:
+            lease = await context.__aenter__()
+        except HypnosError as error:
+            return failure_of(error)
+        self._leases[lease_id] = (context, lease)
+        return LeaseGrant(**{name: getattr(lease, name) for name in LeaseGrant.__struct_fields__})
+
+    async def close_lease(self, lease_id: str) -> None:
+        """Release a lease (idempotent)."""
+        held = self._leases.pop(lease_id, None)
+        if held is not None:
+            await held[0].__aexit__(None, None, None)
+
+    def cancel(self, lease_id: str) -> None:
+        """The client went away: the engine stops at its next check."""
+        held = self._leases.get(lease_id)
+        if held is not None:
+            held[1].cancel.cancel()
+
+    async def evict_for_oom(self, lease_id: str) -> list[str]:
+        """Evict idle models after a device OOM of this lease's model; their ids."""
+        held = self._leases.get(lease_id)
+        if held is None or held[1].on_device_oom is None:
+            return []
+        return await held[1].on_device_oom()
+
+    async def call(self, lease_id: str, method: str, argument: Any) -> Any:
+        """A whole-answer engine method (embed, transcribe, ...) on a leased model; a Failure on error."""
+        lease = self._lease(lease_id)
+        if method not in WHOLE:
+            raise ValueError(f"not a whole-answer engine method: {method}")
+        try:
+            return await getattr(lease.engine, method)(argument, lease.cancel)
+        except DeviceOutOfMemory as error:
+            return failure_of(error, oom=True)
+        except Exception as error:
+            return _engine_failure(lease.model_id, error)
+
+    async def stream(self, lease_id: str, method: str, argument: Any) -> AsyncIterator[list[Any]]:
+        """A streamed engine method (chat, speak, convert_document) as batches: the first piece alone (no added
+        latency), then what arrives within each window; an error ends the stream as a batch holding a Failure."""
+        lease = self._lease(lease_id)
+        if method not in STREAMED:
+            raise ValueError(f"not a streamed engine method: {method}")
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        producer = asyncio.ensure_future(self._produce(lease, method, argument, queue))
+        try:
+            first = True
+            while True:
+                batch = [await queue.get()]
+                if not first:
+                    closes = time.monotonic() + self.window_secs
+                    while batch[-1] is not _END and (left := closes - time.monotonic()) > 0:
+                        try:
+                            batch.append(await asyncio.wait_for(queue.get(), left))
+                        except TimeoutError:
+                            break
+                first = False
+                ended = batch[-1] is _END
+                if ended:
+                    batch.pop()
+                if batch:
+                    yield batch
+                if ended:
+                    return
+        finally:
+            if not producer.done():  # the front stopped reading: stop the engine too
+                lease.cancel.cancel()
+                await asyncio.wait({producer})
+
+    async def _produce(self, lease: Lease, method: str, argument: Any, queue: asyncio.Queue[Any]) -> None:
+        try:
+            async for piece in getattr(lease.engine, method)(argument, lease.cancel):
+                queue.put_nowait(piece)
+        except DeviceOutOfMemory as error:
+            queue.put_nowait(failure_of(error, oom=True))
+        except Exception as error:
+            queue.put_nowait(_engine_failure(lease.model_id, error))
+        finally:
+            queue.put_nowait(_END)
+
+    async def pool_change(
+        self, action: str, model_id: str, model: ModelConfig | None, drain_secs: float
+    ) -> Failure | None:
+        """Apply a pool change the front made (add, replace, remove) to this node's scheduler."""
+        pool = self.scheduler.pool
+        try:
+            if action == "add" and model is not None:
+                await pool.add(model)
+            elif action == "replace" and model is not None:
+                await pool.replace(model_id, model, drain_secs)
+            elif action == "remove":
+                await pool.remove(model_id, drain_secs)
+            else:
+                raise ValueError(f"unknown pool change {action}")
+        except HypnosError as error:
+            return failure_of(error)
+        return None
+
+    async def control(self, action: str, model_id: str, value: Any, context_len: int | None = None) -> Any:
+        """Placement control on this node: move (a MemoryTier), set_enabled (a bool), set_moe_offload (a mode);
+        the model's placement and, for moe, when it applies; a Failure when refused (404, 429, 507)."""
+        scheduler = self.scheduler
+        applies = "now"
+        try:
+            if action == "move":
+                state = await scheduler.move(model_id, value, context_len=context_len)
+            elif action == "set_enabled":
+                state = await scheduler.set_enabled(model_id, value)
+            elif action == "set_moe_offload":
+                applies, state = await scheduler.set_moe_offload(model_id, value)
+            else:
+                raise ValueError(f"unknown control {action}")
+        except HypnosError as error:
+            return failure_of(error)
+        return {"placement": state.placement, "applies": applies}
+
+    def _lease(self, lease_id: str) -> Lease:
+        held = self._leases.get(lease_id)
+        if held is None:
+            raise HypnosError(500, "server_error", "the lease is not held on this node")
+        return held[1]
