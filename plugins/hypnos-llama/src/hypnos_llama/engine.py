@@ -32,6 +32,7 @@ from hypnos_llama.chat_plan import ChatPlan, ChoiceReader, plan_chat, thinking_g
 from hypnos_llama.estimate import estimate_gguf
 from hypnos_llama.gguf_meta import GgufFile, read_gguf
 from hypnos_llama.grammar import check_grammar, forced_call_grammar, response_grammar
+from hypnos_llama.handoff import Handoff
 from hypnos_llama.kv_parking import context_layout, park_slots, restore_slots
 from hypnos_llama.moe_offload import expert_layers, expert_pattern
 from hypnos_llama.multimodal import Projector, load_projector, media_kinds, media_prompt, projector_modalities_of
@@ -287,10 +288,8 @@ class LlamaEngine(StagedEngine):
         required = request.context_len or estimate_num_ctx(len(prompt), max_tokens, images, audios)
         required = min(max(required, len(prompt) + 1), limit)
         loop = asyncio.get_running_loop()
-        events: asyncio.Queue[ChatEvent | BaseException] = asyncio.Queue()
-
-        def emit(event: ChatEvent | BaseException) -> None:
-            loop.call_soon_threadsafe(events.put_nowait, event)
+        events: Handoff[ChatEvent | BaseException] = Handoff(loop)
+        emit = events.emit
 
         # a media prompt's chunks are evaluated into one slot: its other choices would need them again
         choices = 1 if media is not None else max(1, request.n)
