@@ -109,7 +109,7 @@ async def test_many_short_inputs_share_decodes_and_keep_order(loaded) -> None:
 async def test_tier_moves(minilm_models_dir) -> None:
     engine = _engine(*minilm_models_dir)
     phases = await engine.load(LayerPlacementPlan(primary_tier=MemoryTier.TIER2))
-    assert phases.context_ms == 0.0
+    assert phases.context_ms is None and phases.weights_ms is not None  # tier 2 reads pages, builds no context
     with pytest.raises(Exception, match="not loaded"):
         await engine.embed(["x"], CancelToken())
     await engine.load(LayerPlacementPlan(primary_tier=MemoryTier.TIER1))
