@@ -191,3 +191,19 @@ def test_speech_models_list_their_voices_and_openai_names_spread_over_them(clien
     assert said["nova"].content == said["jf_gongitsune"].content
     assert said["echo"].content == said["jm_kumo"].content
     assert len({said["alloy"].content, said["nova"].content, said["echo"].content}) == 3
+
+
+def test_piper_speaks_english_that_whisper_hears(client: Any) -> None:
+    entries = {entry["id"]: entry for entry in client.get("/v1/models").json()["data"]}
+    assert entries["piper-joe"]["voices"] == ["en_US-joe-medium"]
+    openai = pytest.importorskip("openai")
+    sdk = openai.OpenAI(base_url=f"{client.base_url}/v1", api_key="unused", http_client=client)
+    audio = sdk.audio.speech.create(model="piper-joe", input=TEXT, voice="alloy").read()
+    _, rate, data_size, samples = parse_wav(audio)
+    assert rate == 24000 and data_size == len(samples) > 24000  # more than a second of 24 kHz audio
+    onyx = client.post("/v1/audio/speech", json={"model": "piper-joe", "input": TEXT, "voice": "onyx"})
+    assert onyx.status_code == 200 and onyx.content[:4] == b"RIFF"  # every OpenAI name speaks with the one voice
+    heard = sdk.audio.transcriptions.create(model="whisper-tiny.en", file=("joe.wav", audio), language="en")
+    assert word_error_rate(TEXT, heard.text) <= 0.1, heard.text
+    slow = client.post("/v1/audio/speech", json={"model": "piper-joe", "input": TEXT, "speed": 0.5}).content
+    assert len(slow) > 1.5 * len(audio)
