@@ -148,7 +148,7 @@ class StagedEngine(Engine):
         phases = TierSwitchPhases(
             load_mode=self.load_mode,
             weights_ms=round(read_ms, 3),
-            context_ms=round(build_ms, 3),
+            context_ms=round(build_ms, 3) if built_now else None,  # nothing was built on a move to tier 2
             total_ms=round(total, 3),
         )
         return self.build_phases(phases) if built_now else phases
