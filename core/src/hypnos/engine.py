@@ -225,11 +225,21 @@ class TranscriptionInput(msgspec.Struct, kw_only=True):
     prompt: str | None = None
 
 
+class TranscriptionSegment(msgspec.Struct, kw_only=True):
+    """One timed stretch of a transcript, seconds from the start of the audio."""
+
+    start: float
+    end: float
+    text: str
+
+
 class TranscriptionResult(msgspec.Struct, kw_only=True):
-    """The transcript and how long the audio was."""
+    """The transcript, how long the audio was, and its timed segments and language when the engine knows them."""
 
     text: str
     duration_secs: float | None = None
+    segments: list[TranscriptionSegment] | None = None
+    language: str | None = None
     timing: EngineTiming = msgspec.field(default_factory=EngineTiming)
 
 

@@ -171,6 +171,7 @@ class TranscriptionJsonRequest(msgspec.Struct, kw_only=True):
     filename: str | None = None
     language: str | None = None
     prompt: str | None = None
+    response_format: str = "json"
 
 
 class ImageGenerationRequest(msgspec.Struct, kw_only=True):

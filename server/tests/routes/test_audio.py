@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 
 import pytest
-from hypnos_server.routes.audio import map_voice
+from hypnos_server.routes.audio import map_voice, pick_voice
 from hypnos_server.wav import wav_header
 from litestar.testing import TestClient
 from server_kit import build_app, config, error_of, wait_ready
@@ -130,3 +130,29 @@ def test_empty_speech_input_is_400(client):
 )
 def test_voice_mapping(voice, expected):
     assert map_voice(voice) == expected
+
+
+JA_PACK = ["jf_alpha", "jf_gongitsune", "jf_nezumi", "jf_tebukuro", "jm_kumo"]
+
+
+@pytest.mark.parametrize(
+    ("voice", "pack", "expected"),
+    [
+        ("alloy", None, "af_alloy"),  # a model listing no voices: the Kokoro mapping as before
+        ("alloy", ["af_alloy", "af_heart"], "af_alloy"),
+        ("jf_nezumi", JA_PACK, "jf_nezumi"),
+        ("alloy", JA_PACK, "jf_alpha"),  # female OpenAI names take the pack's female voices in turn
+        ("nova", JA_PACK, "jf_gongitsune"),
+        ("shimmer", JA_PACK, "jf_nezumi"),
+        ("coral", JA_PACK, "jf_tebukuro"),
+        ("sage", JA_PACK, "jf_alpha"),
+        ("echo", JA_PACK, "jm_kumo"),  # male names: the male voice
+        ("onyx", JA_PACK, "jm_kumo"),
+        ("bf_emma", JA_PACK, "jf_alpha"),  # a voice the pack lacks: its first voice
+        ("nobody", JA_PACK, "jf_alpha"),
+        ("echo", ["en_joe"], "en_joe"),  # a pack without Kokoro-style names: its voices in turn
+        ("af_heart", ["af_bella", "af_heart"], "af_heart"),
+    ],
+)
+def test_pick_voice_from_the_models_pack(voice, pack, expected):
+    assert pick_voice(voice, pack) == expected

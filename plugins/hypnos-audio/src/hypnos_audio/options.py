@@ -36,3 +36,14 @@ class WhisperOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     workspace_bytes: int = 128 * MiB
     # the longest audio a request may decode to (checked from the header before decoding)
     max_audio_secs: float = 3600.0
+
+
+class PiperOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """The `[models.piper]` table."""
+
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    threads: int = 0
+    phrase_pause_ms: int = 180
+    min_speed: float = 0.5
+    max_speed: float = 2.0
+    workspace_bytes: int = 128 * MiB

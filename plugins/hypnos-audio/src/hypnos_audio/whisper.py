@@ -15,6 +15,7 @@ from hypnos.engine import (
     MemoryEstimate,
     TranscriptionInput,
     TranscriptionResult,
+    TranscriptionSegment,
     missing_library,
 )
 from hypnos.errors import invalid_request
@@ -138,7 +139,7 @@ class WhisperEngine(StagedEngine):
             raise ModelNotLoaded(self.model.id)
         check_cancelled(cancel)  # the client left while the audio was queued or decoded
         try:
-            segments, _ = self._whisper.transcribe(
+            segments, info = self._whisper.transcribe(
                 samples,
                 language=whisper_language(job.language),
                 initial_prompt=job.prompt or None,
@@ -146,9 +147,10 @@ class WhisperEngine(StagedEngine):
                 vad_filter=self.options.vad_filter,
                 condition_on_previous_text=self.options.condition_on_previous_text,
             )
-            texts = []
+            timed = []
             for segment in segments:  # lazy: each segment is decoded on iteration
-                texts.append(segment.text)
+                timed.append(TranscriptionSegment(start=round(segment.start, 3), end=round(segment.end, 3),
+                                                  text=segment.text))  # fmt: skip
                 if cancel.cancelled:
                     break
         except ValueError as error:
@@ -156,5 +158,7 @@ class WhisperEngine(StagedEngine):
         elapsed = time.perf_counter() - started
         audio_secs = samples.size / WHISPER_RATE
         timing = EngineTiming(audio_secs=round(audio_secs, 3), rtf=round(elapsed / audio_secs, 4))
-        return TranscriptionResult(text="".join(texts).strip(), duration_secs=round(decoded.duration_secs, 3),
-                                   timing=timing)  # fmt: skip
+        return TranscriptionResult(
+            text="".join(s.text for s in timed).strip(), duration_secs=round(decoded.duration_secs, 3),
+            segments=timed, language=getattr(info, "language", None), timing=timing,
+        )  # fmt: skip

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import msgspec
-from hypnos.engine import AudioChunk, SpeechInput, TranscriptionInput
+from hypnos.engine import AudioChunk, Engine, SpeechInput, TranscriptionInput
 from hypnos.errors import invalid_request
 from hypnos.openai import SpeechRequest, TranscriptionJsonRequest
 from hypnos.scheduler import Lease
@@ -27,6 +27,7 @@ from hypnos_server.routes.inference import (
     wait_headers,
 )
 from hypnos_server.state import hypnos_state, request_context
+from hypnos_server.transcripts import MEDIA_TYPES, check_format, plain_body, verbose
 from hypnos_server.wav import check_wav, wav_duration, wav_header
 
 logger = logging.getLogger(__name__)
@@ -58,7 +59,24 @@ def map_voice(voice: str) -> str:
     return FALLBACK_VOICE
 
 
-async def _transcription_input(request: Request[Any, Any, Any]) -> tuple[str, TranscriptionInput]:
+def pick_voice(voice: str, pack: list[str] | None) -> str:
+    """The voice a model with this pack speaks `voice` in: itself or its Kokoro mapping when the pack has it, else an
+    OpenAI name gets the pack's voices of its gender in turn (alloy, nova, ... -> 1st, 2nd, ... female voice) and any
+    other name the pack's first voice. A model listing no voices gets map_voice's answer."""
+    mapped = map_voice(voice)
+    if not pack or voice in pack:
+        return voice if pack else mapped
+    if mapped in pack:
+        return mapped
+    if voice in VOICES:
+        gender = VOICES[voice][1]
+        same = [name for name in pack if len(name) > 3 and name[2] == "_" and name[1] == gender] or pack
+        rank = [name for name, kokoro in VOICES.items() if kokoro[1] == gender].index(voice)
+        return same[rank % len(same)]
+    return pack[0]
+
+
+async def _transcription_input(request: Request[Any, Any, Any]) -> tuple[str, TranscriptionInput, str]:
     content_type = request.headers.get("content-type", "")
     if content_type.startswith("multipart/"):
         form = await read_form(request)
@@ -69,20 +87,26 @@ async def _transcription_input(request: Request[Any, Any, Any]) -> tuple[str, Tr
         if not isinstance(upload, UploadFile):
             raise invalid_request("Missing required field `file` (the audio file part)")
         audio = await upload.read()
-        language, prompt = form.get("language"), form.get("prompt")
-        return model, TranscriptionInput(
-            audio=audio,
-            filename=upload.filename,
-            language=language if isinstance(language, str) and language else None,
-            prompt=prompt if isinstance(prompt, str) and prompt else None,
+        language, prompt, fmt = form.get("language"), form.get("prompt"), form.get("response_format")
+        return (
+            model,
+            TranscriptionInput(
+                audio=audio,
+                filename=upload.filename,
+                language=language if isinstance(language, str) and language else None,
+                prompt=prompt if isinstance(prompt, str) and prompt else None,
+            ),
+            check_format(fmt if isinstance(fmt, str) else None),
         )
     body = await decode_json(request, TranscriptionJsonRequest)
     try:
         audio = bytes(body.audio_bytes)
     except ValueError:
         raise field_error(msgspec.ValidationError("Expected byte values 0..255 - at `$.audio_bytes`")) from None
-    return body.model, TranscriptionInput(
-        audio=audio, filename=body.filename, language=body.language, prompt=body.prompt
+    return (
+        body.model,
+        TranscriptionInput(audio=audio, filename=body.filename, language=body.language, prompt=body.prompt),
+        check_format(body.response_format),
     )
 
 
@@ -91,7 +115,7 @@ async def transcriptions(request: Request[Any, Any, Any]) -> Response[bytes]:
     """Transcribe an uploaded audio file (multipart, or JSON with audio_bytes)."""
     state = hypnos_state(request)
     context = request_context(request)
-    model, job = await _transcription_input(request)
+    model, job, fmt = await _transcription_input(request)
     context.record.model = model
     if not job.audio:
         raise invalid_request("The audio file is empty")
@@ -108,8 +132,17 @@ async def transcriptions(request: Request[Any, Any, Any]) -> Response[bytes]:
             timing.rtf = round(run.inference_ms / 1000 / duration, 4)
         telemetry = run.telemetry(timing)
         headers = run.headers()
+        inference_ms = run.inference_ms
     context.record.output_text = result.text  # observability
-    answer: dict[str, Any] = {"text": result.text}
+    if fmt in MEDIA_TYPES:
+        body = plain_body(fmt, result, duration).encode()
+        headers["x-hypnos-inference-ms"] = f"{inference_ms:.1f}"  # no JSON body to carry the telemetry
+        if duration:
+            headers["x-hypnos-audio-secs"] = f"{duration:.3f}"
+            headers["x-hypnos-rtf"] = f"{inference_ms / 1000 / duration:.4f}"
+        return Response(content=body, media_type=MEDIA_TYPES[fmt], headers=headers)
+    language = job.language or result.language
+    answer: dict[str, Any] = verbose(result, duration, language) if fmt == "verbose_json" else {"text": result.text}
     if job.language:
         answer["language"] = job.language
     if duration is not None:
@@ -151,14 +184,18 @@ async def speech(request: Request[Any, Any, Any]) -> Response[Any]:
     if not 0.25 <= body.speed <= 4.0:
         raise invalid_request("Invalid value for `speed`: expected a number between 0.25 and 4.0")
     fmt, media_type = _speech_format(body.response_format)
-    job = SpeechInput(text=body.input, voice=map_voice(body.voice), speed=body.speed, language=body.language)
+
+    def job(engine: Engine) -> SpeechInput:
+        voice = pick_voice(body.voice, engine.capabilities().voices)
+        return SpeechInput(text=body.input, voice=voice, speed=body.speed, language=body.language)
+
     run = InferenceRun(request, body.model, [Modality.TEXT_TO_SPEECH])
     if body.stream:
         lease = await run.open()
-        chunks = run.stream(lambda _lease: _speech_stream(run, job, fmt))
+        chunks = run.stream(lambda _lease: _speech_stream(run, job(run.engine), fmt))
         return Stream(chunks, media_type=media_type, headers=_tier_headers(lease))
     async with run:
-        pieces = await run.call(lambda engine: _collect(engine.speak(job, run.lease.cancel)))
+        pieces = await run.call(lambda engine: _collect(engine.speak(job(engine), run.lease.cancel)))
         headers = _tier_headers(run.lease)
         rate = pieces[0].sample_rate if pieces else 24000
         pcm = b"".join(piece.pcm16 for piece in pieces)

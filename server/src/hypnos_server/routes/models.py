@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 from hypnos.errors import HypnosError, model_not_found
 from hypnos.scheduler import ModelState
-from hypnos.types import MoeOffload
+from hypnos.types import Modality, MoeOffload
 from litestar import Request, Response, get, post
 
 from hypnos_server.routes.inference import decode_json, json_response, ready_guard
@@ -15,8 +15,8 @@ from hypnos_server.state import hypnos_state
 
 
 def model_entry(state: ModelState, created: int) -> dict[str, Any]:
-    """One entry of GET /v1/models."""
-    return {
+    """One entry of GET /v1/models; a speech model's entry also lists its voices."""
+    entry = {
         "id": state.id,
         "object": "model",
         "created": created,
@@ -26,6 +26,11 @@ def model_entry(state: ModelState, created: int) -> dict[str, Any]:
         "placement": state.placement,
         "active_leases": state.active_leases,
     }
+    if Modality.TEXT_TO_SPEECH in state.modalities and state.engine is not None:
+        voices = state.engine.capabilities().voices
+        if voices is not None:
+            entry["voices"] = voices
+    return entry
 
 
 @get("/v1/models")

@@ -1,0 +1,149 @@
+"""Speech out: a Piper voice (VITS ONNX + JSON config) on ONNX Runtime, by sentence, resampled to 24 kHz."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import numpy as np
+from hypnos.config import ModelConfig
+from hypnos.engine import (
+    AudioChunk,
+    CancelToken,
+    EngineCapabilities,
+    EngineContext,
+    EngineUnavailable,
+    MemoryEstimate,
+    SpeechInput,
+    missing_library,
+)
+from hypnos.errors import invalid_request, server_error
+from hypnos.kit.audio import to_pcm16
+from hypnos.kit.staged import ModelNotLoaded, StagedEngine
+from hypnos.types import LayerPlacementPlan
+
+from hypnos_audio import onnx_session
+from hypnos_audio.options import PiperOptions
+
+logger = logging.getLogger(__name__)
+
+SAMPLE_RATE = 24000  # what the speech route serves (section 10); Piper voices run at 16 or 22.05 kHz
+
+
+def resample(audio: np.ndarray, rate: int, target: int = SAMPLE_RATE) -> np.ndarray:
+    """Linear resampling of mono float audio from `rate` to `target` Hz."""
+    if rate == target or audio.size == 0:
+        return audio
+    count = round(audio.size * target / rate)
+    return np.interp(np.arange(count) * (rate / target), np.arange(audio.size), audio).astype(np.float32)
+
+
+class PiperEngine(StagedEngine):
+    """A Piper voice: tier 1 = ONNX Runtime session; tier 2 = model bytes and config in RAM; tier 3 = nothing."""
+
+    options_table = "piper"
+    options_type = PiperOptions
+    build_consumes_warm_copy = True  # the session takes the model bytes
+
+    def __init__(self, model: ModelConfig, context: EngineContext) -> None:
+        super().__init__(model, context)
+        self.options: PiperOptions
+        self.weights_file = self.model_path("weights_path")
+        config = model.resolve(context.models_dir, model.tokenizer_path)
+        self.config_file = (
+            config if config is not None else self.weights_file.with_name(self.weights_file.name + ".json")
+        )
+        self._config: dict[str, Any] | None = None
+        self._model_bytes: bytes | None = None
+        self._voice: Any = None
+
+    def _read_config(self) -> dict[str, Any]:
+        if self._config is None:
+            try:
+                self._config = json.loads(self.config_file.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as error:
+                raise EngineUnavailable(f"the model `{self.model.id}`: no Piper config: {error}") from error
+        return self._config
+
+    def estimate(self) -> MemoryEstimate:
+        """Twice the ONNX file (initializers plus ONNX Runtime's copies) plus the configured workspace."""
+        try:
+            weights = 2 * self.weights_file.stat().st_size
+        except OSError as error:
+            raise EngineUnavailable(f"the model `{self.model.id}` is missing a file: {error}") from error
+        workspace = self.options.workspace_bytes
+        return MemoryEstimate(weight_bytes=weights, non_layer_bytes=weights, workspace_bytes=workspace)
+
+    def read_weights(self) -> None:
+        """Tier 2: the ONNX bytes and the voice config in RAM."""
+        self._read_config()
+        self._model_bytes = self.weights_file.read_bytes()
+
+    def build(self, plan: LayerPlacementPlan) -> None:
+        """Tier 1: the ONNX Runtime session wrapped in piper's PiperVoice (its bundled espeak-ng phonemizes)."""
+        assert self._model_bytes is not None
+        try:
+            from piper import PiperVoice
+            from piper.config import PiperConfig
+        except ImportError as error:
+            raise missing_library("piper-tts", "hypnos-audio[piper]") from error
+        session = onnx_session.create_session(
+            self._model_bytes, self.options.device, self.options.threads, f"piper `{self.model.id}`"
+        )
+        self.device = onnx_session.active_device(session)
+        self._voice = PiperVoice(config=PiperConfig.from_dict(self._read_config()), session=session)
+        self._model_bytes = None  # the session holds the weights now
+
+    def release_device(self) -> None:
+        """Drop the session."""
+        self._voice = None
+
+    def release_warm(self) -> None:
+        """Drop the model bytes."""
+        self._model_bytes = None
+
+    def capabilities(self) -> EngineCapabilities:
+        """The voice's speakers (a multi-speaker voice) or the voice itself, named after its file."""
+        try:
+            speakers = list(self._read_config().get("speaker_id_map") or {})
+        except EngineUnavailable:
+            return EngineCapabilities(voices=[])
+        return EngineCapabilities(voices=speakers or [self.weights_file.name.removesuffix(".onnx")])
+
+    async def speak(self, speech: SpeechInput, cancel: CancelToken) -> AsyncIterator[AudioChunk]:  # type: ignore[override]
+        """One AudioChunk per sentence, 16-bit mono 24 kHz, sentences after the first led by a pause."""
+        self.require_ready()
+        sentences = await self.run_blocking(self._synthesize, speech, cancel)
+        pause = np.zeros(SAMPLE_RATE * self.options.phrase_pause_ms // 1000, dtype="<i2").tobytes()
+        produced = 0
+        for audio in sentences:
+            if cancel.cancelled:
+                return
+            pcm = to_pcm16(audio)
+            yield AudioChunk(pcm16=pause + pcm if produced else pcm, sample_rate=SAMPLE_RATE)
+            produced += 1
+        if not produced:
+            raise invalid_request("`input` has nothing Piper can pronounce")
+
+    def _synthesize(self, speech: SpeechInput, cancel: CancelToken) -> list[np.ndarray]:
+        """Every sentence as float audio at 24 kHz (worker thread)."""
+        if self._voice is None:
+            raise ModelNotLoaded(self.model.id)
+        from piper.config import SynthesisConfig
+
+        speakers = self._read_config().get("speaker_id_map") or {}
+        speed = min(max(speech.speed, self.options.min_speed), self.options.max_speed)
+        config = SynthesisConfig(
+            speaker_id=speakers.get(speech.voice), length_scale=self._voice.config.length_scale / speed
+        )
+        out = []
+        try:
+            for chunk in self._voice.synthesize(speech.text, syn_config=config):
+                out.append(resample(np.asarray(chunk.audio_float_array, dtype=np.float32).ravel(), chunk.sample_rate))
+                if cancel.cancelled:
+                    break
+        except Exception as error:
+            raise server_error(f"Piper inference failed: {error}") from error
+        return [audio for audio in out if audio.size]
