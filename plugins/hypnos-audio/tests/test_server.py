@@ -7,6 +7,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import hypnos_server.app as hypnos_server_app
+import litestar.testing as litestar_testing
 import pytest
 from hypnos.config import Settings, settings_from_mapping
 from hypnos.plugins import make_plugin_manager
@@ -14,9 +16,6 @@ from hypnos.testing import fake_plugin
 from hypnos_audio import plugin
 
 from .speech_text import word_error_rate
-
-hypnos_server_app = pytest.importorskip("hypnos_server.app", reason="hypnos-server is not installed")
-litestar_testing = pytest.importorskip("litestar.testing")
 
 pytestmark = pytest.mark.model
 
@@ -93,7 +92,8 @@ def test_speech_stream_is_a_playable_open_ended_wav(client: Any) -> None:
 
 
 def test_openai_sdk_speech_and_transcription(client: Any) -> None:
-    openai = pytest.importorskip("openai")
+    import openai
+
     sdk = openai.OpenAI(base_url=f"{client.base_url}/v1", api_key="unused", http_client=client)
     speech = sdk.audio.speech.create(model="kokoro-82m", input=TEXT, voice="nova")
     audio = speech.read()
@@ -157,7 +157,8 @@ def test_transcription_json_form(client: Any) -> None:
 
 
 def test_transcription_response_formats_through_the_sdk(client: Any) -> None:
-    openai = pytest.importorskip("openai")
+    import openai
+
     sdk = openai.OpenAI(base_url=f"{client.base_url}/v1", api_key="unused", http_client=client)
     audio = client.post("/v1/audio/speech", json={"model": "kokoro-82m", "input": TEXT}).content
     seconds = (len(audio) - 44) / 2 / 24000
@@ -196,7 +197,8 @@ def test_speech_models_list_their_voices_and_openai_names_spread_over_them(clien
 def test_piper_speaks_english_that_whisper_hears(client: Any) -> None:
     entries = {entry["id"]: entry for entry in client.get("/v1/models").json()["data"]}
     assert entries["piper-joe"]["voices"] == ["en_US-joe-medium"]
-    openai = pytest.importorskip("openai")
+    import openai
+
     sdk = openai.OpenAI(base_url=f"{client.base_url}/v1", api_key="unused", http_client=client)
     audio = sdk.audio.speech.create(model="piper-joe", input=TEXT, voice="alloy").read()
     _, rate, data_size, samples = parse_wav(audio)

@@ -109,7 +109,6 @@ async def test_a_model_without_an_audio_projector_does_not_transcribe(tiny_visio
 
 
 def test_the_transcriptions_route_answers_with_the_audio_model(tiny_audio: Any) -> None:
-    pytest.importorskip("hypnos_server.app")
     import hypnos_llama.plugin
     from hypnos.config import settings_from_mapping
     from hypnos.plugins import make_plugin_manager
