@@ -210,6 +210,7 @@ class LlamaEngine(StagedEngine):
             prefill_chunk=self.options.prefill_chunk,
             name=self.model.id,
             idle_timeout_s=float(idle) if idle else None,
+            last_token_alone=self.options.deterministic_prefill,
         )
         self._kv_restored = restore_slots(self.context.kv_park, self.model.id, self._layout(context), batch)
         batch.start()
