@@ -136,11 +136,18 @@ async def _aggregate(url: str, model: str, prompts: list[str], max_tokens: int) 
     return sum(r.tokens for r in results) / (max(r.last for r in results) - started)
 
 
-async def _single(url: str, model: str, max_tokens: int, extra: dict[str, Any] | None = None) -> StreamResult:
+async def _single(
+    url: str, model: str, max_tokens: int, extra: dict[str, Any] | None = None, prompt: str = PROMPT
+) -> StreamResult:
     import httpx
 
     async with httpx.AsyncClient() as client:
-        return await _http_stream(client, url, model, PROMPT, max_tokens, extra)
+        return await _http_stream(client, url, model, prompt, max_tokens, extra)
+
+
+def fresh_prompt(round_index: int) -> str:
+    """A prompt no earlier request began with (after the chat template's header): its whole text is prefilled."""
+    return f"Request {round_index}, a new one. {PROMPT}"
 
 
 def _wait_ready(url: str, path: str, process: subprocess.Popen[bytes], timeout: float = 180) -> None:
@@ -276,6 +283,7 @@ def main() -> None:
     inproc_single: list[StreamResult] = []
     grammar_single: list[StreamResult] = []
     peer_single: list[StreamResult] = []
+    fresh: dict[str, list[float]] = {"hypnos": [], "inproc": [], "peer": []}  # TTFT ms of a prompt seen first
     agg: dict[str, list[float]] = {
         "hypnos1": [], "hypnos4": [], "peer1": [], "peer4": [], "inproc1": [], "engine4": [], "engine1": [],
     }  # fmt: skip
@@ -305,6 +313,10 @@ def main() -> None:
             agg["peer4"].append(asyncio.run(_aggregate(peer_url, "bench", PROMPTS_4, args.max_tokens)))
             agg["engine4"].append(batched_decode(llm, PROMPTS_4, args.max_tokens, args.threads, args.n_ctx))
             agg["engine1"].append(batched_decode(llm, PROMPTS_4[:1], args.max_tokens, args.threads, args.n_ctx))
+            new = fresh_prompt(round_index)
+            fresh["hypnos"].append(asyncio.run(_single(hypnos_url, "bench", 4, prompt=new)).ttft_ms)
+            fresh["inproc"].append(_inprocess_stream(llm, new, 4).ttft_ms)
+            fresh["peer"].append(asyncio.run(_single(peer_url, "bench", 4, prompt=new)).ttft_ms)
             print(f"round {round_index + 1}/{args.rounds} done", file=sys.stderr, flush=True)
     for name, results in (("hypnos1", hypnos_single), ("peer1", peer_single), ("inproc1", inproc_single)):
         agg[name] = [r.tokens / (r.last - r.started) for r in results]
@@ -341,6 +353,9 @@ def main() -> None:
     print(_row("decode tok/s, JSON schema", [g_tps, i_tps, None, g_tps / i_tps, None], ".2f"))
     print(_row("  JSON schema / no grammar", [g_tps / h_tps, None, None, None, None], ".2f"))
     print(_row("TTFT ms (1 stream)", [h_ttft, i_ttft, p_ttft, h_ttft / i_ttft, h_ttft / p_ttft], ".1f"))
+    f_h, f_i, f_p = (med(fresh[k]) for k in ("hypnos", "inproc", "peer"))
+    print(_row("TTFT ms, new prompt", [f_h, f_i, f_p, f_h / f_i, f_h / f_p], ".1f"))
+    print(f"TTFT overhead, hypnos - in-process: {h_ttft - i_ttft:+.1f} ms (repeated prompt), {f_h - f_i:+.1f} ms (new)")
     print(_row("aggregate tok/s, 1 stream", [h1, i1, p1, h1 / i1, h1 / p1], ".2f"))
     print(_row("aggregate tok/s, 4 streams", [h4, e4, p4, h4 / e4, h4 / p4], ".2f"))
     print(_row("4 streams / 1 stream", [h4 / h1, e4 / e1, p4 / p1, None, None], ".2f"))
