@@ -67,6 +67,7 @@ class StreamResult:
     first: float
     last: float
     started: float
+    engine: dict[str, Any] | None = None  # hypnos_telemetry.engine of the last chunk (Hypnos only)
 
     @property
     def decode_tps(self) -> float:
@@ -92,6 +93,7 @@ async def _http_stream(
     first = last = 0.0
     chunks = 0
     usage_tokens = None
+    engine = None
     async with client.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=600) as response:
         response.raise_for_status()
         async for line in response.aiter_lines():
@@ -100,13 +102,15 @@ async def _http_stream(
             chunk = json.loads(line[6:])
             if chunk.get("usage"):
                 usage_tokens = chunk["usage"].get("completion_tokens")
+            if chunk.get("hypnos_telemetry"):
+                engine = chunk["hypnos_telemetry"].get("engine")
             choices = chunk.get("choices") or []
             if choices and (choices[0].get("delta") or {}).get("content"):
                 now = time.perf_counter()
                 first = first or now
                 last = now
                 chunks += 1
-    return StreamResult((first - started) * 1000, usage_tokens or chunks, first, last, started)
+    return StreamResult((first - started) * 1000, usage_tokens or chunks, first, last, started, engine)
 
 
 def _inprocess_stream(llm: Any, prompt: str, max_tokens: int) -> StreamResult:

@@ -17,6 +17,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import tempfile
@@ -26,7 +27,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.llama_bench import PROMPT, _hypnos_command, _inprocess_stream, _process, _resolve_model, _single
+from bench.llama_bench import (
+    PROMPT,
+    PROMPTS_4,
+    _aggregate,
+    _hypnos_command,
+    _inprocess_stream,
+    _process,
+    _resolve_model,
+    _single,
+    fresh_prompt,
+)
+
+TTFT_PARTS = ("queue_ms", "prefill_ms", "ttft_ms")  # the engine's: arrival -> slot, slot -> first token, both
 
 
 @dataclass
@@ -105,6 +118,11 @@ def main() -> None:
     parser.add_argument("--n-ctx", type=int, default=2048)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a [models.llama] option")
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="the server's environment")
+    parser.add_argument(
+        "--fill-slots", action="store_true", help="first stream the 4 prompts together (as llama_bench's rounds do)"
+    )
+    parser.add_argument("--no-inprocess", action="store_true", help="measure Hypnos only")
+    parser.add_argument("--spy", metavar="FILE", help="also record the server's Python threads with py-spy (raw)")
     args = parser.parse_args()
     from hypnos_server.testing import free_port
     from llama_cpp import Llama
@@ -125,9 +143,16 @@ def main() -> None:
     with _process(command, url, "/ready", work / "hypnos.log"):
         server = [p for p in _children_of_me() if p != me]
         asyncio.run(_single(url, "bench", 8))
+        if args.fill_slots:  # the other slots then hold cached prompts, as in llama_bench after its first round
+            asyncio.run(_aggregate(url, "bench", PROMPTS_4, args.max_tokens))
         names: dict[int, str] = {}
+        worker = server[-1]
         for pid in server:
-            names.update(python_thread_names(pid))
+            found = python_thread_names(pid)
+            names.update(found)
+            if any(name.startswith("llama-batch") for name in found.values()):
+                worker = pid
+        spy = _start_spy(args.spy, worker)
         names.update({t.native_id: t.name for t in threading.enumerate() if t.native_id})
         results = []
         before = thread_times([*server, me], names)
@@ -136,10 +161,17 @@ def main() -> None:
             results.append(asyncio.run(_single(url, "bench", args.max_tokens)))
         wall = time.perf_counter() - started
         after = thread_times([*server, me], names)
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+            spy.wait(timeout=30)
+        new = [asyncio.run(_single(url, "bench", 4, prompt=fresh_prompt(100 + i))) for i in range(args.streams)]
     tokens = sum(r.tokens for r in results)
     decode = statistics.median(r.decode_tps for r in results)
     title = f"Hypnos ({decode:.2f} tok/s decode, {tokens} tokens)"
     print_table(title, delta(before, after, tokens), wall * 1000 / tokens)
+    if args.no_inprocess:
+        _ttft_report(results, new, None, None)
+        return
     llm = Llama(
         model_path=str(gguf),
         n_ctx=args.n_ctx,
@@ -161,7 +193,33 @@ def main() -> None:
     tokens = sum(r.tokens for r in inproc)
     decode = statistics.median(r.decode_tps for r in inproc)
     print_table(f"in-process ({decode:.2f} tok/s decode)", delta(before, after, tokens), wall * 1000 / tokens)
+    inproc_new = [_inprocess_stream(llm, fresh_prompt(200 + i), 4) for i in range(args.streams)]
+    _ttft_report(results, new, inproc, inproc_new)
     print(f"\n(the client is this process, pid {me}; load: {os.getloadavg()[0]:.2f}; logs: {work})")
+
+
+def _ttft_report(repeated: list[Any], new: list[Any], inproc: list[Any] | None, inproc_new: list[Any] | None) -> None:
+    """Client TTFT split into the engine's parts and what lies around the engine (HTTP, the server, the client)."""
+    print("\nTTFT ms, medians (engine: hypnos_telemetry.engine; around: client TTFT - engine ttft_ms)")
+    for label, hypnos, local in (("repeated prompt", repeated, inproc), ("new prompt", new, inproc_new)):
+        parts = {key: statistics.median(r.engine[key] for r in hypnos if r.engine) for key in TTFT_PARTS}
+        around = statistics.median(r.ttft_ms - r.engine["ttft_ms"] for r in hypnos if r.engine)
+        client = statistics.median(r.ttft_ms for r in hypnos)
+        shown = ", ".join(f"{key} {value:.1f}" for key, value in parts.items())
+        alone = "" if local is None else f"; in-process {statistics.median(r.ttft_ms for r in local):.1f}"
+        print(f"  {label:<16} hypnos {client:.1f} ({shown}, around {around:.1f}){alone}")
+    print(f"(load {os.getloadavg()[0]:.2f})")
+
+
+def _start_spy(out: str | None, pid: int) -> subprocess.Popen[bytes] | None:
+    """py-spy recording `pid`'s threads without pausing it (raw folded stacks, idle frames left out)."""
+    spy = shutil.which("py-spy")
+    if out is None or spy is None:
+        return None
+    command = [spy, "record", "--pid", str(pid), "--rate", "250", "--format", "raw", "--threads", "--nonblocking"]
+    process = subprocess.Popen([*command, "--output", out], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.0)  # attached before the streams start
+    return process
 
 
 def _children_of_me() -> list[int]:
