@@ -34,7 +34,7 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[Any]:
     cid, created = completion_id(), int(time.time())
     answer = ChatAccumulator(body.model)
     if body.stream:
-        await run.open()
+        await run.open(stream=("chat", chat))
         include_usage = body.stream_options is not None and bool(body.stream_options.include_usage)
         body_chunks = run.stream(lambda _lease: sse_body(run, chat, answer, cid, created, include_usage))
         first = await anext(body_chunks)  # an error known before the first token is still an HTTP error

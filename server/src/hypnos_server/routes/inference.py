@@ -153,11 +153,15 @@ class InferenceRun:
         """The leased model's engine."""
         return self.lease.engine
 
-    async def open(self) -> Lease:
-        """Enter the lease; from here on the pipeline releases it even if the body never starts."""
+    async def open(self, stream: tuple[str, Any] | None = None) -> Lease:
+        """Enter the lease; from here on the pipeline releases it even if the body never starts. `stream` (engine
+        method, argument): the stream the request will read first, started with the lease on a Ray cluster."""
         self.context.defer(self.close)
         backend = self.state.backend
-        lease_cm = backend.lease(self.model, self.modalities, deadline_ms=self._deadline, next_model=self._next_model)
+        extra = {} if stream is None or self.state.cluster is None else {"stream": stream}
+        lease_cm = backend.lease(
+            self.model, self.modalities, deadline_ms=self._deadline, next_model=self._next_model, **extra
+        )
         lease = await self._stack.enter_async_context(lease_cm)
         self._lease = lease
         record = self.record
