@@ -402,22 +402,28 @@ def test_killing_an_agent_mid_stream_gives_the_error_chunk_then_other_nodes_serv
 def test_a_node_that_joins_later_gets_an_agent_and_takes_requests(cluster: Cluster, front: str) -> None:
     block = '[[models]]\nid = "late-chat"\nmodality = "text_generation"\nengine = "fake"\n'
     assert httpx.post(f"{front}/v1/models", json={"config": block}, timeout=60).status_code == 201
-    assert chat(front, "big-a").status_code == 200  # the one node left holds big-a
-    (survivor,) = nodes_holding(front, "big-a")
-    cluster.add_node(num_cpus=1, object_store_memory=80 * 1024 * 1024, resources={"fake_gpu": 1})
-    joined: dict[str, Any] = {}
-    for _ in range(600):  # the front notices the node, places its agent and stages its models
-        nodes = httpx.get(f"{front}/v1/memory/status", timeout=30).json()["nodes"]
-        joined = next((n for n in nodes if n["alive"] and n["node_id"] != survivor), {})
-        if joined.get("models"):
-            break
-        time.sleep(0.2)
-    assert joined, "no agent appeared on the node that joined"
-    assert "late-chat" in {m["id"] for m in joined["models"]}  # the pool as it is now, not as it was at startup
-    assert move(front, "big-b", "tier3_nvme_ssd").status_code == 200
-    response = chat(front, "big-b")  # no room on the survivor without evicting big-a; room on the new node
-    assert response.status_code == 200
-    assert response.json()["hypnos_telemetry"]["evicted_models"] == []
-    assert nodes_holding(front, "big-b") == [joined["node_id"]]
-    assert nodes_holding(front, "big-a") == [survivor]
-    assert chat(front, "late-chat").status_code == 200
+    for model in ("big-a", "big-b"):  # every node there is now has a big model in tier 1
+        assert chat(front, model).status_code == 200
+    assert move(front, "cold-big", "tier3_nvme_ssd").status_code == 200
+    full = nodes_holding(front, "big-a") + nodes_holding(front, "big-b")
+    known = {node["node_id"] for node in httpx.get(f"{front}/v1/memory/status", timeout=30).json()["nodes"]}
+    try:
+        kv_park(front, {"enabled": True})
+        cluster.add_node(num_cpus=1, object_store_memory=80 * 1024 * 1024, resources={"fake_gpu": 1})
+        joined: dict[str, Any] = {}
+        for _ in range(600):  # the front notices the node, places its agent and stages its models
+            nodes = httpx.get(f"{front}/v1/memory/status", timeout=30).json()["nodes"]
+            joined = next((n for n in nodes if n["node_id"] not in known), {})
+            if joined.get("models"):
+                break
+            time.sleep(0.2)
+        assert joined.get("alive"), "no agent appeared on the node that joined"
+        assert "late-chat" in {m["id"] for m in joined["models"]}  # the pool as it is now, not as it was at startup
+        assert joined["kv_park"]["enabled"] is True  # and the switches
+        response = chat(front, "cold-big")  # no room without evictions on the other nodes; room on the new one
+        assert response.status_code == 200
+        assert response.json()["hypnos_telemetry"]["evicted_models"] == []
+        assert nodes_holding(front, "cold-big") == [joined["node_id"]]
+        assert sorted(nodes_holding(front, "big-a") + nodes_holding(front, "big-b")) == sorted(full)
+    finally:
+        kv_park(front, {"enabled": False})
