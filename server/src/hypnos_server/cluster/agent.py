@@ -45,7 +45,8 @@ class NodeAgent:
         self.window_secs = max(0.0, stream_window_ms) / 1000.0
         self._leases: dict[str, tuple[LeaseContext, Lease]] = {}
         self._producers: dict[str, asyncio.Future[None]] = {}  # each lease's running stream
-        self._abandoned: set[str] = set()  # leases the front closed before they were granted
+        self._opening: set[str] = set()  # leases waiting for admission or their model's load
+        self._abandoned: set[str] = set()  # of those, the ones the front closed already
 
     async def start(self) -> str:
         """Stage this node's startup models; returns the Ray node id the agent runs on."""
@@ -88,13 +89,16 @@ class NodeAgent:
         """Admit and lease the model here (promoting it); held until close_lease. The grant carries this node's
         fresh routing figures (a promotion may have evicted others)."""
         context = self.scheduler.lease(model_id, modalities, deadline_ms=deadline_ms, next_model=next_model)
+        self._opening.add(lease_id)
         try:
             lease = await context.__aenter__()
         except HypnosError as error:
-            self._abandoned.discard(lease_id)
             return failure_of(error)
-        if lease_id in self._abandoned:  # the front stopped waiting for it: straight back
+        finally:
+            self._opening.discard(lease_id)
+            abandoned = lease_id in self._abandoned
             self._abandoned.discard(lease_id)
+        if abandoned:  # the front stopped waiting for it: straight back
             await context.__aexit__(None, None, None)
             return failure_of(HypnosError(499, "cancelled", "the client went away"))
         self._leases[lease_id] = (context, lease)
@@ -129,7 +133,8 @@ class NodeAgent:
         """Release a lease (idempotent; a stream still running on it is cancelled first); the fresh routing figures."""
         held = self._leases.pop(lease_id, None)
         if held is None:
-            self._abandoned.add(lease_id)
+            if lease_id in self._opening:
+                self._abandoned.add(lease_id)
         else:
             producer = self._producers.get(lease_id)
             if producer is not None and not producer.done():
