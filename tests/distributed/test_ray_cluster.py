@@ -334,6 +334,18 @@ def test_metrics_label_models_by_node(front: str) -> None:
     assert text.count("hypnos_node_up{") == 2
 
 
+def test_inference_latency_covers_the_engines_time_to_its_first_token(front: str) -> None:
+    for stream in (False, True):  # the node starts the chat with the lease: its first token's time still counts
+        response = chat(front, "slow-chat", max_tokens=3, stream=stream)
+        assert response.status_code == 200
+        if stream:
+            events = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: {")]
+            telemetry = events[-1]["hypnos_telemetry"]
+        else:
+            telemetry = response.json()["hypnos_telemetry"]
+        assert telemetry["inference_latency_ms"] >= telemetry["engine"]["decode_ms"] > 0
+
+
 def test_a_busy_model_is_429_from_its_node(front: str) -> None:
     body = {"model": "slow-chat", "stream": True, "max_tokens": 10, "messages": [{"role": "user", "content": "go"}]}
     with httpx.stream("POST", f"{front}/v1/chat/completions", json=body, timeout=60) as running:

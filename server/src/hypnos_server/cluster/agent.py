@@ -116,14 +116,17 @@ class NodeAgent:
         argument: Any,
     ) -> AsyncIterator[Any]:
         """open_lease and stream in one remote call: the Failure that refused the lease, or the grant together with
-        the stream's first batch (one message before the first piece), then the batches as `stream` sends them."""
+        the stream's first batch and the seconds the lease took here (one message before the first piece), then the
+        batches as `stream` sends them."""
+        arrived = time.perf_counter()
         grant = await self.open_lease(lease_id, model_id, modalities, deadline_ms, next_model)
         if isinstance(grant, Failure):
             yield grant
             return
+        opened_in = time.perf_counter() - arrived
         batches = self.stream(lease_id, method, argument)
         try:
-            yield (grant, await anext(batches, []))
+            yield (grant, await anext(batches, []), opened_in)
             async for batch in batches:
                 yield batch
         finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -80,6 +81,7 @@ class RemoteEngine:
     ) -> None:
         self._cluster, self._node, self._lease_id, self._model = cluster, node, lease_id, model
         self.prepared = prepared  # (method, argument, its first batch, the rest: the Ray stream running on the node)
+        self.began_with_lease: float | None = None  # when the prepared stream began (time.perf_counter, about)
 
     def chat(self, request: Any, cancel: CancelToken) -> AsyncIterator[Any]:
         """Chat events, from the node's stream."""
@@ -184,15 +186,20 @@ class RemoteLeaseContext:
         cluster = self._cluster
         node = await cluster.choose(self._model)
         args = (self._id, self._model, list(self._modalities), self._deadline, self._next)
-        pieces, first = None, []
+        pieces, first, began = None, [], None
         cluster.opening(node, self._model, 1)
         try:
             if self._stream is None:
                 grant = await node.agent.open_lease.remote(*args)
             else:
+                submitted = time.perf_counter()
                 pieces = node.agent.lease_stream.options(num_returns="streaming").remote(*args, *self._stream)
-                opened = await next_value(pieces)  # the refusal, or (the grant, the first batch)
-                grant, first = (opened, []) if isinstance(opened, Failure) else opened
+                opened = await next_value(pieces)  # the refusal, or (the grant, the first batch, the lease's seconds)
+                if isinstance(opened, Failure):
+                    grant = opened
+                else:  # the engine began once the lease was open on the node (queue, load): on this clock, about
+                    grant, first, opened_in = opened
+                    began = submitted + opened_in
         except RayError as error:
             raise cluster.lost(node, self._model, error) from None
         except BaseException:  # cancelled while queued on the node: it lets the lease go once granted
@@ -209,6 +216,7 @@ class RemoteLeaseContext:
         prepared = None if pieces is None or self._stream is None else (*self._stream, first, pieces)
         self._node = node
         self._engine = RemoteEngine(cluster, node, self._id, grant.model_id, prepared)
+        self._engine.began_with_lease = began
         self._lease = lease = self._lease_of(node, grant, self._engine)
         return lease
 
