@@ -119,3 +119,16 @@ async def test_a_parked_state_never_costs_a_model_its_warm_copy_when_tier1_makes
     await chat(scheduler, "c")  # 1024 MiB of tier 1 hold two: a (least recently used) goes to tier 2
     assert scheduler.get("a").tier == T2 and scheduler.recent_evictions[0].to_tier == T2
     assert parked_models(scheduler) == [] and scheduler.tiers.used_tier2 <= 800 * MiB
+
+
+async def test_a_device_oom_keeps_its_victim_warm_over_a_parked_state() -> None:
+    models = [fake_model("b", park_bytes=300 * MiB), fake_model("a"), fake_model("emb", modality="embeddings")]
+    hardware = {"pinned_ram_budget_bytes": 800 * MiB, "kv_park": PARKING}
+    scheduler = make_scheduler(models, hardware=hardware)
+    await chat(scheduler, "b")
+    await scheduler.move("b", T2)  # 400 warm + 300 parked of 800
+    await chat(scheduler, "a")
+    async with scheduler.lease("emb", Modality.EMBEDDINGS) as lease:
+        assert await lease.on_device_oom() == ["a"]
+    assert scheduler.get("a").tier == T2 and scheduler.recent_evictions[0].reason == "device_out_of_memory"
+    assert parked_models(scheduler) == [] and scheduler.tiers.used_tier2 <= 800 * MiB

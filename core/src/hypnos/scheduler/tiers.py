@@ -372,8 +372,8 @@ class TierManager:
     async def evict_idle_for_oom(self, for_model: ModelState) -> list[str]:
         """After a device OOM: demote every idle tier-1 model (warm in tier 2 when it fits), wait, return their ids."""
         evicted: list[ModelState] = []
-        with self.parked.lock:  # parked KV states stay: a victim is kept warm only in the room left beside them
-            free = self.free_memory()
+        with self.parked.lock:  # parked KV states give way to keeping a victim warm, as in reserve()
+            free = self.free_memory(parked_free=True)
             spare2 = free.tier2
             for candidate in self.candidates(exclude=for_model):
                 if candidate.tier1_bytes <= 0:
@@ -386,6 +386,7 @@ class TierManager:
                 eviction = Eviction(victim.id, to_tier, "device_out_of_memory")
                 self._start_eviction(victim, eviction, for_model=for_model.id)
                 evicted.append(victim)
+            self.fit_parked(for_model.id)
         tasks = [v.transition for v in evicted if v.transition is not None]
         if tasks:
             await asyncio.gather(*(asyncio.shield(t) for t in tasks), return_exceptions=True)
