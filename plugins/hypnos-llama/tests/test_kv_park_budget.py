@@ -16,7 +16,8 @@ STORY = [{"role": "user", "content": "the capital of France and the tallest towe
 
 
 def start(tmp_path: Path, pinned_ram_budget_bytes: int) -> Any:
-    """A live server with the tiny GGUF (2 slots), KV parking on and this tier-2 budget."""
+    """A live server with the tiny GGUF (2 slots of 2048 cells: no request grows the context), KV parking on and
+    this tier-2 budget."""
     models = tmp_path / "models"
     models.mkdir(exist_ok=True)
     write_tiny_llama(models / "tiny.gguf")
@@ -26,7 +27,7 @@ def start(tmp_path: Path, pinned_ram_budget_bytes: int) -> Any:
         "engine": "ggml_llama",
         "weights_path": "tiny.gguf",
         "slots": 2,
-        "context_len": 512,
+        "context_len": 2048,
     }
     hardware = f"[hardware]\npinned_ram_budget_bytes = {pinned_ram_budget_bytes}\nkv_park = {{ enabled = true }}\n"
     config = tmp_path / "hypnos.toml"
@@ -72,7 +73,7 @@ def test_parked_kv_shows_in_tier2_and_is_released_on_restore(tmp_path: Path) -> 
 def test_a_tier2_budget_without_room_refuses_to_park(tmp_path: Path) -> None:
     models = tmp_path / "models"
     models.mkdir()
-    estimate = make_engine(write_tiny_llama(models / "tiny.gguf"), slots=2, context_len=512).estimate()
+    estimate = make_engine(write_tiny_llama(models / "tiny.gguf"), slots=2, context_len=2048).estimate()
     budget = estimate.weight_bytes + estimate.projector_bytes  # the warm weights fit, not a byte more
     with start(tmp_path, budget) as base:
         chat(base, STORY)
