@@ -108,7 +108,8 @@ class KvPark(Protocol):
         ...
 
     def park(self, model_id: str, layout: Hashable, slots: list[ParkedSlot]) -> bool:
-        """Keep these slots for the model (replacing what it had parked); False when off, empty or above the cap."""
+        """Keep these slots for the model (replacing what it had parked); False when off, empty, above the cap, or
+        larger than the room the tier-2 and process budgets leave (parked bytes are booked like a model's)."""
         ...
 
     def take(self, model_id: str, layout: Hashable) -> list[ParkedSlot]:
