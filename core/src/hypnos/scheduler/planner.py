@@ -18,15 +18,14 @@ from hypnos.types import LayerPlacementPlan, MemoryTier, MoeOffload
 
 @dataclass(frozen=True)
 class PlacementRequest:
-    """What to place: the estimate, the target tier, the per-slot context and slots, the MoE mode; grown_context_len:
-    the cells (all slots) an engine grew the context to, funded instead when larger than context_len * slots."""
+    """What to place: the estimate, the target tier, the per-slot context, slots and grown context, the MoE mode."""
 
     model_id: str
     estimate: MemoryEstimate
     target: MemoryTier
     context_len: int = 0
     slots: int = 1
-    grown_context_len: int = 0
+    grown_context_len: int = 0  # cells (all slots) an engine grew to: funded when above context_len x slots
     moe_offload: MoeOffload = MoeOffload.OFF
     min_gpu_layer_ratio: float = 0.5
     discrete: bool = True

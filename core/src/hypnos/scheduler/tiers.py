@@ -363,8 +363,7 @@ class TierManager:
         self.forget_growth(state)
 
     def forget_growth(self, state: ModelState) -> None:
-        """A model at tier 3 comes back at its configured context: a grown one's parked KV (built for the grown
-        layout, never restorable at the configured one) is dropped with the growth."""
+        """At tier 3 a grown context is forgotten, with the parked KV made for it (the model returns as configured)."""
         if state.grown_context_len:
             state.grown_context_len = 0
             self.parked.drop(state.id)
