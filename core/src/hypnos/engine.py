@@ -129,7 +129,7 @@ class EngineContext:
     # KV parking (section 14): where engines park their slots' KV states when leaving tier 1; None = no parking
     kv_park: KvPark | None = None
     # Called (from any thread) when an engine grows a loaded model's context to `cells` in all: the scheduler books
-    # the larger KV cache (model id, cells)
+    # the larger KV cache (model id, cells) and funds it again when the model returns from tier 2 (not tier 3)
     context_resized: Callable[[str, int], None] | None = None
     # [server] kv_idle_timeout_secs: how long an idle slot's KV may stay before the engine may drop it (None: never)
     kv_idle_timeout_secs: int | None = None

@@ -132,3 +132,49 @@ async def test_a_device_oom_keeps_its_victim_warm_over_a_parked_state() -> None:
         assert await lease.on_device_oom() == ["a"]
     assert scheduler.get("a").tier == T2 and scheduler.recent_evictions[0].reason == "device_out_of_memory"
     assert parked_models(scheduler) == [] and scheduler.tiers.used_tier2 <= 800 * MiB
+
+
+def grown(grow_to: int = 4096):  # type: ignore[no-untyped-def]
+    """A scheduler (1024 MiB device, whole-GPU placements only) with one model of 1024 cells whose chats grow its
+    context to `grow_to` (KV 1 KiB/token)."""
+    model = fake_model("a", park_bytes=64 * MiB, grow_context_to=grow_to)
+    hardware = {"pinned_ram_budget_bytes": 2048 * MiB, "kv_park": PARKING, "min_gpu_layer_ratio": 1.0}
+    return make_scheduler([model], hardware=hardware)
+
+
+async def test_a_grown_context_is_booked_again_after_tier2_and_its_parked_conversation_restores() -> None:
+    scheduler = grown()
+    await chat(scheduler, "a")
+    assert scheduler.get("a").placement.allocated_context_len == 4096
+    await scheduler.move("a", T2)
+    phases = await chat(scheduler, "a")
+    assert phases is not None and phases.kv_restored_tokens == 64 * MiB // 1024
+    placement = scheduler.get("a").placement
+    assert placement.allocated_context_len == 4096 and placement.vram_kv_and_workspace_bytes == 4096 * 1024
+    assert scheduler.status().tier1_vram_used_bytes == WEIGHTS + 4096 * 1024
+
+
+async def test_tier3_forgets_the_growth_and_the_parked_conversation_made_for_it() -> None:
+    scheduler = grown()
+    await chat(scheduler, "a")
+    await scheduler.move("a", T3)
+    assert parked_models(scheduler) == []
+    await scheduler.move("a", T1)
+    assert scheduler.get("a").placement.allocated_context_len == 1024
+
+
+async def test_a_context_asked_for_by_hand_replaces_the_growth() -> None:
+    scheduler = grown()
+    await chat(scheduler, "a")
+    await scheduler.move("a", T2)
+    await scheduler.move("a", T1, context_len=2048)
+    assert scheduler.get("a").placement.allocated_context_len == 2048
+
+
+async def test_a_grown_context_that_no_longer_fits_comes_back_at_its_configured_size() -> None:
+    scheduler = grown(grow_to=700 * 1024)  # 400 MiB of weights and 700 MiB of KV: over the 1024 MiB device
+    await chat(scheduler, "a")
+    await scheduler.move("a", T2)
+    await scheduler.move("a", T1)  # not a 507: the configured context fits, the parked one (made for 700k) is dropped
+    assert scheduler.get("a").placement.allocated_context_len == 1024
+    assert parked_models(scheduler) == []

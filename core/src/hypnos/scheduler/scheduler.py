@@ -324,6 +324,7 @@ class Scheduler:
         if target == MemoryTier.TIER1 and context_len is not None:
             current = state.placement.allocated_context_len // max(1, state.config.slots)
             state.context_override = context_len
+            state.grown_context_len = 0  # an asked-for size replaces what the engine had grown to
             if state.tier == MemoryTier.TIER1 and current != context_len:
                 await self.tiers.ensure(state, MemoryTier.TIER2, exclusive=True)
         await self.tiers.ensure(state, target, exclusive=True)
@@ -383,6 +384,7 @@ class Scheduler:
         if state is None or state.placement.primary_tier != MemoryTier.TIER1:
             return
         estimate = state.estimate()
+        state.grown_context_len = cells  # the next promotion (after tier 2) funds it: parked KV fits that layout
         plan = msgspec.structs.replace(
             state.placement,
             allocated_context_len=cells,

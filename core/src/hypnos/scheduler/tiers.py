@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections import deque
@@ -168,6 +169,7 @@ class TierManager:
             target=target,
             context_len=choose_context_len(estimate, configured, context_len),
             slots=state.config.slots,
+            grown_context_len=state.grown_context_len,
             moe_offload=state.moe_offload,
             min_gpu_layer_ratio=self.settings.hardware.min_gpu_layer_ratio,
             discrete=self.budgets.discrete,
@@ -197,7 +199,14 @@ class TierManager:
             process=None if free.process is None else free.process + sum(c.process_bytes for c in candidates),
             host_tier1=free.host_tier1,
         )
-        plan = plan_placement(request, best_case)
+        try:
+            plan = plan_placement(request, best_case)
+        except HypnosError:
+            if not request.grown_context_len:
+                raise
+            # the grown context does not fit even after evictions: the configured one (its parked KV is lost)
+            request = dataclasses.replace(request, grown_context_len=0)
+            plan = plan_placement(request, best_case)
         need1, need2, need_process = plan_memory_need(plan, free)
         evictions: list[Eviction] = []
         if need1 > 0 or need2 > 0 or need_process > 0:
@@ -351,6 +360,13 @@ class TierManager:
                 await state.engine.unload()
         except Exception:
             logger.exception("unloading %s after a failed load failed", state.id)
+        self.forget_growth(state)
+
+    def forget_growth(self, state: ModelState) -> None:
+        """At tier 3 a grown context is forgotten, with the parked KV made for it (the model returns as configured)."""
+        if state.grown_context_len:
+            state.grown_context_len = 0
+            self.parked.drop(state.id)
 
     async def _demote_engine(self, state: ModelState, to_tier: MemoryTier, plan: LayerPlacementPlan) -> LoadOutcome:
         try:
@@ -364,7 +380,10 @@ class TierManager:
             self.book(state, _empty_plan(state))
             state.tier = MemoryTier.TIER3
             state.placement = state.booked
+            self.forget_growth(state)
             return LoadOutcome(tier=MemoryTier.TIER3)
+        if to_tier == MemoryTier.TIER3:
+            self.forget_growth(state)
         state.tier = to_tier
         state.placement = plan
         return LoadOutcome(tier=to_tier)

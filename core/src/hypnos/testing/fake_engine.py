@@ -70,6 +70,8 @@ class FakeOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # KV parking (section 14): bytes of one conversation parked when the model leaves tier 1 after serving a chat
     # (0: nothing; one token per kv_bytes_per_token), taken back when it returns with the same context
     park_bytes: int = 0
+    # a chat at tier 1 grows the context to this many cells and says so (context_resized), as llama.cpp's engine does
+    grow_context_to: int = 0
 
 
 class FakeImageOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -185,6 +187,13 @@ class FakeEngine(Engine):
         self._conversation = bool(slots)
         return sum(len(slot.tokens) for slot in slots) if slots else None
 
+    def _grow(self) -> None:
+        cells = self.options.grow_context_to
+        if self.tier == MemoryTier.TIER1 and cells > self._context_len:
+            self._context_len = cells
+            if self.context.context_resized is not None:
+                self.context.context_resized(self.model.id, cells)
+
     async def _tick(self, cancel: CancelToken) -> None:
         if self.options.token_ms:
             await asyncio.sleep(self.options.token_ms / 1000.0)
@@ -213,6 +222,7 @@ class FakeEngine(Engine):
         count = min(self.options.tokens, request.max_tokens)
         self._chats += 1
         self._conversation = True
+        self._grow()
         failing = self.options.fail_every > 0 and self._chats % self.options.fail_every == 0
         started = time.perf_counter()
         produced = 0
