@@ -240,6 +240,31 @@ def _resolve_model(path: str | None) -> Path:
     return models / QWEN_CODER_0_5B.filename
 
 
+def like_for_like(options: list[str]) -> dict[str, Any]:
+    """The like-for-like [models.llama] (llama-cpp-python's defaults: repack on, flash attention off) with the
+    `KEY=JSON` overrides."""
+    same: dict[str, Any] = {"repack": True, "flash_attn": False, "n_batch": 512}
+    for item in options:
+        key, _, raw = item.partition("=")
+        same[key] = json.loads(raw)
+    return same
+
+
+def in_process_llama(gguf: Path, threads: int, n_ctx: int) -> Any:
+    """The in-process llama_cpp.Llama with the same threads, batch and attention settings as the servers."""
+    from llama_cpp import Llama
+
+    return Llama(
+        model_path=str(gguf),
+        n_ctx=n_ctx,
+        n_threads=threads,
+        n_threads_batch=threads,
+        n_batch=512,
+        flash_attn=False,
+        verbose=False,
+    )
+
+
 def _row(name: str, values: list[float | None], fmt: str) -> str:
     cells = [("-" if v is None else format(v, fmt)).rjust(14) for v in values]
     return f"{name:<28}" + "".join(cells)
@@ -263,26 +288,13 @@ def main() -> None:
     parser.add_argument("--skip-defaults", action="store_true", help="skip Hypnos with its default [models.llama]")
     args = parser.parse_args()
     from hypnos_server.testing import free_port
-    from llama_cpp import Llama
 
     gguf = _resolve_model(args.model)
     work = Path(tempfile.mkdtemp(prefix="hypnos-llama-bench-"))
-    # Like-for-like: llama-cpp-python's defaults (weight repack on, flash attention off) in all three.
-    same: dict[str, Any] = {"repack": True, "flash_attn": False, "n_batch": 512}
-    for item in args.set:
-        key, _, raw = item.partition("=")
-        same[key] = json.loads(raw)
+    same = like_for_like(args.set)
     hypnos_port, peer_port, default_port = free_port(), free_port(), free_port()
     hypnos_url, peer_url = f"http://127.0.0.1:{hypnos_port}", f"http://127.0.0.1:{peer_port}"
-    llm = Llama(
-        model_path=str(gguf),
-        n_ctx=args.n_ctx,
-        n_threads=args.threads,
-        n_threads_batch=args.threads,
-        n_batch=512,
-        flash_attn=False,
-        verbose=False,
-    )
+    llm = in_process_llama(gguf, args.threads, args.n_ctx)
     hypnos_single: list[StreamResult] = []
     inproc_single: list[StreamResult] = []
     grammar_single: list[StreamResult] = []

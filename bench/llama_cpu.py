@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import re
 import shutil
@@ -37,6 +36,8 @@ from bench.llama_bench import (
     _resolve_model,
     _single,
     fresh_prompt,
+    in_process_llama,
+    like_for_like,
 )
 
 TTFT_PARTS = ("queue_ms", "prefill_ms", "ttft_ms")  # the engine's: arrival -> slot, slot -> first token, both
@@ -125,14 +126,10 @@ def main() -> None:
     parser.add_argument("--spy", metavar="FILE", help="also record the server's Python threads with py-spy (raw)")
     args = parser.parse_args()
     from hypnos_server.testing import free_port
-    from llama_cpp import Llama
 
     gguf = _resolve_model(args.model)
     work = Path(tempfile.mkdtemp(prefix="hypnos-llama-cpu-"))
-    same: dict[str, Any] = {"repack": True, "flash_attn": False, "n_batch": 512}
-    for item in args.set:
-        key, _, raw = item.partition("=")
-        same[key] = json.loads(raw)
+    same = like_for_like(args.set)
     for item in args.env:
         key, _, value = item.partition("=")
         os.environ[key] = value
@@ -172,15 +169,7 @@ def main() -> None:
     if args.no_inprocess:
         _ttft_report(results, new, None, None)
         return
-    llm = Llama(
-        model_path=str(gguf),
-        n_ctx=args.n_ctx,
-        n_threads=args.threads,
-        n_threads_batch=args.threads,
-        n_batch=512,
-        flash_attn=False,
-        verbose=False,
-    )
+    llm = in_process_llama(gguf, args.threads, args.n_ctx)
     _inprocess_stream(llm, PROMPT, 8)
     names.update({t.native_id: t.name for t in threading.enumerate() if t.native_id})
     inproc = []
