@@ -206,7 +206,19 @@ def test_status_lists_one_agent_per_gpu_node(front: str) -> None:
     nodes = status["nodes"]
     assert len(nodes) == 2
     assert all(node["alive"] for node in nodes)
-    assert {m["id"] for m in nodes[0]["models"]} == {"big-a", "big-b", "cold-big", "huge", "tiny-gguf", "slow-chat"}
+    pool = {
+        "big-a",
+        "big-b",
+        "cold-big",
+        "huge",
+        "tiny-gguf",
+        "slow-chat",
+        "slow-first",
+        "slow-load",
+        "embedder",
+        "voice",
+    }
+    assert {m["id"] for m in nodes[0]["models"]} == pool
     assert "capabilities" in status and "models" in status  # the spec's own body is still there
 
 
