@@ -67,58 +67,28 @@ modality = "text_generation"
 engine = "ggml_llama"
 weights_path = "tiny.gguf"
 context_len = 512
-
-[[models]]
-id = "slow-chat"
-modality = "text_generation"
-engine = "fake"
-[models.fake]
-layers = 1
-layer_bytes = 1048576
-non_layer_bytes = 1048576
-tokens = 40
-token_ms = 100
-
-[[models]]
-id = "slow-first"
-modality = "text_generation"
-engine = "fake"
-[models.fake]
-layers = 1
-layer_bytes = 1048576
-non_layer_bytes = 1048576
-tokens = 4
-first_token_ms = 60000
-
-[[models]]
-id = "slow-load"
-modality = "text_generation"
-engine = "fake"
-[models.fake]
-layers = 1
-layer_bytes = 1048576
-non_layer_bytes = 1048576
-tokens = 2
-load_ms = 6000
-
-[[models]]
-id = "embedder"
-modality = "embeddings"
-engine = "fake"
-[models.fake]
-layers = 1
-layer_bytes = 1048576
-non_layer_bytes = 1048576
-
-[[models]]
-id = "voice"
-modality = "text_to_speech"
-engine = "fake"
-[models.fake]
-layers = 1
-layer_bytes = 1048576
-non_layer_bytes = 1048576
 """
+
+
+SMALL = """
+[[models]]
+id = "{id}"
+modality = "{modality}"
+engine = "fake"
+[models.fake]
+layers = 1
+layer_bytes = 1048576
+non_layer_bytes = 1048576
+{fake}
+"""
+# small fake models: a slow chat, one whose first token takes a minute, one whose load takes 6 s, two other modalities
+SMALLS = [
+    ("slow-chat", "text_generation", "tokens = 40\ntoken_ms = 100"),
+    ("slow-first", "text_generation", "tokens = 4\nfirst_token_ms = 60000"),
+    ("slow-load", "text_generation", "tokens = 2\nload_ms = 6000"),
+    ("embedder", "embeddings", ""),
+    ("voice", "text_to_speech", ""),
+]
 
 
 BIG = """[[models]]
@@ -159,6 +129,7 @@ def front(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         CONFIG.format(
             vram=GIB, address=cluster.address, models=folder, big_a=BIG.format(id="big-a"), big_b=BIG.format(id="big-b")
         )
+        + "".join(SMALL.format(id=name, modality=modality, fake=fake) for name, modality, fake in SMALLS)
     )
     with live_server(config, env={"HYPNOS_PLUGINS": "fake,llama"}, ready_timeout=150) as base:
         yield base
@@ -206,18 +177,7 @@ def test_status_lists_one_agent_per_gpu_node(front: str) -> None:
     nodes = status["nodes"]
     assert len(nodes) == 2
     assert all(node["alive"] for node in nodes)
-    pool = {
-        "big-a",
-        "big-b",
-        "cold-big",
-        "huge",
-        "tiny-gguf",
-        "slow-chat",
-        "slow-first",
-        "slow-load",
-        "embedder",
-        "voice",
-    }
+    pool = {"big-a", "big-b", "cold-big", "huge", "tiny-gguf", *(name for name, _, _ in SMALLS)}
     assert {m["id"] for m in nodes[0]["models"]} == pool
     assert "capabilities" in status and "models" in status  # the spec's own body is still there
 
