@@ -392,15 +392,16 @@ def test_a_client_hang_up_cancels_on_the_node(front: str) -> None:
     assert record["tokens_out"] < 40  # the node's engine stopped early instead of making all 40 tokens
 
 
-def hung_up_record(base: str, model: str) -> dict[str, Any]:
-    """The request log record of the model's request whose client hung up (polled: written once it is over)."""
+def hung_up_records(base: str, model: str, count: int = 1) -> list[dict[str, Any]]:
+    """The request log records of the model's requests whose client hung up, once there are `count` (polled: each is
+    written once its request is over)."""
     for _ in range(300):
         page = httpx.get(f"{base}/v1/logs", params={"model": model}, timeout=30).json()
         gone = [record for record in page["records"] if record["error"] == "the client went away"]
-        if gone:
-            return gone[0]  # type: ignore[no-any-return]
+        if len(gone) >= count:
+            return gone
         time.sleep(0.05)
-    raise AssertionError(f"no record of a hung-up request on {model}")
+    raise AssertionError(f"fewer than {count} records of hung-up requests on {model}")
 
 
 def wait_unleased(base: str, model: str) -> list[str]:
@@ -412,17 +413,19 @@ def wait_unleased(base: str, model: str) -> list[str]:
     return holding
 
 
-def test_a_whole_chat_hung_up_before_its_first_token_stops_on_the_node(front: str) -> None:
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_chat_hung_up_before_its_first_token_stops_on_the_node(front: str, stream: bool) -> None:
+    before = len(hung_up_records(front, "slow-first", 0))
     with pytest.raises(httpx.ReadTimeout):  # the client leaves during the 60 s prefill of the first token
-        chat(front, "slow-first", timeout=1.5)
-    hung_up_record(front, "slow-first")
+        chat(front, "slow-first", timeout=1.5, stream=stream)
+    hung_up_records(front, "slow-first", before + 1)
     assert wait_unleased(front, "slow-first") == []  # the node's engine stopped and its lease went back
 
 
 def test_a_lease_given_up_while_its_model_loads_goes_back_on_the_node(front: str) -> None:
     with pytest.raises(httpx.ReadTimeout):  # the client leaves during the node's 6 s load
         chat(front, "slow-load", timeout=1.5)
-    hung_up_record(front, "slow-load")
+    hung_up_records(front, "slow-load")
     assert wait_unleased(front, "slow-load") == []  # released once granted, nobody reading it
     served = chat(front, "slow-load", max_tokens=2)
     assert served.status_code == 200
