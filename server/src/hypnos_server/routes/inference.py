@@ -163,7 +163,8 @@ class InferenceRun:
         lease_cm = backend.lease(
             self.model, self.modalities, deadline_ms=self._deadline, next_model=self._next_model, **extra
         )
-        lease = await self._stack.enter_async_context(lease_cm)
+        entering = self._stack.enter_async_context(lease_cm)
+        lease = await (entering if self.state.cluster is None else self._unless_hung_up(entering))
         self._lease = lease
         self._began = getattr(lease.engine, "began_with_lease", None)
         record = self.record
@@ -172,6 +173,27 @@ class InferenceRun:
         record.previous_tier = str(lease.previous_tier)
         record.tier_switch_ms = round(lease.tier_switch_latency_ms, 3)
         return lease
+
+    async def _unless_hung_up(self, entering: Awaitable[Lease]) -> Lease:
+        """Enter a cluster lease while watching the client: the node may queue, load and (with a stream) prefill
+        before it grants, and a hang-up meanwhile lets the lease go there (the request ends 499)."""
+        task = asyncio.ensure_future(entering)
+        watcher = asyncio.ensure_future(self._client_hung_up())
+        try:
+            await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:  # cancelled from outside (timeout, shutdown): the lease is let go on the node
+            task.cancel()
+            raise
+        finally:
+            watcher.cancel()
+        if not watcher.done() or watcher.cancelled():
+            return task.result()
+        self._gone = True
+        task.cancel()
+        await asyncio.wait({task})
+        if not task.cancelled() and task.exception() is None:  # granted as the client left: close() releases it
+            task.result().cancel.cancel()
+        raise client_gone()
 
     async def __aenter__(self) -> InferenceRun:
         await self.open()
