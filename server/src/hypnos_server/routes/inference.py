@@ -181,19 +181,19 @@ class InferenceRun:
         watcher = asyncio.ensure_future(self._client_hung_up())
         try:
             await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
-        except BaseException:  # cancelled from outside (timeout, shutdown): the lease is let go on the node
+            if not watcher.done():
+                return task.result()
+            self._gone = True
+            raise client_gone()
+        except BaseException:  # the client left, or cancelled from outside (timeout, shutdown): the wait ends first
             task.cancel()
+            with anyio.CancelScope(shield=True):
+                await asyncio.wait({task})
+            if not task.cancelled() and task.exception() is None:  # granted as it ended: close() releases it
+                task.result().cancel.cancel()
             raise
         finally:
             watcher.cancel()
-        if not watcher.done() or watcher.cancelled():
-            return task.result()
-        self._gone = True
-        task.cancel()
-        await asyncio.wait({task})
-        if not task.cancelled() and task.exception() is None:  # granted as the client left: close() releases it
-            task.result().cancel.cancel()
-        raise client_gone()
 
     async def __aenter__(self) -> InferenceRun:
         await self.open()
