@@ -163,8 +163,7 @@ class InferenceRun:
         lease_cm = backend.lease(
             self.model, self.modalities, deadline_ms=self._deadline, next_model=self._next_model, **extra
         )
-        entering = self._stack.enter_async_context(lease_cm)
-        lease = await (entering if self.state.cluster is None else self._unless_hung_up(entering))
+        lease = await self._unless_hung_up(self._stack.enter_async_context(lease_cm))
         self._lease = lease
         self._began = getattr(lease.engine, "began_with_lease", None)
         record = self.record
@@ -175,25 +174,26 @@ class InferenceRun:
         return lease
 
     async def _unless_hung_up(self, entering: Awaitable[Lease]) -> Lease:
-        """Enter a cluster lease while watching the client: the node may queue, load and (with a stream) prefill
-        before it grants, and a hang-up meanwhile lets the lease go there (the request ends 499)."""
+        """Enter the lease while watching the client: the request may queue for a slot, wait for its model to load
+        (or on a Ray node prefill its stream) before it is granted, and a hang-up meanwhile leaves the queue or lets
+        the lease go (the request ends 499; a load goes on for the next request)."""
         task = asyncio.ensure_future(entering)
         watcher = asyncio.ensure_future(self._client_hung_up())
         try:
             await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
-        except BaseException:  # cancelled from outside (timeout, shutdown): the lease is let go on the node
+            if not watcher.done():
+                return task.result()
+            self._gone = True
+            raise client_gone()
+        except BaseException:  # the client left, or cancelled from outside (timeout, shutdown): the wait ends first
             task.cancel()
+            with anyio.CancelScope(shield=True):
+                await asyncio.wait({task})
+            if not task.cancelled() and task.exception() is None:  # granted as it ended: close() releases it
+                task.result().cancel.cancel()
             raise
         finally:
             watcher.cancel()
-        if not watcher.done() or watcher.cancelled():
-            return task.result()
-        self._gone = True
-        task.cancel()
-        await asyncio.wait({task})
-        if not task.cancelled() and task.exception() is None:  # granted as the client left: close() releases it
-            task.result().cancel.cancel()
-        raise client_gone()
 
     async def __aenter__(self) -> InferenceRun:
         await self.open()
