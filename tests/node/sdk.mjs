@@ -25,7 +25,7 @@ async function call(client, { method, args, file, binary }) {
     for await (const chunk of response) chunks.push(chunk);
     return { value: chunks };
   } catch (error) {
-    const { status, code, type, param, message } = error;
+    const { status = null, code = null, type = null, param = null, message } = error;
     const api_error = error instanceof OpenAI.APIError;
     return { error: { name: error.constructor.name, api_error, status, code, type, param, message, chunks } };
   }
