@@ -39,6 +39,7 @@ max_queue_per_model = 0
 address = "{address}"
 gpu_resource = "fake_gpu"
 stream_window_ms = 5
+watch_secs = 0.5
 
 {big_a}
 {big_b}
@@ -49,6 +50,13 @@ modality = "text_generation"
 engine = "fake"
 [models.fake]
 layer_bytes = 83886080
+
+[[models]]
+id = "huge"
+modality = "text_generation"
+engine = "fake"
+[models.fake]
+layers = 2000
 
 [[models]]
 id = "tiny-gguf"
@@ -155,7 +163,7 @@ def test_status_lists_one_agent_per_gpu_node(front: str) -> None:
     nodes = status["nodes"]
     assert len(nodes) == 2
     assert all(node["alive"] for node in nodes)
-    assert {m["id"] for m in nodes[0]["models"]} == {"big-a", "big-b", "cold-big", "tiny-gguf", "slow-chat"}
+    assert {m["id"] for m in nodes[0]["models"]} == {"big-a", "big-b", "cold-big", "huge", "tiny-gguf", "slow-chat"}
     assert "capabilities" in status and "models" in status  # the spec's own body is still there
 
 
@@ -210,6 +218,49 @@ def test_an_unknown_model_is_404_as_on_one_machine(front: str) -> None:
     response = chat(front, "no-such-model")
     assert response.status_code == 404
     assert response.json()["error"]["type"] == "model_not_found"
+
+
+def test_a_model_no_node_has_room_for_is_507_with_the_spec_body(front: str) -> None:
+    whole = chat(front, "huge")
+    assert whole.status_code == 507
+    assert set(whole.json()) == {"error"}
+    assert whole.json()["error"]["type"] == "insufficient_vram_or_ram"
+    assert "`huge`" in whole.json()["error"]["message"]
+    streamed = chat(front, "huge", stream=True)  # refused before the first token: still an HTTP error
+    assert streamed.status_code == 507
+    assert streamed.json()["error"]["type"] == "insufficient_vram_or_ram"
+    assert chat(front, "big-a").status_code == 200  # the node that refused serves the rest as before
+
+
+def kv_park(base: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    url = f"{base}/v1/memory/kv-park"
+    response = httpx.post(url, json=body, timeout=60) if body else httpx.get(url, timeout=60)
+    assert response.status_code == 200, response.text
+    return response.json()  # type: ignore[no-any-return]
+
+
+def node_kv_parks(base: str) -> list[dict[str, Any]]:
+    status = httpx.get(f"{base}/v1/memory/status", timeout=30).json()
+    return [node["kv_park"] for node in status["nodes"] if node["alive"]]
+
+
+def test_kv_parking_changes_apply_on_every_node(front: str) -> None:
+    cap = 64 * 1024 * 1024
+    try:
+        answer = kv_park(front, {"enabled": True, "max_bytes": cap})
+        assert (answer["enabled"], answer["max_bytes"]) == (True, cap)
+        parks = node_kv_parks(front)
+        assert len(parks) == 2 and all((p["enabled"], p["max_bytes"]) == (True, cap) for p in parks)
+        client = openai.OpenAI(base_url=f"{front}/v1", api_key="unused", max_retries=0)
+        messages = [{"role": "user", "content": "tell me about the fox"}]
+        client.chat.completions.create(model="tiny-gguf", messages=messages, max_tokens=6, temperature=0)
+        (holder,) = nodes_holding(front, "tiny-gguf")
+        assert move(front, "tiny-gguf", "tier2_pinned_ram").status_code == 200  # leaves tier 1 on its node: parked
+        parked = [m for m in kv_park(front)["models"] if m["model"] == "tiny-gguf"]
+        assert len(parked) == 1 and parked[0]["node_id"] == holder and parked[0]["tokens"] > 0
+    finally:
+        assert kv_park(front, {"enabled": False})["enabled"] is False
+    assert all(not p["enabled"] and p["models"] == [] for p in node_kv_parks(front))  # off drops every parked state
 
 
 def test_deadlines_use_the_chosen_nodes_estimate(front: str) -> None:
@@ -283,6 +334,18 @@ def test_metrics_label_models_by_node(front: str) -> None:
     assert text.count("hypnos_node_up{") == 2
 
 
+def test_inference_latency_covers_the_engines_time_to_its_first_token(front: str) -> None:
+    for stream in (False, True):  # the node starts the chat with the lease: its first token's time still counts
+        response = chat(front, "slow-chat", max_tokens=3, stream=stream)
+        assert response.status_code == 200
+        if stream:
+            events = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: {")]
+            telemetry = events[-1]["hypnos_telemetry"]
+        else:
+            telemetry = response.json()["hypnos_telemetry"]
+        assert telemetry["inference_latency_ms"] >= telemetry["engine"]["decode_ms"] > 0
+
+
 def test_a_busy_model_is_429_from_its_node(front: str) -> None:
     body = {"model": "slow-chat", "stream": True, "max_tokens": 10, "messages": [{"role": "user", "content": "go"}]}
     with httpx.stream("POST", f"{front}/v1/chat/completions", json=body, timeout=60) as running:
@@ -346,3 +409,33 @@ def test_killing_an_agent_mid_stream_gives_the_error_chunk_then_other_nodes_serv
     status = httpx.get(f"{front}/v1/memory/status", timeout=30).json()
     alive = {node["node_id"]: node["alive"] for node in status["nodes"]}
     assert alive[killed[0]] is False and sum(alive.values()) == 1
+
+
+def test_a_node_that_joins_later_gets_an_agent_and_takes_requests(cluster: Cluster, front: str) -> None:
+    block = '[[models]]\nid = "late-chat"\nmodality = "text_generation"\nengine = "fake"\n'
+    assert httpx.post(f"{front}/v1/models", json={"config": block}, timeout=60).status_code == 201
+    for model in ("big-a", "big-b"):  # every node there is now has a big model in tier 1
+        assert chat(front, model).status_code == 200
+    assert move(front, "cold-big", "tier3_nvme_ssd").status_code == 200
+    full = nodes_holding(front, "big-a") + nodes_holding(front, "big-b")
+    known = {node["node_id"] for node in httpx.get(f"{front}/v1/memory/status", timeout=30).json()["nodes"]}
+    try:
+        kv_park(front, {"enabled": True})
+        cluster.add_node(num_cpus=1, object_store_memory=80 * 1024 * 1024, resources={"fake_gpu": 1})
+        joined: dict[str, Any] = {}
+        for _ in range(600):  # the front notices the node, places its agent and stages its models
+            nodes = httpx.get(f"{front}/v1/memory/status", timeout=30).json()["nodes"]
+            joined = next((n for n in nodes if n["node_id"] not in known), {})
+            if joined.get("models"):
+                break
+            time.sleep(0.2)
+        assert joined.get("alive"), "no agent appeared on the node that joined"
+        assert "late-chat" in {m["id"] for m in joined["models"]}  # the pool as it is now, not as it was at startup
+        assert joined["kv_park"]["enabled"] is True  # and the switches
+        response = chat(front, "cold-big")  # no room without evictions on the other nodes; room on the new one
+        assert response.status_code == 200
+        assert response.json()["hypnos_telemetry"]["evicted_models"] == []
+        assert nodes_holding(front, "cold-big") == [joined["node_id"]]
+        assert sorted(nodes_holding(front, "big-a") + nodes_holding(front, "big-b")) == sorted(full)
+    finally:
+        kv_park(front, {"enabled": False})
