@@ -113,9 +113,17 @@ USAGE_ASK = {
 
 
 def json_object_ask(prompt: str) -> dict[str, Any]:
-    """JSON mode on one of PROMPTS."""
+    """JSON mode on one of PROMPTS; greedy, with a frequency penalty against the loops a 0.5B model can fall into in a
+    list (the grammar keeps any length valid JSON, the penalty lets it end)."""
     messages = [{"role": "system", "content": TERSE}, *ask(prompt)]
-    return {"model": MODEL, "messages": messages, "max_tokens": 400, "temperature": 0, "response_format": JSON_OBJECT}
+    return {
+        "model": MODEL,
+        "messages": messages,
+        "max_tokens": 400,
+        "temperature": 0,
+        "frequency_penalty": 0.5,
+        "response_format": JSON_OBJECT,
+    }
 
 
 def strict_schema_ask(prompt: str) -> dict[str, Any]:
