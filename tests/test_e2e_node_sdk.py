@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import openai
 import pytest
-from hypnos_server.testing import live_server
+from hypnos_server.testing import live_server, node_call, node_sdk, node_sdk_calls
 
 NODE_DIR = Path(__file__).parent / "node"
 API_KEY = "node-key"
@@ -23,13 +20,9 @@ engine = "fake"
 
 
 @pytest.fixture(scope="module")
-def node_sdk() -> Path:
-    """tests/node with the pinned OpenAI Node SDK installed (npm caches it after the first run)."""
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.fail("the Node SDK tests need node and npm on PATH")
-    if not (NODE_DIR / "node_modules" / "openai").is_dir() or not (NODE_DIR / "package-lock.json").exists():
-        subprocess.run(["npm", "install", "--no-audit", "--no-fund"], cwd=NODE_DIR, check=True, timeout=300)
-    return NODE_DIR
+def node_dir() -> Path:
+    """tests/node with the pinned OpenAI Node SDK installed (fails without node and npm)."""
+    return node_sdk(NODE_DIR)
 
 
 @pytest.fixture(scope="module")
@@ -41,18 +34,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield base
 
 
-def test_node_sdk_default_embeddings_equal_the_python_sdk_floats(node_sdk: Path, server: str) -> None:
+def test_node_sdk_default_embeddings_equal_the_python_sdk_floats(node_dir: Path, server: str) -> None:
     """The Node SDK asks for base64 by default and decodes it; the vectors must be the float vectors, not zeros."""
     texts = ["first text", "a second, longer text"]
-    run = subprocess.run(
-        ["node", "embed.mjs", f"{server}/v1", API_KEY, "fake-embed", json.dumps(texts)],
-        cwd=node_sdk,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    [result] = node_sdk_calls(
+        node_dir, server, [node_call("embeddings.create", {"model": "fake-embed", "input": texts})], api_key=API_KEY
     )
-    assert run.returncode == 0, run.stderr
-    from_node = json.loads(run.stdout)
+    from_node = [item["embedding"] for item in result["value"]["data"]]
     client = openai.OpenAI(base_url=f"{server}/v1", api_key=API_KEY, max_retries=0)
     from_python = [
         d.embedding for d in client.embeddings.create(model="fake-embed", input=texts, encoding_format="float").data

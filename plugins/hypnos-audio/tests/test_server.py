@@ -176,6 +176,10 @@ def test_transcription_response_formats_through_the_sdk(client: Any) -> None:
     cues = srt.strip().split("\n\n")
     assert len(cues) == len(segments) and cues[0].startswith("1\n00:00:00,")
     assert " ".join(cue.split("\n", 2)[2] for cue in cues).split() == verbose.text.split()
+    vtt = sdk.audio.transcriptions.create(model="whisper-tiny.en", file=file, response_format="vtt")
+    header, *vtt_cues = vtt.strip().split("\n\n")
+    assert header == "WEBVTT" and len(vtt_cues) == len(segments) and vtt_cues[0].startswith("00:00:00.")
+    assert " ".join(cue.split("\n", 1)[1] for cue in vtt_cues).split() == verbose.text.split()
 
 
 def test_speech_models_list_their_voices_and_openai_names_spread_over_them(client: Any) -> None:

@@ -7,20 +7,9 @@ from typing import Any
 
 import pytest
 
+from .qwen_openai import MODEL, WEATHER
+
 pytestmark = pytest.mark.model
-MODEL = "qwen2.5:0.5b"
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Current weather for a city",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
-            "required": ["city"],
-        },
-    },
-}
 QUESTION = [{"role": "user", "content": "What's the weather in Paris?"}]
 
 

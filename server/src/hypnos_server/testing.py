@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 
 def free_port() -> int:
@@ -108,3 +111,36 @@ def stop_process(process: subprocess.Popen[bytes], timeout: float = 20.0) -> Non
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+def node_sdk(node_dir: Path) -> Path:
+    """`node_dir` (the repository's tests/node) with its pinned npm `openai` installed; raises without node or npm."""
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        raise RuntimeError("the Node SDK tests need node and npm on PATH")
+    if not (node_dir / "node_modules" / "openai").is_dir() or not (node_dir / "package-lock.json").exists():
+        subprocess.run(["npm", "install", "--no-audit", "--no-fund"], cwd=node_dir, check=True, timeout=300)
+    return node_dir
+
+
+def node_call(method: str, *args: Any, file: tuple[str, Path] | None = None, binary: bool = False) -> dict[str, Any]:
+    """One call for node_sdk_calls: the SDK method ("chat.completions.create") and its arguments; `file` (name, path)
+    becomes the first argument's `file` (an upload), `binary` returns the body as base64."""
+    call: dict[str, Any] = {"method": method, "args": list(args), "binary": binary}
+    if file is not None:
+        call["file"] = {"name": file[0], "path": str(file[1])}
+    return call
+
+
+def node_sdk_calls(
+    node_dir: Path, base: str, calls: list[dict[str, Any]], *, api_key: str = "unused", timeout: float = 1200
+) -> list[dict[str, Any]]:
+    """Make `calls` (node_call) in order with the OpenAI Node SDK against `base`, through node_dir's sdk.mjs: one
+    result per call, {"value": what the SDK returned (a stream: its chunks)} or {"error": what it threw}."""
+    payload = json.dumps({"baseURL": f"{base}/v1", "apiKey": api_key, "calls": calls})
+    run = subprocess.run(
+        ["node", "sdk.mjs"], cwd=node_dir, input=payload, capture_output=True, text=True, timeout=timeout
+    )
+    if run.returncode != 0:
+        raise RuntimeError(f"sdk.mjs exited with {run.returncode}: {run.stderr[-2000:]}")
+    results: list[dict[str, Any]] = json.loads(run.stdout)
+    return results

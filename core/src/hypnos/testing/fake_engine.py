@@ -59,6 +59,7 @@ class FakeOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     max_context_len: int = 32768
     load_ms: float = 0.0
     token_ms: float = 0.0
+    first_token_ms: float = 0.0  # a chat's prefill before its first token, ended early by a cancellation
     tokens: int = 8
     # work steps of a non-chat request (per input text for embeddings; transcription, images), each token_ms long;
     # the CancelToken is checked before every step
@@ -200,6 +201,13 @@ class FakeEngine(Engine):
         else:
             await asyncio.sleep(0)
 
+    async def _prefill(self, cancel: CancelToken) -> None:
+        steps = max(1, math.ceil(self.options.first_token_ms / 10))  # a cancellation check every 10 ms
+        for _ in range(steps):
+            if cancel.cancelled:
+                return
+            await asyncio.sleep(self.options.first_token_ms / 1000.0 / steps)
+
     async def _work(self, cancel: CancelToken, inputs: int = 1) -> None:
         """`steps` steps of work per input, stopping at the first step after a cancellation."""
         for _ in range(max(1, self.options.steps * inputs)):
@@ -227,6 +235,8 @@ class FakeEngine(Engine):
         started = time.perf_counter()
         produced = 0
         cancelled = False
+        if self.options.first_token_ms:
+            await self._prefill(cancel)
         if request.thinking:
             for index, word in enumerate(_words("thought " + prompt, 4)):
                 await self._tick(cancel)

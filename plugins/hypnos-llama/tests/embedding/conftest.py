@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,3 +30,18 @@ def minilm_models_dir(minilm_source: Path, tmp_path_factory: pytest.TempPathFact
     models_dir = tmp_path_factory.mktemp("models")
     (table,) = embedding_starter_models(models_dir)
     return models_dir, table
+
+
+@pytest.fixture(scope="session")
+def embedding_server(minilm_models_dir: tuple[Path, dict], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One real server (granian) with all-MiniLM-L6-v2, and the same weights declared matryoshka (`dimensions`)."""
+    pytest.importorskip("hypnos_server.cli")
+    from hypnos_llama.testing import toml_model_config
+    from hypnos_server.testing import live_server
+
+    models_dir, table = minilm_models_dir
+    config = tmp_path_factory.mktemp("embed-server") / "hypnos.toml"
+    matryoshka = {**table, "id": "minilm-matryoshka", "llama": {**table.get("llama", {}), "matryoshka": True}}
+    config.write_text(toml_model_config(models_dir, [table, matryoshka]))
+    with live_server(config) as base:
+        yield base

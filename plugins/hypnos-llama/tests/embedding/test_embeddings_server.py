@@ -2,28 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from hypnos_llama.testing import toml_model_config
-from hypnos_server.testing import live_server
 
 pytestmark = pytest.mark.model
 
 
 @pytest.fixture(scope="module")
-def server(minilm_models_dir: tuple[Path, dict], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    pytest.importorskip("hypnos_server.cli")
-    models_dir, table = minilm_models_dir
-    config = tmp_path_factory.mktemp("embed-server") / "hypnos.toml"
-    # the same weights declared as trained for shorter vectors, to see `dimensions` served
-    matryoshka = {**table, "id": "minilm-matryoshka", "llama": {**table.get("llama", {}), "matryoshka": True}}
-    config.write_text(toml_model_config(models_dir, [table, matryoshka]))
-    with live_server(config) as base:
-        yield base
+def server(embedding_server: str) -> str:
+    """The shared embedding server (conftest)."""
+    return embedding_server
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from hypnos.engine import CancelToken
+from hypnos.engine import CancelToken, EngineCapabilities
 from hypnos.errors import HypnosError, clip
 from hypnos.scheduler import Lease
 from hypnos.types import Modality
@@ -42,7 +42,7 @@ async def next_value(pieces: Any) -> Any:
 
 
 def cancel_stream(node: Node, pieces: Any) -> None:
-    """Stop a node's stream the front no longer reads (the agent then stops the engine)."""
+    """Stop a node's stream (or call) the front no longer reads (the agent then stops the engine)."""
     import ray
 
     if node.alive:
@@ -82,6 +82,13 @@ class RemoteEngine:
         self._cluster, self._node, self._lease_id, self._model = cluster, node, lease_id, model
         self.prepared = prepared  # (method, argument, its first batch, the rest: the Ray stream running on the node)
         self.began_with_lease: float | None = None  # when the prepared stream began (time.perf_counter, about)
+
+    def capabilities(self) -> EngineCapabilities:
+        """The model's capabilities (voices, image edits, shorter vectors), as the front's unloaded engine of it
+        reports them."""
+        front = self._cluster.front
+        engine = front.get(self._model).engine if front is not None else None
+        return engine.capabilities() if engine is not None else EngineCapabilities()
 
     def chat(self, request: Any, cancel: CancelToken) -> AsyncIterator[Any]:
         """Chat events, from the node's stream."""
@@ -190,7 +197,8 @@ class RemoteLeaseContext:
         cluster.opening(node, self._model, 1)
         try:
             if self._stream is None:
-                grant = await node.agent.open_lease.remote(*args)
+                pieces = node.agent.open_lease.remote(*args)
+                grant = await pieces
             else:
                 submitted = time.perf_counter()
                 pieces = node.agent.lease_stream.options(num_returns="streaming").remote(*args, *self._stream)
@@ -202,7 +210,7 @@ class RemoteLeaseContext:
                     began = submitted + opened_in
         except RayError as error:
             raise cluster.lost(node, self._model, error) from None
-        except BaseException:  # cancelled while queued on the node: it lets the lease go once granted
+        except BaseException:  # given up while the node queued, loaded or prefilled: it stops and lets the lease go
             if pieces is not None:
                 cancel_stream(node, pieces)
             if node.alive:
@@ -213,7 +221,7 @@ class RemoteLeaseContext:
         if isinstance(grant, Failure):
             raise grant.error()
         cluster.note_routes(node, grant.routes)
-        prepared = None if pieces is None or self._stream is None else (*self._stream, first, pieces)
+        prepared = None if self._stream is None else (*self._stream, first, pieces)
         self._node = node
         self._engine = RemoteEngine(cluster, node, self._id, grant.model_id, prepared)
         self._engine.began_with_lease = began

@@ -163,7 +163,7 @@ class InferenceRun:
         lease_cm = backend.lease(
             self.model, self.modalities, deadline_ms=self._deadline, next_model=self._next_model, **extra
         )
-        lease = await self._stack.enter_async_context(lease_cm)
+        lease = await self._unless_hung_up(self._stack.enter_async_context(lease_cm))
         self._lease = lease
         self._began = getattr(lease.engine, "began_with_lease", None)
         record = self.record
@@ -172,6 +172,28 @@ class InferenceRun:
         record.previous_tier = str(lease.previous_tier)
         record.tier_switch_ms = round(lease.tier_switch_latency_ms, 3)
         return lease
+
+    async def _unless_hung_up(self, entering: Awaitable[Lease]) -> Lease:
+        """Enter the lease while watching the client: the request may queue for a slot, wait for its model to load
+        (or on a Ray node prefill its stream) before it is granted, and a hang-up meanwhile leaves the queue or lets
+        the lease go (the request ends 499; a load goes on for the next request)."""
+        task = asyncio.ensure_future(entering)
+        watcher = asyncio.ensure_future(self._client_hung_up())
+        try:
+            await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+            if not watcher.done():
+                return task.result()
+            self._gone = True
+            raise client_gone()
+        except BaseException:  # the client left, or cancelled from outside (timeout, shutdown): the wait ends first
+            task.cancel()
+            with anyio.CancelScope(shield=True):
+                await asyncio.wait({task})
+            if not task.cancelled() and task.exception() is None:  # granted as it ended: close() releases it
+                task.result().cancel.cancel()
+            raise
+        finally:
+            watcher.cancel()
 
     async def __aenter__(self) -> InferenceRun:
         await self.open()
