@@ -141,12 +141,13 @@ CPU_TORCH = ["torch==2.13.0"]  # the CPU build from local disk, installed before
 
 
 class Bench(NamedTuple):
-    """What one bench installs besides core, server and the fake plugin."""
+    """What one bench installs besides core, server and the fake plugin, and in which venv."""
 
     plugin: str | None = None  # folder[extras]; its prebuild.py runs first
     first: list[str] = []  # before the plugin (a CPU torch)
     peers: list[str] = []  # after the plugin (what the bench compares against)
     starter: bool = False  # the plugin's starter-requirements.txt (registry-shipped weights)
+    venv: str = ""  # a venv of its own, `.nox/bench-<venv>` (pins the shared `.nox/bench` cannot hold); "": shared
 
 
 BENCHES: dict[str, Bench] = {
@@ -157,36 +158,58 @@ BENCHES: dict[str, Bench] = {
     "kv_park_bench": Bench("plugins/hypnos-llama[test]", starter=True),
     "embeddings_bench": Bench("plugins/hypnos-llama[test]", CPU_TORCH, ["sentence-transformers>=3"], starter=True),
     "audio_bench": Bench("plugins/hypnos-audio[cpu,whisper,bench,test]", starter=True),
-    "diffusion_bench": Bench("plugins/hypnos-diffusion[diffusers,test]", CPU_TORCH),
+    # gliner pins transformers < 5.17, diffusers wants newer (and sentence-transformers takes the newest): own venvs
+    "diffusion_bench": Bench("plugins/hypnos-diffusion[diffusers,test]", CPU_TORCH, venv="diffusion"),
     "docling_bench": Bench("plugins/hypnos-docling[docling,test]"),
-    "gliner_bench": Bench("plugins/hypnos-gliner[torch,cpu,test]", CPU_TORCH),
+    "gliner_bench": Bench("plugins/hypnos-gliner[torch,cpu,test]", CPU_TORCH, venv="gliner"),
     "ray_bench": Bench(peers=["ray>=2.40"]),  # hypnos-server[ray]
 }
 
 
+def _bench_python(session: nox.Session, venv: str) -> str:
+    """The interpreter a bench runs in: the bench session's own, or `.nox/bench-<venv>` (made on first use)."""
+    if not venv:
+        return "python"
+    root = os.path.join(os.path.dirname(session.virtualenv.location), f"bench-{venv}")
+    python = os.path.join(root, "bin", "python")
+    if not os.path.exists(python):
+        session.run("python", "-m", "venv", root)
+    return python
+
+
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
-    """`nox -s bench -- NAME [ARGS]`: installs what that bench needs and runs it; without NAME, lists the benches."""
-    _install(session, ["core[test]", "server[test]", "tests/fake-plugin"])
+    """`nox -s bench -- NAME [ARGS]`: installs what that bench needs and runs it; without NAME, lists the benches.
+    Benches share `.nox/bench` except those whose Bench names a venv of their own (`.nox/bench-<venv>`)."""
     if not session.posargs:
+        _install(session, ["core[test]", "server[test]", "tests/fake-plugin"])
         session.run("python", "-m", "bench")
         return
     name = session.posargs[0] if session.posargs[0].endswith("_bench") else f"{session.posargs[0]}_bench"
     if name not in BENCHES:
         session.error(f"no bench {name!r}: one of {', '.join(sorted(BENCHES))}")
     needs = BENCHES[name]
+    python = _bench_python(session, needs.venv)
+
+    def pip(*args: str) -> None:
+        session.run(python, "-m", "pip", "install", "-q", *args, external=True)
+
+    def editable(*targets: str) -> None:
+        pip("--upgrade-strategy", "only-if-needed", *(arg for target in targets for arg in ("-e", target)))
+
     if needs.first:
-        session.install(*needs.first)
+        pip(*needs.first)
+    editable("core[test]", "server[test]", "tests/fake-plugin")
     if needs.plugin is not None:
         folder = needs.plugin.split("[", 1)[0]
         if os.path.exists(os.path.join(folder, "prebuild.py")):  # llama.cpp: the cached wheel, never a second build
-            session.run("python", os.path.join(folder, "prebuild.py"))
-        _install(session, [needs.plugin])
+            session.run(python, os.path.join(folder, "prebuild.py"), external=True)
+        editable(needs.plugin)
         if needs.starter and os.path.exists(os.path.join(folder, "starter-requirements.txt")):
-            session.install("--no-deps", "-r", os.path.join(folder, "starter-requirements.txt"))
+            pip("--no-deps", "-r", os.path.join(folder, "starter-requirements.txt"))
     if needs.peers:  # after prebuild, so that pip finds llama-cpp-python installed and adds only the extras
-        session.install("--upgrade-strategy", "only-if-needed", *needs.peers)
-    session.run("python", "-m", "bench", name, *session.posargs[1:], env=OFFLINE)
+        pip("--upgrade-strategy", "only-if-needed", *needs.peers)
+    session.run(python, "-m", "bench", name, *session.posargs[1:], env=OFFLINE, external=True)
 
 
 @nox.session(python=False)

@@ -67,6 +67,7 @@ class StreamResult:
     first: float
     last: float
     started: float
+    engine: dict[str, Any] | None = None  # hypnos_telemetry.engine of the last chunk (Hypnos only)
 
     @property
     def decode_tps(self) -> float:
@@ -92,6 +93,7 @@ async def _http_stream(
     first = last = 0.0
     chunks = 0
     usage_tokens = None
+    engine = None
     async with client.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=600) as response:
         response.raise_for_status()
         async for line in response.aiter_lines():
@@ -100,13 +102,15 @@ async def _http_stream(
             chunk = json.loads(line[6:])
             if chunk.get("usage"):
                 usage_tokens = chunk["usage"].get("completion_tokens")
+            if chunk.get("hypnos_telemetry"):
+                engine = chunk["hypnos_telemetry"].get("engine")
             choices = chunk.get("choices") or []
             if choices and (choices[0].get("delta") or {}).get("content"):
                 now = time.perf_counter()
                 first = first or now
                 last = now
                 chunks += 1
-    return StreamResult((first - started) * 1000, usage_tokens or chunks, first, last, started)
+    return StreamResult((first - started) * 1000, usage_tokens or chunks, first, last, started, engine)
 
 
 def _inprocess_stream(llm: Any, prompt: str, max_tokens: int) -> StreamResult:
@@ -136,11 +140,18 @@ async def _aggregate(url: str, model: str, prompts: list[str], max_tokens: int) 
     return sum(r.tokens for r in results) / (max(r.last for r in results) - started)
 
 
-async def _single(url: str, model: str, max_tokens: int, extra: dict[str, Any] | None = None) -> StreamResult:
+async def _single(
+    url: str, model: str, max_tokens: int, extra: dict[str, Any] | None = None, prompt: str = PROMPT
+) -> StreamResult:
     import httpx
 
     async with httpx.AsyncClient() as client:
-        return await _http_stream(client, url, model, PROMPT, max_tokens, extra)
+        return await _http_stream(client, url, model, prompt, max_tokens, extra)
+
+
+def fresh_prompt(round_index: int) -> str:
+    """A prompt no earlier request began with (after the chat template's header): its whole text is prefilled."""
+    return f"Request {round_index}, a new one. {PROMPT}"
 
 
 def _wait_ready(url: str, path: str, process: subprocess.Popen[bytes], timeout: float = 180) -> None:
@@ -229,6 +240,31 @@ def _resolve_model(path: str | None) -> Path:
     return models / QWEN_CODER_0_5B.filename
 
 
+def like_for_like(options: list[str]) -> dict[str, Any]:
+    """The like-for-like [models.llama] (llama-cpp-python's defaults: repack on, flash attention off) with the
+    `KEY=JSON` overrides."""
+    same: dict[str, Any] = {"repack": True, "flash_attn": False, "n_batch": 512}
+    for item in options:
+        key, _, raw = item.partition("=")
+        same[key] = json.loads(raw)
+    return same
+
+
+def in_process_llama(gguf: Path, threads: int, n_ctx: int) -> Any:
+    """The in-process llama_cpp.Llama with the same threads, batch and attention settings as the servers."""
+    from llama_cpp import Llama
+
+    return Llama(
+        model_path=str(gguf),
+        n_ctx=n_ctx,
+        n_threads=threads,
+        n_threads_batch=threads,
+        n_batch=512,
+        flash_attn=False,
+        verbose=False,
+    )
+
+
 def _row(name: str, values: list[float | None], fmt: str) -> str:
     cells = [("-" if v is None else format(v, fmt)).rjust(14) for v in values]
     return f"{name:<28}" + "".join(cells)
@@ -252,30 +288,18 @@ def main() -> None:
     parser.add_argument("--skip-defaults", action="store_true", help="skip Hypnos with its default [models.llama]")
     args = parser.parse_args()
     from hypnos_server.testing import free_port
-    from llama_cpp import Llama
 
     gguf = _resolve_model(args.model)
     work = Path(tempfile.mkdtemp(prefix="hypnos-llama-bench-"))
-    # Like-for-like: llama-cpp-python's defaults (weight repack on, flash attention off) in all three.
-    same: dict[str, Any] = {"repack": True, "flash_attn": False, "n_batch": 512}
-    for item in args.set:
-        key, _, raw = item.partition("=")
-        same[key] = json.loads(raw)
+    same = like_for_like(args.set)
     hypnos_port, peer_port, default_port = free_port(), free_port(), free_port()
     hypnos_url, peer_url = f"http://127.0.0.1:{hypnos_port}", f"http://127.0.0.1:{peer_port}"
-    llm = Llama(
-        model_path=str(gguf),
-        n_ctx=args.n_ctx,
-        n_threads=args.threads,
-        n_threads_batch=args.threads,
-        n_batch=512,
-        flash_attn=False,
-        verbose=False,
-    )
+    llm = in_process_llama(gguf, args.threads, args.n_ctx)
     hypnos_single: list[StreamResult] = []
     inproc_single: list[StreamResult] = []
     grammar_single: list[StreamResult] = []
     peer_single: list[StreamResult] = []
+    fresh: dict[str, list[float]] = {"hypnos": [], "inproc": [], "peer": []}  # TTFT ms of a prompt seen first
     agg: dict[str, list[float]] = {
         "hypnos1": [], "hypnos4": [], "peer1": [], "peer4": [], "inproc1": [], "engine4": [], "engine1": [],
     }  # fmt: skip
@@ -305,6 +329,10 @@ def main() -> None:
             agg["peer4"].append(asyncio.run(_aggregate(peer_url, "bench", PROMPTS_4, args.max_tokens)))
             agg["engine4"].append(batched_decode(llm, PROMPTS_4, args.max_tokens, args.threads, args.n_ctx))
             agg["engine1"].append(batched_decode(llm, PROMPTS_4[:1], args.max_tokens, args.threads, args.n_ctx))
+            new = fresh_prompt(round_index)
+            fresh["hypnos"].append(asyncio.run(_single(hypnos_url, "bench", 4, prompt=new)).ttft_ms)
+            fresh["inproc"].append(_inprocess_stream(llm, new, 4).ttft_ms)
+            fresh["peer"].append(asyncio.run(_single(peer_url, "bench", 4, prompt=new)).ttft_ms)
             print(f"round {round_index + 1}/{args.rounds} done", file=sys.stderr, flush=True)
     for name, results in (("hypnos1", hypnos_single), ("peer1", peer_single), ("inproc1", inproc_single)):
         agg[name] = [r.tokens / (r.last - r.started) for r in results]
@@ -341,6 +369,9 @@ def main() -> None:
     print(_row("decode tok/s, JSON schema", [g_tps, i_tps, None, g_tps / i_tps, None], ".2f"))
     print(_row("  JSON schema / no grammar", [g_tps / h_tps, None, None, None, None], ".2f"))
     print(_row("TTFT ms (1 stream)", [h_ttft, i_ttft, p_ttft, h_ttft / i_ttft, h_ttft / p_ttft], ".1f"))
+    f_h, f_i, f_p = (med(fresh[k]) for k in ("hypnos", "inproc", "peer"))
+    print(_row("TTFT ms, new prompt", [f_h, f_i, f_p, f_h / f_i, f_h / f_p], ".1f"))
+    print(f"TTFT overhead, hypnos - in-process: {h_ttft - i_ttft:+.1f} ms (repeated prompt), {f_h - f_i:+.1f} ms (new)")
     print(_row("aggregate tok/s, 1 stream", [h1, i1, p1, h1 / i1, h1 / p1], ".2f"))
     print(_row("aggregate tok/s, 4 streams", [h4, e4, p4, h4 / e4, h4 / p4], ".2f"))
     print(_row("4 streams / 1 stream", [h4 / h1, e4 / e1, p4 / p1, None, None], ".2f"))

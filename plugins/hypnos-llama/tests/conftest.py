@@ -109,6 +109,8 @@ def qwen_server(qwen_models_dir: Path, tmp_path_factory: pytest.TempPathFactory)
         "slots": 4,
         "context_len": 2048,
         "initial_tier": "tier2_pinned_ram",
+        # answers compared alone and batched must not depend on which prompts the slots happen to hold cached
+        "llama": {"deterministic_prefill": True},
     }
     config.write_text(toml_model_config(qwen_models_dir, [model]))
     with live_server(config) as base:

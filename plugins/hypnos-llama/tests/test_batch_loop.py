@@ -102,3 +102,55 @@ def test_stop_matcher_holds_only_what_could_begin_a_stop() -> None:
     assert matcher.feed("/") == ("", False)
     assert matcher.feed("x #") == ("</x ", False)
     assert matcher.feed("#tail") == ("", True)
+
+
+class _RecordingContext:
+    """Keeps every decoded batch as (token, position, wants logits) rows."""
+
+    shape = ContextShape(n_ctx=256, n_seq=1, n_batch=32, n_ubatch=32)
+    pointer = None
+    unified = True
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[int, int, bool]] = []
+        self.decoded: list[list[tuple[int, int, bool]]] = []
+
+    def batch_clear(self) -> None:
+        self.rows = []
+
+    def batch_add(self, token: int, pos: int, seq_id: int, logits: bool) -> int:
+        self.rows.append((token, pos, logits))
+        return len(self.rows) - 1
+
+    def decode(self) -> int:
+        self.decoded.append(self.rows)
+        return 0
+
+
+class _FirstToken:
+    def sample(self, context: object, index: int) -> int:
+        return 3
+
+    def free(self) -> None:
+        pass
+
+
+def _decodes_until_the_first_token(**options: bool) -> list[list[tuple[int, int, bool]]]:
+    events: list = []
+    context = _RecordingContext()
+    loop = BatchLoop(_Model(), context, lambda n: context, prefill_chunk=8, name="t", **options)  # type: ignore[arg-type]
+    job = ChatJob(prompt=[5, 6, 7, 8], max_tokens=1, required_ctx=100, sampling=SamplingParams(), emit=events.append)
+    loop.slots = [Slot(seq_id=0, job=job, pending=[5, 6, 7, 8], output=ChoiceOutput(0, []), sampler=_FirstToken())]
+    while not events:
+        loop._step()
+    assert isinstance(events[0], ContentDelta) and events[0].text == "a"
+    return context.decoded
+
+
+def test_a_new_prompt_decodes_whole_in_one_step_before_its_first_token() -> None:
+    assert _decodes_until_the_first_token() == [[(5, 0, False), (6, 1, False), (7, 2, False), (8, 3, True)]]
+
+
+def test_deterministic_prefill_decodes_the_last_prompt_token_in_a_step_of_its_own() -> None:
+    decoded = _decodes_until_the_first_token(last_token_alone=True)
+    assert decoded == [[(5, 0, False), (6, 1, False), (7, 2, False)], [(8, 3, True)]]

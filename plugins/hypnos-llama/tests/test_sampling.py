@@ -55,3 +55,31 @@ def test_a_grammar_holds_every_sampled_token_on_the_tiny_model(tiny_gguf) -> Non
         sampler.free()
         context.close()
         model.close()
+
+
+def test_plain_greedy_picks_what_llama_cpp_greedy_sampler_picks(tiny_gguf) -> None:
+    """The argmax read in place and llama.cpp's greedy sampler (reached here through a no-op logit bias) agree on
+    every row of a batch whose rows all have logits."""
+    from hypnos_llama.batch_loop import context_shape
+    from hypnos_llama.options import LlamaOptions
+    from hypnos_llama.runtime import LlamaContext, LlamaModel
+    from hypnos_llama.sampling import SlotSampler
+
+    model = LlamaModel(tiny_gguf, LlamaOptions(), 0)
+    context = LlamaContext(model, LlamaOptions(), context_shape(256, 1, 64, 64))
+    plain = SlotSampler(model, SamplingParams(temperature=0))
+    chained = SlotSampler(model, SamplingParams(temperature=0, logit_bias={0: 0.0}))
+    try:
+        tokens = model.tokenize("hello there, fox", add_special=True)[:48]
+        context.batch_clear()
+        for position, token in enumerate(tokens):
+            context.batch_add(token, position, 0, True)
+        assert context.decode() == 0
+        picked = [plain.sample(context.pointer, row) for row in range(len(tokens))]
+        assert picked == [chained.sample(context.pointer, row) for row in range(len(tokens))]
+        assert len(set(picked)) > 1  # rows with different answers: the row index is honoured
+    finally:
+        plain.free()
+        chained.free()
+        context.close()
+        model.close()

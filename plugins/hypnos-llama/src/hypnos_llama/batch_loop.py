@@ -35,12 +35,14 @@ class BatchLoop:
         prefill_chunk: int,
         name: str,
         idle_timeout_s: float | None = None,
+        last_token_alone: bool = False,
     ) -> None:
         self.model = model
         self.idle_timeout_s = idle_timeout_s
         self.context = context
         self._rebuild = rebuild
         self.prefill_chunk = max(1, prefill_chunk)
+        self.last_token_alone = last_token_alone
         self.slots = [Slot(seq_id=i) for i in range(context.shape.n_seq)]
         self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._waiting: deque[ChatJob] = deque()
@@ -269,10 +271,12 @@ class BatchLoop:
             if budget <= 0:
                 break
             stepped.append(slot)
-            # The prompt's last token always decodes in a step of its own, as it does after a full prefix hit:
-            # its logits then come from the same kernels whether or not the prefix was cached (same seed, same
-            # answer).
-            take = slot.pending[: min(budget, len(slot.pending) - 1)] if len(slot.pending) > 1 else slot.pending
+            # With last_token_alone (deterministic_prefill) the prompt's last token decodes in a step of its own,
+            # as it does after a full prefix hit: its logits then come from the same kernels whether or not the
+            # prefix was cached (same seed, same answer), at the cost of one more llama_decode before the first
+            # token. By default it goes with the rest of the prompt.
+            alone = self.last_token_alone and len(slot.pending) > 1
+            take = slot.pending[: min(budget, len(slot.pending) - 1)] if alone else slot.pending[:budget]
             slot.pending = slot.pending[len(take) :]
             budget -= len(take)
             prefilled += len(take)

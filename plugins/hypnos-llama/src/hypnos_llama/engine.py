@@ -47,6 +47,21 @@ logger = logging.getLogger(__name__)
 NUM_CTX_FLOOR = 2048
 TOKENS_PER_IMAGE = 576
 TOKENS_PER_AUDIO = 1024
+# A prompt this short (characters of text, no tools) renders and tokenizes on the event loop: well under a
+# millisecond, less than a hop to a worker thread and back; a longer one goes to a thread.
+INLINE_PROMPT_CHARS = 4096
+
+
+def short_prompt(request: ChatInput) -> bool:
+    """True for a conversation without tools of at most INLINE_PROMPT_CHARS characters of text."""
+    if request.tools:
+        return False
+    total = 0
+    for message in request.messages:
+        total += len(message.text())
+        if total > INLINE_PROMPT_CHARS:
+            return False
+    return True
 
 
 def estimate_num_ctx(prompt_tokens: int, max_tokens: int, images: int = 0, audios: int = 0) -> int:
@@ -210,6 +225,7 @@ class LlamaEngine(StagedEngine):
             prefill_chunk=self.options.prefill_chunk,
             name=self.model.id,
             idle_timeout_s=float(idle) if idle else None,
+            last_token_alone=self.options.deterministic_prefill,
         )
         self._kv_restored = restore_slots(self.context.kv_park, self.model.id, self._layout(context), batch)
         batch.start()
@@ -273,6 +289,8 @@ class LlamaEngine(StagedEngine):
                 self._projector, lambda: self._render_prompt(request, plan), request, self.context.limits, self.model.id
             )
             prompt, prompt_text = media.tokens, media.text
+        elif short_prompt(request):  # rendered and tokenized in less time than a hop to a thread and back takes
+            prompt, prompt_text = self._tokenize_prompt(request, plan)
         else:
             prompt, prompt_text = await asyncio.to_thread(self._tokenize_prompt, request, plan)
         max_tokens = max(1, request.max_tokens)

@@ -14,6 +14,11 @@ class LlamaOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     faster prompt processing, but a sequence's logits then depend on how many sequences share the step, so greedy
     answers can differ between a request run alone and the same request batched. Off by default: batching never
     changes an answer.
+
+    `deterministic_prefill` decodes a prompt's last token in a step of its own, as after a full prefix hit, so that
+    a greedy or seeded answer is the same whether or not its prefix was cached; it costs one more llama_decode
+    before the first token of every prompt that was not all cached. Off by default: the last token goes with the
+    rest of the prompt.
     """
 
     n_threads: int | None = None
@@ -28,6 +33,7 @@ class LlamaOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     prefill_chunk: int = 256
     use_mmap: bool = True
     repack: bool = False
+    deterministic_prefill: bool = False
     lock_warm_pages: bool = False
     flash_attn: bool | None = None
     kv_unified: bool = True

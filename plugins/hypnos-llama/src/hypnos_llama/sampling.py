@@ -95,13 +95,21 @@ def build_sampler_chain(lib: Any, params: SamplingParams, n_vocab: int = 0) -> A
 class SlotSampler:
     """A slot's sampling: the chain alone, or with a grammar the way llama.cpp's own server does it: the chain picks
     from all tokens, the grammar checks that one token, and only when it refuses does the grammar filter the whole
-    vocabulary before the chain picks again (a grammar on every token of the vocabulary at every step is slow)."""
+    vocabulary before the chain picks again (a grammar on every token of the vocabulary at every step is slow).
+    Plain greedy (no bias, penalty or grammar) is the logits' argmax read in place: the token llama.cpp's greedy
+    sampler picks (the first highest), without filling its candidate array of the whole vocabulary every step."""
 
     def __init__(self, model: Any, params: SamplingParams) -> None:
         self.lib = lib = model.lib
         self.n_vocab = model.n_vocab
         self.chain = build_sampler_chain(lib, params, model.n_vocab)
         self.grammar = grammar_sampler(lib, model.vocab, params.grammar) if params.grammar is not None else None
+        plain = not (params.logit_bias or params.presence_penalty or params.frequency_penalty)
+        self._logits: Any = None  # numpy's view maker when sampling is the plain argmax
+        if params.greedy and plain and self.grammar is None:
+            import numpy as np
+
+            self._logits = np.ctypeslib.as_array
         if self.grammar is not None:
             import numpy as np
 
@@ -113,6 +121,8 @@ class SlotSampler:
     def sample(self, context: Any, index: int) -> int:
         """The next token from batch row `index` (accepted by the chain and the grammar)."""
         lib = self.lib
+        if self._logits is not None:
+            return int(self._logits(lib.llama_get_logits_ith(context, index), shape=(self.n_vocab,)).argmax())
         if self.grammar is None:
             return int(lib.llama_sampler_sample(self.chain, context, index))
         import numpy as np
