@@ -153,6 +153,7 @@ BENCHES: dict[str, Bench] = {
     "scheduler_bench": Bench(),
     "http_bench": Bench("plugins/hypnos-llama[test]", peers=LLAMA_PEER),
     "llama_bench": Bench("plugins/hypnos-llama[test]", peers=LLAMA_PEER, starter=True),
+    "llama_ab_bench": Bench("plugins/hypnos-llama[test]", starter=True),
     "kv_park_bench": Bench("plugins/hypnos-llama[test]", starter=True),
     "embeddings_bench": Bench("plugins/hypnos-llama[test]", CPU_TORCH, ["sentence-transformers>=3"], starter=True),
     "audio_bench": Bench("plugins/hypnos-audio[cpu,whisper,bench,test]", starter=True),

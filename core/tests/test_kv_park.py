@@ -72,3 +72,30 @@ def test_turning_it_off_drops_everything_and_drop_forgets_one_model() -> None:
     status = store.status()
     assert status.enabled is False and status.models == [] and status.used_bytes == 0
     assert not store.park("b", 1, _slots(10))
+
+
+def test_the_budget_left_by_the_bookings_limits_parking_older_states_giving_way() -> None:
+    clock = Clock()
+    room = {"bytes": 450}
+    store = KvParkStore(KvParkConfig(enabled=True, max_bytes=10_000), clock=clock, budget=lambda: room["bytes"])
+    assert store.park("a", 1, _slots(200))
+    clock.now += 1
+    assert store.park("b", 1, _slots(200))
+    clock.now += 1
+    assert not store.park("c", 1, _slots(500))  # larger than the whole room: refused, the others stay
+    assert [m.model for m in store.status().models] == ["a", "b"]
+    assert store.park("c", 1, _slots(200))  # 600 > 450: the least recently parked gives way
+    assert [m.model for m in store.status().models] == ["b", "c"]
+    room["bytes"] = 0
+    assert not store.park("d", 1, _slots(1)) and store.used_bytes == 400
+
+
+def test_release_drops_the_least_recently_parked_until_enough_is_freed() -> None:
+    clock = Clock()
+    store = KvParkStore(KvParkConfig(enabled=True, max_bytes=10_000), clock=clock)
+    for model_id in ("a", "b", "c"):
+        store.park(model_id, 1, _slots(100))
+        clock.now += 1
+    assert store.release(150) == ["a", "b"]
+    assert [m.model for m in store.status().models] == ["c"] and store.used_bytes == 100
+    assert store.release(0) == [] and store.release(1000) == ["c"] and store.used_bytes == 0

@@ -318,3 +318,71 @@ def test_kv_park_routes_configure_and_report(memory_client: TestClient[Any]) -> 
     empty = memory_client.post("/v1/memory/kv-park", content=b"")
     assert empty.status_code == 400
     assert memory_client.get("/v1/memory/kv-park").json()["max_bytes"] == GiB
+
+
+MiB = 1024**2
+WARM_CHAT = 8 * 64 * MiB + 32 * MiB  # the fake engine's default weights
+PARKING_CONFIG: dict[str, Any] = {
+    "hardware": {
+        "simulate": True,
+        "simulate_vram_bytes": 2 * GiB,
+        "pinned_ram_budget_bytes": WARM_CHAT + 56 * MiB,
+        "kv_park": {"enabled": True},
+    },
+    "models": [
+        {"id": "chat", "modality": "text_generation", "engine": "fake", "fake": {"park_bytes": 32 * MiB}},
+        {
+            "id": "small",
+            "modality": "embeddings",
+            "engine": "fake",
+            "fake": {"layers": 1, "layer_bytes": 16 * MiB, "non_layer_bytes": 16 * MiB},
+        },
+    ],
+}
+
+
+def test_parked_kv_is_tier2_memory_and_goes_before_a_warm_model() -> None:
+    with TestClient(build_app(PARKING_CONFIG)) as client:
+        wait_ready(client)
+        ask = {"model": "chat", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 2}
+
+        def tier2_used() -> int:
+            return int(client.get("/v1/memory/status").json()["tier2_pinned_ram_used_bytes"])
+
+        assert client.post("/v1/chat/completions", json=ask).status_code == 200
+        assert tier2_used() == 0
+        moved = client.post("/v1/memory/tier", json={"model": "chat", "target_tier": "tier2_pinned_ram"})
+        assert moved.status_code == 200
+        status = client.get("/v1/memory/status").json()
+        assert [m["model"] for m in status["kv_park"]["models"]] == ["chat"]
+        assert status["kv_park"]["used_bytes"] == 32 * MiB
+        assert status["tier2_pinned_ram_used_bytes"] == WARM_CHAT + 32 * MiB
+        assert status["tier2_pinned_ram_free_bytes"] == 24 * MiB
+        assert client.get("/v1/memory/kv-park").json()["used_bytes"] == 32 * MiB
+        # 32 MiB more warm: the parked conversation is dropped, the warm chat model stays
+        warm = client.post("/v1/memory/tier", json={"model": "small", "target_tier": "tier2_pinned_ram"})
+        assert warm.status_code == 200
+        status = client.get("/v1/memory/status").json()
+        assert status["kv_park"]["used_bytes"] == 0 and status["recent_evictions"] == []
+        assert {m["id"]: m["current_tier"] for m in status["models"]} == {
+            "chat": "tier2_pinned_ram",
+            "small": "tier2_pinned_ram",
+        }
+        assert status["tier2_pinned_ram_used_bytes"] == WARM_CHAT + 32 * MiB
+        again = client.post("/v1/chat/completions", json=ask).json()["hypnos_telemetry"]
+        assert again["previous_tier"] == "tier2_pinned_ram"
+        assert "kv_restored_tokens" not in again["tier_switch_phases"]  # it was dropped: nothing came back
+
+
+def test_a_restored_conversation_leaves_tier2() -> None:
+    with TestClient(build_app(PARKING_CONFIG)) as client:
+        wait_ready(client)
+        ask = {"model": "chat", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 2}
+        assert client.post("/v1/chat/completions", json=ask).status_code == 200
+        client.post("/v1/memory/tier", json={"model": "chat", "target_tier": "tier2_pinned_ram"})
+        assert client.get("/v1/memory/status").json()["tier2_pinned_ram_used_bytes"] == WARM_CHAT + 32 * MiB
+        telemetry = client.post("/v1/chat/completions", json=ask).json()["hypnos_telemetry"]
+        assert telemetry["tier_switch_phases"]["kv_restored_tokens"] == 32 * MiB // (16 * 1024)
+        status = client.get("/v1/memory/status").json()
+        assert status["kv_park"] == {"enabled": True, "max_bytes": 4 * GiB, "used_bytes": 0, "models": []}
+        assert status["tier2_pinned_ram_used_bytes"] == 0

@@ -15,9 +15,12 @@ import httpx
 import openai
 import pytest
 import ray
+from hypnos.config import settings_from_mapping
 from hypnos_llama.testing import write_tiny_llama
+from hypnos_server.app import create_app
 from hypnos_server.cluster.front import NAMESPACE, agent_name
 from hypnos_server.testing import live_server
+from litestar.testing import TestClient
 from ray.cluster_utils import Cluster
 
 pytestmark = pytest.mark.distributed
@@ -39,6 +42,7 @@ max_queue_per_model = 0
 address = "{address}"
 gpu_resource = "fake_gpu"
 stream_window_ms = 5
+watch_secs = 0.5
 
 {big_a}
 {big_b}
@@ -51,23 +55,40 @@ engine = "fake"
 layer_bytes = 83886080
 
 [[models]]
+id = "huge"
+modality = "text_generation"
+engine = "fake"
+[models.fake]
+layers = 2000
+
+[[models]]
 id = "tiny-gguf"
 modality = "text_generation"
 engine = "ggml_llama"
 weights_path = "tiny.gguf"
 context_len = 512
+"""
 
+
+SMALL = """
 [[models]]
-id = "slow-chat"
-modality = "text_generation"
+id = "{id}"
+modality = "{modality}"
 engine = "fake"
 [models.fake]
 layers = 1
 layer_bytes = 1048576
 non_layer_bytes = 1048576
-tokens = 40
-token_ms = 100
+{fake}
 """
+# small fake models: a slow chat, one whose first token takes a minute, one whose load takes 6 s, two other modalities
+SMALLS = [
+    ("slow-chat", "text_generation", "tokens = 40\ntoken_ms = 100"),
+    ("slow-first", "text_generation", "tokens = 4\nfirst_token_ms = 60000"),
+    ("slow-load", "text_generation", "tokens = 2\nload_ms = 6000"),
+    ("embedder", "embeddings", ""),
+    ("voice", "text_to_speech", ""),
+]
 
 
 BIG = """[[models]]
@@ -108,14 +129,15 @@ def front(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         CONFIG.format(
             vram=GIB, address=cluster.address, models=folder, big_a=BIG.format(id="big-a"), big_b=BIG.format(id="big-b")
         )
+        + "".join(SMALL.format(id=name, modality=modality, fake=fake) for name, modality, fake in SMALLS)
     )
     with live_server(config, env={"HYPNOS_PLUGINS": "fake,llama"}, ready_timeout=150) as base:
         yield base
 
 
-def chat(base: str, model: str, **extra: Any) -> httpx.Response:
+def chat(base: str, model: str, timeout: float = 60, **extra: Any) -> httpx.Response:
     body = {"model": model, "messages": [{"role": "user", "content": "hello there"}], **extra}
-    return httpx.post(f"{base}/v1/chat/completions", json=body, timeout=60)
+    return httpx.post(f"{base}/v1/chat/completions", json=body, timeout=timeout)
 
 
 def move(base: str, model: str, tier: str) -> httpx.Response:
@@ -155,7 +177,8 @@ def test_status_lists_one_agent_per_gpu_node(front: str) -> None:
     nodes = status["nodes"]
     assert len(nodes) == 2
     assert all(node["alive"] for node in nodes)
-    assert {m["id"] for m in nodes[0]["models"]} == {"big-a", "big-b", "cold-big", "tiny-gguf", "slow-chat"}
+    pool = {"big-a", "big-b", "cold-big", "huge", "tiny-gguf", *(name for name, _, _ in SMALLS)}
+    assert {m["id"] for m in nodes[0]["models"]} == pool
     assert "capabilities" in status and "models" in status  # the spec's own body is still there
 
 
@@ -210,6 +233,49 @@ def test_an_unknown_model_is_404_as_on_one_machine(front: str) -> None:
     response = chat(front, "no-such-model")
     assert response.status_code == 404
     assert response.json()["error"]["type"] == "model_not_found"
+
+
+def test_a_model_no_node_has_room_for_is_507_with_the_spec_body(front: str) -> None:
+    whole = chat(front, "huge")
+    assert whole.status_code == 507
+    assert set(whole.json()) == {"error"}
+    assert whole.json()["error"]["type"] == "insufficient_vram_or_ram"
+    assert "`huge`" in whole.json()["error"]["message"]
+    streamed = chat(front, "huge", stream=True)  # refused before the first token: still an HTTP error
+    assert streamed.status_code == 507
+    assert streamed.json()["error"]["type"] == "insufficient_vram_or_ram"
+    assert chat(front, "big-a").status_code == 200  # the node that refused serves the rest as before
+
+
+def kv_park(base: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    url = f"{base}/v1/memory/kv-park"
+    response = httpx.post(url, json=body, timeout=60) if body else httpx.get(url, timeout=60)
+    assert response.status_code == 200, response.text
+    return response.json()  # type: ignore[no-any-return]
+
+
+def node_kv_parks(base: str) -> list[dict[str, Any]]:
+    status = httpx.get(f"{base}/v1/memory/status", timeout=30).json()
+    return [node["kv_park"] for node in status["nodes"] if node["alive"]]
+
+
+def test_kv_parking_changes_apply_on_every_node(front: str) -> None:
+    cap = 64 * 1024 * 1024
+    try:
+        answer = kv_park(front, {"enabled": True, "max_bytes": cap})
+        assert (answer["enabled"], answer["max_bytes"]) == (True, cap)
+        parks = node_kv_parks(front)
+        assert len(parks) == 2 and all((p["enabled"], p["max_bytes"]) == (True, cap) for p in parks)
+        client = openai.OpenAI(base_url=f"{front}/v1", api_key="unused", max_retries=0)
+        messages = [{"role": "user", "content": "tell me about the fox"}]
+        client.chat.completions.create(model="tiny-gguf", messages=messages, max_tokens=6, temperature=0)
+        (holder,) = nodes_holding(front, "tiny-gguf")
+        assert move(front, "tiny-gguf", "tier2_pinned_ram").status_code == 200  # leaves tier 1 on its node: parked
+        parked = [m for m in kv_park(front)["models"] if m["model"] == "tiny-gguf"]
+        assert len(parked) == 1 and parked[0]["node_id"] == holder and parked[0]["tokens"] > 0
+    finally:
+        assert kv_park(front, {"enabled": False})["enabled"] is False
+    assert all(not p["enabled"] and p["models"] == [] for p in node_kv_parks(front))  # off drops every parked state
 
 
 def test_deadlines_use_the_chosen_nodes_estimate(front: str) -> None:
@@ -283,6 +349,18 @@ def test_metrics_label_models_by_node(front: str) -> None:
     assert text.count("hypnos_node_up{") == 2
 
 
+def test_inference_latency_covers_the_engines_time_to_its_first_token(front: str) -> None:
+    for stream in (False, True):  # the node starts the chat with the lease: its first token's time still counts
+        response = chat(front, "slow-chat", max_tokens=3, stream=stream)
+        assert response.status_code == 200
+        if stream:
+            events = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: {")]
+            telemetry = events[-1]["hypnos_telemetry"]
+        else:
+            telemetry = response.json()["hypnos_telemetry"]
+        assert telemetry["inference_latency_ms"] >= telemetry["engine"]["decode_ms"] > 0
+
+
 def test_a_busy_model_is_429_from_its_node(front: str) -> None:
     body = {"model": "slow-chat", "stream": True, "max_tokens": 10, "messages": [{"role": "user", "content": "go"}]}
     with httpx.stream("POST", f"{front}/v1/chat/completions", json=body, timeout=60) as running:
@@ -312,6 +390,76 @@ def test_a_client_hang_up_cancels_on_the_node(front: str) -> None:
         time.sleep(0.05)
     assert record["error"] == "the client went away"
     assert record["tokens_out"] < 40  # the node's engine stopped early instead of making all 40 tokens
+
+
+def hung_up_records(base: str, model: str, count: int = 1) -> list[dict[str, Any]]:
+    """The request log records of the model's requests whose client hung up, once there are `count` (polled: each is
+    written once its request is over)."""
+    for _ in range(300):
+        page = httpx.get(f"{base}/v1/logs", params={"model": model}, timeout=30).json()
+        gone = [record for record in page["records"] if record["error"] == "the client went away"]
+        if len(gone) >= count:
+            return gone
+        time.sleep(0.05)
+    raise AssertionError(f"fewer than {count} records of hung-up requests on {model}")
+
+
+def wait_unleased(base: str, model: str) -> list[str]:
+    """Poll until no node holds a lease of the model; the nodes still holding one."""
+    for _ in range(300):
+        if not (holding := leased_on(base, model)):
+            break
+        time.sleep(0.05)
+    return holding
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_chat_hung_up_before_its_first_token_stops_on_the_node(front: str, stream: bool) -> None:
+    before = len(hung_up_records(front, "slow-first", 0))
+    with pytest.raises(httpx.ReadTimeout):  # the client leaves during the 60 s prefill of the first token
+        chat(front, "slow-first", timeout=1.5, stream=stream)
+    hung_up_records(front, "slow-first", before + 1)
+    assert wait_unleased(front, "slow-first") == []  # the node's engine stopped and its lease went back
+
+
+def test_a_lease_given_up_while_its_model_loads_goes_back_on_the_node(front: str) -> None:
+    with pytest.raises(httpx.ReadTimeout):  # the client leaves during the node's 6 s load
+        chat(front, "slow-load", timeout=1.5)
+    hung_up_records(front, "slow-load")
+    assert wait_unleased(front, "slow-load") == []  # released once granted, nobody reading it
+    served = chat(front, "slow-load", max_tokens=2)
+    assert served.status_code == 200
+    assert served.json()["choices"][0]["message"]["content"]
+
+
+def test_a_speech_stream_through_the_front_is_the_audio_of_one_machine(front: str) -> None:
+    body = {"model": "voice", "input": "Hello there. Second phrase!", "voice": "alloy", "stream": True}
+    with httpx.stream("POST", f"{front}/v1/audio/speech", json=body, timeout=60) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"] == "audio/wav"
+        clustered = response.read()
+    settings = settings_from_mapping({"models": [{"id": "voice", "modality": "text_to_speech", "engine": "fake"}]})
+    with TestClient(create_app(settings)) as single:
+        for _ in range(200):
+            if single.get("/ready").status_code == 200:
+                break
+            time.sleep(0.05)
+        alone = single.post("/v1/audio/speech", json=body)
+        whole = httpx.post(f"{front}/v1/audio/speech", json={**body, "stream": False, "response_format": "pcm"})
+    assert alone.status_code == whole.status_code == 200
+    assert len(clustered) > 44
+    assert clustered == alone.content
+    assert whole.content == clustered[44:]  # the whole answer too: the same samples without the WAV header
+
+
+def test_an_engines_capabilities_answer_through_the_front(front: str) -> None:
+    body = {"model": "embedder", "input": "hello", "dimensions": 4}  # the fake embedder has no shorter vectors
+    refused = httpx.post(f"{front}/v1/embeddings", json=body, timeout=60)
+    assert refused.status_code == 400
+    assert "shorter vectors" in refused.json()["error"]["message"]
+    whole = httpx.post(f"{front}/v1/embeddings", json={**body, "dimensions": None}, timeout=60)
+    assert whole.status_code == 200
+    assert len(whole.json()["data"][0]["embedding"]) == 16
 
 
 def _kill_agent_when_leased(front: str, killed: list[str]) -> None:
@@ -346,3 +494,33 @@ def test_killing_an_agent_mid_stream_gives_the_error_chunk_then_other_nodes_serv
     status = httpx.get(f"{front}/v1/memory/status", timeout=30).json()
     alive = {node["node_id"]: node["alive"] for node in status["nodes"]}
     assert alive[killed[0]] is False and sum(alive.values()) == 1
+
+
+def test_a_node_that_joins_later_gets_an_agent_and_takes_requests(cluster: Cluster, front: str) -> None:
+    block = '[[models]]\nid = "late-chat"\nmodality = "text_generation"\nengine = "fake"\n'
+    assert httpx.post(f"{front}/v1/models", json={"config": block}, timeout=60).status_code == 201
+    for model in ("big-a", "big-b"):  # every node there is now has a big model in tier 1
+        assert chat(front, model).status_code == 200
+    assert move(front, "cold-big", "tier3_nvme_ssd").status_code == 200
+    full = nodes_holding(front, "big-a") + nodes_holding(front, "big-b")
+    known = {node["node_id"] for node in httpx.get(f"{front}/v1/memory/status", timeout=30).json()["nodes"]}
+    try:
+        kv_park(front, {"enabled": True})
+        cluster.add_node(num_cpus=1, object_store_memory=80 * 1024 * 1024, resources={"fake_gpu": 1})
+        joined: dict[str, Any] = {}
+        for _ in range(600):  # the front notices the node, places its agent and stages its models
+            nodes = httpx.get(f"{front}/v1/memory/status", timeout=30).json()["nodes"]
+            joined = next((n for n in nodes if n["node_id"] not in known), {})
+            if joined.get("models"):
+                break
+            time.sleep(0.2)
+        assert joined.get("alive"), "no agent appeared on the node that joined"
+        assert "late-chat" in {m["id"] for m in joined["models"]}  # the pool as it is now, not as it was at startup
+        assert joined["kv_park"]["enabled"] is True  # and the switches
+        response = chat(front, "cold-big")  # no room without evictions on the other nodes; room on the new one
+        assert response.status_code == 200
+        assert response.json()["hypnos_telemetry"]["evicted_models"] == []
+        assert nodes_holding(front, "cold-big") == [joined["node_id"]]
+        assert sorted(nodes_holding(front, "big-a") + nodes_holding(front, "big-b")) == sorted(full)
+    finally:
+        kv_park(front, {"enabled": False})

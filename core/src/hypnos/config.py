@@ -114,6 +114,8 @@ class ClusterConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     gpu_resource: str = "GPU"
     # how long a node agent gathers stream pieces (tokens, speech chunks) before sending them to the front
     stream_window_ms: float = 5.0
+    # how often the front looks for nodes that joined (they get an agent) and refreshes its routing figures
+    watch_secs: float = 2.0
 
 
 class ModelConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

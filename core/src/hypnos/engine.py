@@ -108,7 +108,8 @@ class KvPark(Protocol):
         ...
 
     def park(self, model_id: str, layout: Hashable, slots: list[ParkedSlot]) -> bool:
-        """Keep these slots for the model (replacing what it had parked); False when off, empty or above the cap."""
+        """Keep these slots for the model (replacing what it had parked); False when off, empty, above the cap, or
+        larger than the room the tier-2 and process budgets leave (parked bytes are booked like a model's)."""
         ...
 
     def take(self, model_id: str, layout: Hashable) -> list[ParkedSlot]:
@@ -128,7 +129,7 @@ class EngineContext:
     # KV parking (section 14): where engines park their slots' KV states when leaving tier 1; None = no parking
     kv_park: KvPark | None = None
     # Called (from any thread) when an engine grows a loaded model's context to `cells` in all: the scheduler books
-    # the larger KV cache (model id, cells)
+    # the larger KV cache (model id, cells) and funds it again when the model returns from tier 2 (not tier 3)
     context_resized: Callable[[str, int], None] | None = None
     # [server] kv_idle_timeout_secs: how long an idle slot's KV may stay before the engine may drop it (None: never)
     kv_idle_timeout_secs: int | None = None

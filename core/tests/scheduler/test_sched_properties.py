@@ -1,6 +1,7 @@
 """Property-based tests: random models, budgets and request sequences keep the scheduler's invariants.
 
-- booked bytes never exceed a tier's budget (checked after every booking);
+- booked bytes never exceed a tier's budget (checked after every booking), nor with the parked KV states added
+  (checked after every park and every operation);
 - a model in use by a request is never demoted, unloaded or moved (checked in the engine's demote/unload);
 - every lease is released, also on exceptions and cancellation;
 - no request waits forever (every operation runs under a timeout; a timeout fails the example);
@@ -13,8 +14,9 @@ import asyncio
 from collections import Counter
 from typing import Any
 
+from hypnos.chat import InputMessage, TextPart
 from hypnos.config import settings_from_mapping
-from hypnos.engine import DeviceOutOfMemory
+from hypnos.engine import CancelToken, ChatInput, DeviceOutOfMemory
 from hypnos.errors import HypnosError
 from hypnos.scheduler import Scheduler
 from hypnos.types import MemoryTier, Modality
@@ -24,6 +26,7 @@ from sched_kit import fake_model, make_scheduler
 
 TEXT = Modality.TEXT_GENERATION
 OP_TIMEOUT = 20.0
+CHAT = ChatInput(messages=[InputMessage(role="user", parts=[TextPart(text="hello")])], max_tokens=1)
 
 model_specs = st.fixed_dictionaries(
     {
@@ -35,6 +38,7 @@ model_specs = st.fixed_dictionaries(
         "fail_load": st.sampled_from([False, False, False, False, True]),
         "initial_tier": st.sampled_from(["tier1_gpu_vram", "tier2_pinned_ram", "tier3_nvme_ssd"]),
         "moe": st.booleans(),
+        "park_mib": st.sampled_from([0, 100, 400, 1200]),
     }
 )
 
@@ -72,11 +76,12 @@ def build(specs: list[dict[str, Any]], vram_mib: int, ram_mib: int, ratio: float
                 load_ms=spec["load_ms"],
                 fail_load=spec["fail_load"],
                 initial_tier=spec["initial_tier"],
+                park_bytes=spec["park_mib"] * 2**20,
                 **extra,
             )
             | ({"moe_offload": "auto"} if spec["moe"] else {})
         )
-    hardware: dict[str, Any] = {"min_gpu_layer_ratio": ratio}
+    hardware: dict[str, Any] = {"min_gpu_layer_ratio": ratio, "kv_park": {"enabled": True}}
     if cap_mib is not None:
         hardware["max_process_memory_bytes"] = cap_mib * 2**20
     limits = {"max_queue_per_model": 3}
@@ -98,6 +103,16 @@ class Invariants:
             self.check_budgets()
 
         tiers.book = checked_book  # type: ignore[method-assign]
+        store = scheduler.kv_park
+        original_park = store.park
+
+        def checked_park(model_id, layout, slots) -> bool:  # type: ignore[no-untyped-def]
+            with store.lock:
+                parked = original_park(model_id, layout, slots)
+                self.check_parked()
+                return parked
+
+        store.park = checked_park  # type: ignore[method-assign]
         for state in scheduler.models():
             self.wrap_engine(state)
 
@@ -128,6 +143,15 @@ class Invariants:
         if cap is not None and tiers.booked_process > cap:
             self.violations.append(f"process cap exceeded: {tiers.booked_process} > {cap}")
 
+    def check_parked(self) -> None:
+        """The bookings plus the parked KV states fit tier 2 and the process cap (between bookings)."""
+        tiers, budgets = self.scheduler.tiers, self.scheduler.budgets
+        if tiers.used_tier2 > budgets.tier2_bytes:
+            self.violations.append(f"tier 2 over budget with parked KV: {tiers.used_tier2} > {budgets.tier2_bytes}")
+        cap = budgets.process_cap_bytes
+        if cap is not None and tiers.used_process > cap:
+            self.violations.append(f"process cap exceeded with parked KV: {tiers.used_process} > {cap}")
+
 
 async def run_lease(scheduler: Scheduler, checks: Invariants, model_id: str, hold_ms: float, mode: str) -> None:
     async with scheduler.lease(model_id, TEXT) as lease:
@@ -147,6 +171,8 @@ async def run_lease(scheduler: Scheduler, checks: Invariants, model_id: str, hol
                         raise DeviceOutOfMemory()
 
                 await lease.run_with_oom_retry(maybe_oom)
+            async for _ in lease.engine.chat(CHAT, CancelToken()):  # a conversation the engine may park
+                pass
             await asyncio.sleep(hold_ms / 1000)
             if mode == "raise":
                 raise RuntimeError("request failed")
@@ -175,6 +201,7 @@ async def run_op(scheduler: Scheduler, checks: Invariants, op: tuple, count: int
         await scheduler.set_enabled(model_id, not state.enabled)
     else:
         await run_pool_change(scheduler, checks, kind, f"m{op[1]}", op[2])
+    checks.check_parked()
 
 
 async def run_pool_change(scheduler: Scheduler, checks: Invariants, kind: str, model_id: str, drain: float) -> None:
@@ -213,6 +240,7 @@ async def scenario(specs, vram_mib, ram_mib, ratio, cap_mib, ops) -> list[str]: 
         if state.tier != state.booked.primary_tier:
             checks.violations.append(f"{state.id} booked for {state.booked.primary_tier} but in {state.tier}")
     checks.check_budgets()
+    checks.check_parked()
     await asyncio.wait_for(scheduler.shutdown(), OP_TIMEOUT)
     if scheduler.tiers.booked_tier1 or scheduler.tiers.booked_tier2:
         checks.violations.append("bookings left after shutdown")

@@ -82,13 +82,13 @@ async def _stage(state: HypnosState) -> None:
     state.scheduler.ready = True
 
 
-def _cluster_backend(settings: Settings) -> object | None:
+def _cluster_backend(settings: Settings, scheduler: Scheduler) -> object | None:
     """The Ray backend when [cluster] is configured (imports the cluster package only then)."""
     if settings.cluster is None:
         return None
     from hypnos_server.cluster.front import ClusterBackend
 
-    return ClusterBackend(settings, settings.cluster)
+    return ClusterBackend(settings, settings.cluster, scheduler)
 
 
 def _lifespan(state: HypnosState):  # type: ignore[no-untyped-def]
@@ -122,7 +122,7 @@ def create_app(
     settings, overlay = load_pool(settings)
     scheduler = Scheduler(settings, collect_engine_kinds(manager))
     catalog = Catalog.load(catalog_path or shipped_catalog_path(), manager)
-    cluster = _cluster_backend(settings)
+    cluster = _cluster_backend(settings, scheduler)
     state = HypnosState(
         cluster=cluster,
         settings=settings,

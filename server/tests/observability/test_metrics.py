@@ -7,8 +7,8 @@ from typing import Any
 from hypnos.config import settings_from_mapping
 from hypnos.hardware import GpuSample
 from hypnos.scheduler import Scheduler
+from hypnos.scheduler.records import SchedulerCounters
 from hypnos.scheduler.status import MemoryStatus
-from hypnos.scheduler.tiers import SchedulerCounters
 from hypnos.testing.fake_engine import fake_engine_kind
 from hypnos.types import EngineTiming, MemoryTier
 from hypnos_server.observability.facts import RequestFacts

@@ -3,10 +3,10 @@
 from hypnos.scheduler.budgets import Budgets, compute_budgets
 from hypnos.scheduler.lease import Lease
 from hypnos.scheduler.planner import FreeMemory, PlacementRequest, plan_placement
+from hypnos.scheduler.records import EvictionRecord, SchedulerCounters
 from hypnos.scheduler.scheduler import LeaseContext, Scheduler
 from hypnos.scheduler.state import ModelState
 from hypnos.scheduler.status import KvParkStatus, MemoryStatus
-from hypnos.scheduler.tiers import EvictionRecord, SchedulerCounters
 
 __all__ = [
     "Budgets",

@@ -2,10 +2,13 @@
 
 Engines park when a model leaves tier 1 and take their states back when it returns with the same context layout.
 The store caps the bytes held (the least recently parked models go first) and is safe to call from worker threads.
+Parked bytes are host memory: the scheduler counts them in tier 2 and against the process cap, tells the store how
+much of those budgets its bookings leave (`budget`), and drops parked states (`release`) before it evicts a model.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Hashable
@@ -14,6 +17,8 @@ from dataclasses import dataclass, field
 from hypnos.config import KvParkConfig
 from hypnos.engine import ParkedSlot
 from hypnos.scheduler.status import KvParkedModel, KvParkStatus
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -32,33 +37,48 @@ class ParkedModel:
 class KvParkStore:
     """The contract's KvPark: parked KV states of all models under one byte cap ([hardware.kv_park], POST kv-park)."""
 
-    def __init__(self, config: KvParkConfig, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        config: KvParkConfig,
+        clock: Callable[[], float] = time.monotonic,
+        budget: Callable[[], int] | None = None,
+    ) -> None:
         self.enabled = config.enabled
         self.max_bytes = config.max_bytes
         self._clock = clock
+        self._budget = budget
         self._models: dict[str, ParkedModel] = {}
-        self._lock = threading.Lock()
+        # Held by the scheduler while it books, so that a park from a worker thread sees whole bookings.
+        self.lock = threading.RLock()
+
+    def bind_budget(self, budget: Callable[[], int]) -> None:
+        """Where the host bytes left for parked state come from (the scheduler's tier-2 and process books)."""
+        self._budget = budget
 
     @property
     def used_bytes(self) -> int:
         """Bytes of parked state held now."""
-        with self._lock:
+        with self.lock:
             return sum(parked.bytes for parked in self._models.values())
 
     def park(self, model_id: str, layout: Hashable, slots: list[ParkedSlot]) -> bool:
-        """Keep these slots for the model (replacing what it had parked); False when off, empty or above the cap."""
+        """Keep these slots for the model (replacing what it had parked); False when off, empty, or larger than the
+        cap or than what the tier-2 and process budgets leave (older parked states give way first, models never)."""
         parked = ParkedModel(layout=layout, slots=slots, parked_at=self._clock())
-        with self._lock:
+        with self.lock:
             self._models.pop(model_id, None)
-            if not self.enabled or not slots or parked.bytes > self.max_bytes:
+            limit = self._limit()
+            if not self.enabled or not slots or parked.bytes > limit:
+                if slots and self.enabled:
+                    logger.info("not parking %s: %d bytes, %d bytes of room", model_id, parked.bytes, limit)
                 return False
             self._models[model_id] = parked
-            self._fit()
+            self._fit(limit)
             return model_id in self._models
 
     def take(self, model_id: str, layout: Hashable) -> list[ParkedSlot]:
         """The model's parked slots, removed from the store; none when the layout changed (they are dropped)."""
-        with self._lock:
+        with self.lock:
             parked = self._models.pop(model_id, None)
         if parked is None or parked.layout != layout:
             return []
@@ -66,30 +86,48 @@ class KvParkStore:
 
     def drop(self, model_id: str) -> None:
         """Forget a model's parked state (a disabled model)."""
-        with self._lock:
+        with self.lock:
             self._models.pop(model_id, None)
+
+    def release(self, num_bytes: int) -> list[str]:
+        """Drop the least recently parked models until `num_bytes` are freed (or none is left); their ids."""
+        dropped = []
+        with self.lock:
+            while num_bytes > 0 and self._models:
+                oldest = self._oldest()
+                num_bytes -= self._models.pop(oldest).bytes
+                dropped.append(oldest)
+        return dropped
 
     def configure(self, *, enabled: bool | None = None, max_bytes: int | None = None) -> None:
         """Turn parking on or off (off drops everything) and set the cap (the oldest go until the rest fits)."""
-        with self._lock:
+        with self.lock:
             if enabled is not None:
                 self.enabled = enabled
             if max_bytes is not None:
                 self.max_bytes = max_bytes
             if not self.enabled:
                 self._models.clear()
-            self._fit()
+            self._fit(self.max_bytes)
 
-    def _fit(self) -> None:
-        """Drop the least recently parked models until the rest fits the cap (lock held)."""
-        while self._models and sum(p.bytes for p in self._models.values()) > self.max_bytes:
-            oldest = min(self._models, key=lambda model_id: self._models[model_id].parked_at)
-            del self._models[oldest]
+    def _limit(self) -> int:
+        """The bytes parked state may hold: the cap, or less when the budgets' bookings leave less (lock held)."""
+        if self._budget is None:
+            return self.max_bytes
+        return max(0, min(self.max_bytes, self._budget()))
+
+    def _oldest(self) -> str:
+        return min(self._models, key=lambda model_id: self._models[model_id].parked_at)
+
+    def _fit(self, limit: int) -> None:
+        """Drop the least recently parked models until the rest fits `limit` (lock held)."""
+        while self._models and sum(p.bytes for p in self._models.values()) > limit:
+            del self._models[self._oldest()]
 
     def status(self) -> KvParkStatus:
         """The kv_park object of /v1/memory/status and /v1/memory/kv-park."""
         now = self._clock()
-        with self._lock:
+        with self.lock:
             models = [
                 KvParkedModel(
                     model=model_id,

@@ -18,13 +18,14 @@ from hypnos.types import LayerPlacementPlan, MemoryTier, MoeOffload
 
 @dataclass(frozen=True)
 class PlacementRequest:
-    """What to place: the estimate, the target tier, the per-slot context and slots, the MoE mode."""
+    """What to place: the estimate, the target tier, the per-slot context, slots and grown context, the MoE mode."""
 
     model_id: str
     estimate: MemoryEstimate
     target: MemoryTier
     context_len: int = 0
     slots: int = 1
+    grown_context_len: int = 0  # cells (all slots) an engine grew to: funded when above context_len x slots
     moe_offload: MoeOffload = MoeOffload.OFF
     min_gpu_layer_ratio: float = 0.5
     discrete: bool = True
@@ -97,7 +98,7 @@ class _Layers:
 
 def _tier1_plan(req: PlacementRequest, layers: _Layers, gpu_layers: int, cpu_expert_layers: int) -> LayerPlacementPlan:
     est = req.estimate
-    allocated = req.context_len * max(1, req.slots)
+    allocated = max(req.context_len * max(1, req.slots), req.grown_context_len)
     gpu, host = layers.split(gpu_layers, cpu_expert_layers)
     if layers.n == 0:
         gpu, host = total_weight_bytes(est), 0

@@ -25,9 +25,10 @@ from hypnos.scheduler.budgets import compute_budgets
 from hypnos.scheduler.kv_park import KvParkStore
 from hypnos.scheduler.lease import Lease
 from hypnos.scheduler.pool import PoolChanges
+from hypnos.scheduler.records import EvictionRecord, SchedulerCounters
 from hypnos.scheduler.state import ModelState
 from hypnos.scheduler.status import MemoryStatus, build_status
-from hypnos.scheduler.tiers import EvictionRecord, SchedulerCounters, TierManager
+from hypnos.scheduler.tiers import TierManager
 from hypnos.types import MemoryTier, Modality, MoeOffload
 
 logger = logging.getLogger(__name__)
@@ -158,7 +159,7 @@ class Scheduler:
         self._models: dict[str, ModelState] = {}
         for model in settings.models:
             self._models[model.id] = self._make_state(model)
-        self.tiers = TierManager(self._models, settings, self.budgets, self.hardware, clock)
+        self.tiers = TierManager(self._models, settings, self.budgets, self.hardware, clock, self.kv_park)
         self.pool = PoolChanges(self._models, self.tiers, self.kv_park, self._make_state)
 
     def _make_state(self, model: ModelConfig) -> ModelState:
@@ -224,14 +225,15 @@ class Scheduler:
     def status(self, latency: Callable[[], Any] | None = None) -> MemoryStatus:
         """The GET /v1/memory/status snapshot; `latency` (or the scheduler's provider) fills the latency field."""
         provider = latency or self.latency_provider
-        return build_status(
-            self._models.values(),
-            self.tiers,
-            self.settings,
-            self.clock(),
-            kv_park=self.kv_park.status(),
-            latency=provider() if provider is not None else msgspec.UNSET,
-        )
+        with self.kv_park.lock:  # the parked bytes in tier 2 and in kv_park are the same snapshot
+            return build_status(
+                self._models.values(),
+                self.tiers,
+                self.settings,
+                self.clock(),
+                kv_park=self.kv_park.status(),
+                latency=provider() if provider is not None else msgspec.UNSET,
+            )
 
     # ---- leases -------------------------------------------------------------------------------------------------
 
@@ -322,6 +324,7 @@ class Scheduler:
         if target == MemoryTier.TIER1 and context_len is not None:
             current = state.placement.allocated_context_len // max(1, state.config.slots)
             state.context_override = context_len
+            state.grown_context_len = 0  # an asked-for size replaces what the engine had grown to
             if state.tier == MemoryTier.TIER1 and current != context_len:
                 await self.tiers.ensure(state, MemoryTier.TIER2, exclusive=True)
         await self.tiers.ensure(state, target, exclusive=True)
@@ -381,13 +384,16 @@ class Scheduler:
         if state is None or state.placement.primary_tier != MemoryTier.TIER1:
             return
         estimate = state.estimate()
+        state.grown_context_len = cells  # the next promotion (after tier 2) funds it: parked KV fits that layout
         plan = msgspec.structs.replace(
             state.placement,
             allocated_context_len=cells,
             vram_kv_and_workspace_bytes=estimate.kv_bytes_per_token * cells + estimate.workspace_bytes,
         )
         state.placement = plan
-        self.tiers.book(state, plan)
+        with self.kv_park.lock:
+            self.tiers.book(state, plan)
+            self.tiers.fit_parked(model_id)
 
     async def stage_startup(self) -> None:
         """Load every enabled model whose initial_tier is tier 1 or 2, then flip `ready`."""

@@ -41,6 +41,8 @@ class ModelState:
     estimate_cache: MemoryEstimate | None = None
     moe_offload: MoeOffload = MoeOffload.OFF
     context_override: int | None = None
+    # cells (all slots) the engine grew the context to at tier 1; the next promotion books them (0: as configured)
+    grown_context_len: int = 0
     rate: DecayingRate = field(default_factory=DecayingRate)
     reload_ms: dict[MemoryTier, float] = field(default_factory=dict)
     # reload times estimated from the size and the tier bandwidths, per source tier (the budgets never change)

@@ -11,8 +11,9 @@ from hypnos.config import ProfileObjective, Settings
 from hypnos.hardware import GpuSample
 from hypnos.scheduler.admission import estimated_wait_ms, profile_objective
 from hypnos.scheduler.planner import total_weight_bytes
+from hypnos.scheduler.records import EvictionRecord
 from hypnos.scheduler.state import ModelState
-from hypnos.scheduler.tiers import EvictionRecord, TierManager
+from hypnos.scheduler.tiers import TierManager
 from hypnos.types import LayerPlacementPlan, MemoryTier, Modality, ModelPriority, MoeOffload
 
 
@@ -179,13 +180,11 @@ def build_status(
         tier1_vram_real_total_bytes=tier1.real_total,
         tier1_vram_unaccounted_bytes=tier1.unaccounted,
         tier1_vram_effective_free_bytes=tier1.effective_free,
-        tier2_pinned_ram_used_bytes=tiers.booked_tier2,
-        tier2_pinned_ram_free_bytes=max(0, budgets.tier2_bytes - tiers.booked_tier2),
-        physical_pool_free_bytes=None
-        if budgets.discrete
-        else max(0, info.physical_memory_bytes - tiers.booked_process),
+        tier2_pinned_ram_used_bytes=tiers.used_tier2,  # parked KV states included
+        tier2_pinned_ram_free_bytes=max(0, budgets.tier2_bytes - tiers.used_tier2),
+        physical_pool_free_bytes=None if budgets.discrete else max(0, info.physical_memory_bytes - tiers.used_process),
         process_footprint_bytes=footprint,
-        process_memory_bytes=max(footprint, tiers.booked_process),
+        process_memory_bytes=max(footprint, tiers.used_process),
         process_memory_cap_bytes=budgets.process_cap_bytes,
         models=[model_status(state, tiers, now) for state in models],
         recent_evictions=list(reversed(tiers.recent_evictions)),

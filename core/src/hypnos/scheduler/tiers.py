@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
-from typing import Any
-
-import msgspec
+from typing import TYPE_CHECKING, Any
 
 from hypnos.config import Settings
 from hypnos.errors import HypnosError, model_busy, server_error
@@ -25,42 +23,14 @@ from hypnos.scheduler.planner import (
     plan_placement,
     total_weight_bytes,
 )
+from hypnos.scheduler.records import RECENT_EVICTIONS, EvictionRecord, LoadOutcome, SchedulerCounters
 from hypnos.scheduler.state import ModelState
-from hypnos.types import LayerPlacementPlan, MemoryTier, ModelPriority, TierSwitchPhases
+from hypnos.types import LayerPlacementPlan, MemoryTier, ModelPriority
+
+if TYPE_CHECKING:  # kv_park -> status -> tiers
+    from hypnos.scheduler.kv_park import KvParkStore
 
 logger = logging.getLogger(__name__)
-
-RECENT_EVICTIONS = 32
-
-
-class EvictionRecord(msgspec.Struct, kw_only=True):
-    """One automatic eviction, as recent_evictions lists it."""
-
-    model: str
-    for_model: str
-    reason: str
-    to_tier: MemoryTier
-    unix_ms: int
-
-
-@dataclass
-class SchedulerCounters:
-    """Totals for /metrics: promotions, evictions, load failures, rejected admissions."""
-
-    promotions: int = 0
-    evictions: int = 0
-    load_failures: int = 0
-    admissions_rejected: int = 0
-
-
-@dataclass
-class LoadOutcome:
-    """What one transition did: the phases the engine reported, who was evicted, how long it took."""
-
-    tier: MemoryTier | None = None
-    phases: TierSwitchPhases | None = None
-    evicted: list[str] = field(default_factory=list)
-    elapsed_ms: float = 0.0
 
 
 def _empty_plan(state: ModelState) -> LayerPlacementPlan:
@@ -68,7 +38,11 @@ def _empty_plan(state: ModelState) -> LayerPlacementPlan:
 
 
 class TierManager:
-    """Owns the bookings of every model and performs promotions, demotions and evictions."""
+    """Owns the bookings of every model and performs promotions, demotions and evictions.
+
+    Parked KV states (section 14) are host memory booked next to the models: they count in tier 2 and against the
+    process cap, and a placement short of either drops them (least recently parked first) before it evicts a model.
+    """
 
     def __init__(
         self,
@@ -77,12 +51,15 @@ class TierManager:
         budgets: Budgets,
         hardware: HardwareProbe,
         clock: Callable[[], float],
+        parked: KvParkStore,
     ) -> None:
         self.models = models
         self.settings = settings
         self.budgets = budgets
         self.hardware = hardware
         self.clock = clock
+        self.parked = parked
+        parked.bind_budget(self.parking_room)
         self.booked_tier1 = 0
         self.booked_tier2 = 0
         self.booked_process = 0
@@ -99,18 +76,46 @@ class TierManager:
         self.booked_process += self.budgets.process_bytes(plan) - self.budgets.process_bytes(old)
         state.booked = plan
 
+    @property
+    def used_tier2(self) -> int:
+        """Tier-2 bytes in use: the models' bookings plus the parked KV states."""
+        return self.booked_tier2 + self.parked.used_bytes
+
+    @property
+    def used_process(self) -> int:
+        """Host bytes in use by the books: the models' process bytes plus the parked KV states."""
+        return self.booked_process + self.parked.used_bytes
+
+    def parking_room(self) -> int:
+        """Host bytes the models' bookings leave for parked KV states under the tier-2 budget and the process cap."""
+        room = self.budgets.tier2_bytes - self.booked_tier2
+        cap = self.budgets.process_cap_bytes
+        if cap is not None:
+            room = min(room, cap - self.booked_process)
+        return max(0, room)
+
+    def fit_parked(self, for_model: str) -> None:
+        """Drop the least recently parked KV states until the bookings and the parked bytes fit both budgets."""
+        with self.parked.lock:
+            over = self.parked.used_bytes - self.parking_room()
+            if over > 0:
+                dropped = self.parked.release(over)
+                logger.info("dropped the parked KV of %s for %s (%d bytes short)", ", ".join(dropped), for_model, over)
+
     def tier1(self) -> Tier1Figures:
         """Booked vs device-real tier-1 figures (section 14)."""
         return tier1_figures(self.budgets, self.booked_tier1, self.hardware.vram_free_bytes())
 
-    def free_memory(self, own: ModelState | None = None) -> FreeMemory:
-        """What a plan may use now, counting `own`'s current booking as free (it is replaced)."""
+    def free_memory(self, own: ModelState | None = None, *, parked_free: bool = False) -> FreeMemory:
+        """What a plan may use now, counting `own`'s current booking as free (it is replaced), and the parked KV
+        states as used unless `parked_free` (a placement may drop them)."""
         mine = own.booked if own is not None else LayerPlacementPlan()
+        parked = 0 if parked_free else self.parked.used_bytes
         cap = self.budgets.process_cap_bytes
-        process = None if cap is None else cap - self.booked_process + self.budgets.process_bytes(mine)
+        process = None if cap is None else cap - self.booked_process - parked + self.budgets.process_bytes(mine)
         return FreeMemory(
             tier1=self.tier1().effective_free + mine.vram_bytes,
-            tier2=max(0, self.budgets.tier2_bytes - self.booked_tier2) + mine.pinned_ram_bytes,
+            tier2=max(0, self.budgets.tier2_bytes - self.booked_tier2 - parked) + mine.pinned_ram_bytes,
             process=process,
             host_tier1=self.budgets.simulated or not self.budgets.discrete,
         )
@@ -164,6 +169,7 @@ class TierManager:
             target=target,
             context_len=choose_context_len(estimate, configured, context_len),
             slots=state.config.slots,
+            grown_context_len=state.grown_context_len,
             moe_offload=state.moe_offload,
             min_gpu_layer_ratio=self.settings.hardware.min_gpu_layer_ratio,
             discrete=self.budgets.discrete,
@@ -172,9 +178,20 @@ class TierManager:
     def reserve(
         self, state: ModelState, target: MemoryTier, context_len: int | None = None
     ) -> tuple[LayerPlacementPlan, list[Eviction]]:
-        """Plan `state` into `target`, choose and start the evictions it needs, and book it (no await: atomic)."""
+        """Plan `state` into `target`, choose and start the evictions it needs, and book it (no await: atomic).
+
+        Parked KV states count as free room here: the ones in the way are dropped after booking, before any model
+        would have to go (a parked state costs one prefill to lose, a model a reload)."""
+        with self.parked.lock:  # a park from a worker thread waits for whole bookings
+            reserved = self._reserve(state, target, context_len)
+            self.fit_parked(state.id)
+        return reserved
+
+    def _reserve(
+        self, state: ModelState, target: MemoryTier, context_len: int | None
+    ) -> tuple[LayerPlacementPlan, list[Eviction]]:
         request = self.placement_request(state, target, context_len)
-        free = self.free_memory(own=state)
+        free = self.free_memory(own=state, parked_free=True)
         candidates = self.candidates(exclude=state)
         best_case = FreeMemory(
             tier1=free.tier1 + sum(c.tier1_bytes for c in candidates),
@@ -182,7 +199,14 @@ class TierManager:
             process=None if free.process is None else free.process + sum(c.process_bytes for c in candidates),
             host_tier1=free.host_tier1,
         )
-        plan = plan_placement(request, best_case)
+        try:
+            plan = plan_placement(request, best_case)
+        except HypnosError:
+            if not request.grown_context_len:
+                raise
+            # the grown context does not fit even after evictions: the configured one (its parked KV is lost)
+            request = dataclasses.replace(request, grown_context_len=0)
+            plan = plan_placement(request, best_case)
         need1, need2, need_process = plan_memory_need(plan, free)
         evictions: list[Eviction] = []
         if need1 > 0 or need2 > 0 or need_process > 0:
@@ -336,6 +360,13 @@ class TierManager:
                 await state.engine.unload()
         except Exception:
             logger.exception("unloading %s after a failed load failed", state.id)
+        self.forget_growth(state)
+
+    def forget_growth(self, state: ModelState) -> None:
+        """At tier 3 a grown context is forgotten, with the parked KV made for it (the model returns as configured)."""
+        if state.grown_context_len:
+            state.grown_context_len = 0
+            self.parked.drop(state.id)
 
     async def _demote_engine(self, state: ModelState, to_tier: MemoryTier, plan: LayerPlacementPlan) -> LoadOutcome:
         try:
@@ -349,26 +380,32 @@ class TierManager:
             self.book(state, _empty_plan(state))
             state.tier = MemoryTier.TIER3
             state.placement = state.booked
+            self.forget_growth(state)
             return LoadOutcome(tier=MemoryTier.TIER3)
+        if to_tier == MemoryTier.TIER3:
+            self.forget_growth(state)
         state.tier = to_tier
         state.placement = plan
         return LoadOutcome(tier=to_tier)
 
     async def evict_idle_for_oom(self, for_model: ModelState) -> list[str]:
         """After a device OOM: demote every idle tier-1 model (warm in tier 2 when it fits), wait, return their ids."""
-        free = self.free_memory()
-        spare2 = free.tier2
         evicted: list[ModelState] = []
-        for candidate in self.candidates(exclude=for_model):
-            if candidate.tier1_bytes <= 0:
-                continue
-            grow = candidate.warm_bytes - candidate.tier2_bytes
-            to_tier = MemoryTier.TIER3
-            if candidate.warm_bytes and grow <= spare2 and free.process is None:
-                to_tier, spare2 = MemoryTier.TIER2, spare2 - grow
-            victim = self.models[candidate.model_id]
-            self._start_eviction(victim, Eviction(victim.id, to_tier, "device_out_of_memory"), for_model=for_model.id)
-            evicted.append(victim)
+        with self.parked.lock:  # parked KV states give way to keeping a victim warm, as in reserve()
+            free = self.free_memory(parked_free=True)
+            spare2 = free.tier2
+            for candidate in self.candidates(exclude=for_model):
+                if candidate.tier1_bytes <= 0:
+                    continue
+                grow = candidate.warm_bytes - candidate.tier2_bytes
+                to_tier = MemoryTier.TIER3
+                if candidate.warm_bytes and grow <= spare2 and free.process is None:
+                    to_tier, spare2 = MemoryTier.TIER2, spare2 - grow
+                victim = self.models[candidate.model_id]
+                eviction = Eviction(victim.id, to_tier, "device_out_of_memory")
+                self._start_eviction(victim, eviction, for_model=for_model.id)
+                evicted.append(victim)
+            self.fit_parked(for_model.id)
         tasks = [v.transition for v in evicted if v.transition is not None]
         if tasks:
             await asyncio.gather(*(asyncio.shield(t) for t in tasks), return_exceptions=True)

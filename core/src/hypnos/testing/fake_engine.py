@@ -35,6 +35,7 @@ from hypnos.engine import (
     ImageInput,
     ImageResult,
     MemoryEstimate,
+    ParkedSlot,
     ReasoningDelta,
     SpeechInput,
     ToolCallEvent,
@@ -58,6 +59,7 @@ class FakeOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     max_context_len: int = 32768
     load_ms: float = 0.0
     token_ms: float = 0.0
+    first_token_ms: float = 0.0  # a chat's prefill before its first token, ended early by a cancellation
     tokens: int = 8
     # work steps of a non-chat request (per input text for embeddings; transcription, images), each token_ms long;
     # the CancelToken is checked before every step
@@ -66,6 +68,11 @@ class FakeOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     oom_once: bool = False
     fail_every: int = 0  # every Nth chat fails after its first token (0: never): an engine failing mid-request
     embedding_dim: int = 16
+    # KV parking (section 14): bytes of one conversation parked when the model leaves tier 1 after serving a chat
+    # (0: nothing; one token per kv_bytes_per_token), taken back when it returns with the same context
+    park_bytes: int = 0
+    # a chat at tier 1 grows the context to this many cells and says so (context_resized), as llama.cpp's engine does
+    grow_context_to: int = 0
 
 
 class FakeImageOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -117,6 +124,8 @@ class FakeEngine(Engine):
         self.cancelled_requests = 0  # requests that stopped at a cancellation check
         self._oom_pending = self.options.oom_once
         self._chats = 0
+        self._context_len = 0  # the tier-1 context a parked conversation must come back to
+        self._conversation = False  # a chat ran since the last load: there is a conversation to park
 
     def capabilities(self) -> EngineCapabilities:
         """Edits images when `[models.image] edit = true`."""
@@ -149,18 +158,55 @@ class FakeEngine(Engine):
             raise server_error(f"fake load failure for {self.model.id}")
         self.loads += 1
         self.tier = plan.primary_tier
+        restored = None
+        if plan.primary_tier == MemoryTier.TIER1:
+            self._context_len = plan.allocated_context_len
+            restored = self._restore()
         total = (time.perf_counter() - started) * 1000
-        return TierSwitchPhases(load_mode="read", weights_ms=total, context_ms=0.0, total_ms=total)
+        return TierSwitchPhases(
+            load_mode="read", weights_ms=total, context_ms=0.0, total_ms=total, kv_restored_tokens=restored
+        )
 
     async def demote(self, tier: MemoryTier) -> None:
-        """Forget the placement."""
+        """Forget the placement (parking the conversation when leaving tier 1 with park_bytes set)."""
+        if self.tier == MemoryTier.TIER1:
+            self._park()
         self.tier = tier
+
+    def _park(self) -> None:
+        store, size = self.context.kv_park, self.options.park_bytes
+        if store is None or not store.enabled or not size or not self._conversation:
+            return
+        tokens = list(range(max(1, size // max(1, self.options.kv_bytes_per_token))))
+        slot = ParkedSlot(seq_id=0, tokens=tokens, state=bytes(size))
+        store.park(self.model.id, self._context_len, [slot])
+        self._conversation = False
+
+    def _restore(self) -> int | None:
+        store = self.context.kv_park
+        slots = store.take(self.model.id, self._context_len) if store is not None else []
+        self._conversation = bool(slots)
+        return sum(len(slot.tokens) for slot in slots) if slots else None
+
+    def _grow(self) -> None:
+        cells = self.options.grow_context_to
+        if self.tier == MemoryTier.TIER1 and cells > self._context_len:
+            self._context_len = cells
+            if self.context.context_resized is not None:
+                self.context.context_resized(self.model.id, cells)
 
     async def _tick(self, cancel: CancelToken) -> None:
         if self.options.token_ms:
             await asyncio.sleep(self.options.token_ms / 1000.0)
         else:
             await asyncio.sleep(0)
+
+    async def _prefill(self, cancel: CancelToken) -> None:
+        steps = max(1, math.ceil(self.options.first_token_ms / 10))  # a cancellation check every 10 ms
+        for _ in range(steps):
+            if cancel.cancelled:
+                return
+            await asyncio.sleep(self.options.first_token_ms / 1000.0 / steps)
 
     async def _work(self, cancel: CancelToken, inputs: int = 1) -> None:
         """`steps` steps of work per input, stopping at the first step after a cancellation."""
@@ -183,10 +229,14 @@ class FakeEngine(Engine):
         prompt_tokens = max(1, len(prompt.split()))
         count = min(self.options.tokens, request.max_tokens)
         self._chats += 1
+        self._conversation = True
+        self._grow()
         failing = self.options.fail_every > 0 and self._chats % self.options.fail_every == 0
         started = time.perf_counter()
         produced = 0
         cancelled = False
+        if self.options.first_token_ms:
+            await self._prefill(cancel)
         if request.thinking:
             for index, word in enumerate(_words("thought " + prompt, 4)):
                 await self._tick(cancel)

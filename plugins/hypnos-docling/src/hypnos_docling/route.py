@@ -163,7 +163,7 @@ async def convert(request: Request[Any, Any, Any]) -> Response[Any]:
     conversion = Conversion(request, body, prompt)
     if body.stream:
         run = InferenceRun(request, body.model, [Modality.DOCUMENT_CONVERSION])
-        lease = await run.open()
+        lease = await run.open(stream=("convert_document", body.job))  # a Ray node converts with the lease
         events = lease.engine.convert_document(body.job, lease.cancel)
         first = await run.call(lambda _engine: _first(events))
         chunks = run.stream(lambda leased: _stream(context, conversion, events, first, leased))

@@ -8,6 +8,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+import msgspec
 from hypnos.config import ModelConfig, Settings
 from hypnos.engine import DeviceOutOfMemory
 from hypnos.errors import HypnosError, clip, server_error
@@ -43,6 +44,9 @@ class NodeAgent:
         self.scheduler = Scheduler(settings, collect_engine_kinds(manager))
         self.window_secs = max(0.0, stream_window_ms) / 1000.0
         self._leases: dict[str, tuple[LeaseContext, Lease]] = {}
+        self._producers: dict[str, asyncio.Future[None]] = {}  # each lease's running stream
+        self._opening: set[str] = set()  # leases waiting for admission or their model's load
+        self._abandoned: set[str] = set()  # of those, the ones the front closed already
 
     async def start(self) -> str:
         """Stage this node's startup models; returns the Ray node id the agent runs on."""
@@ -55,44 +59,92 @@ class NodeAgent:
         """Unload every model of this node (the front is going away)."""
         await self.scheduler.shutdown()
 
-    def route(self, model_id: str) -> NodeRoute | Failure:
+    def route(self, model_id: str, free_tier1: int | None = None) -> NodeRoute | Failure:
         """What routing weighs for this model here: tier, whether it fits the free tier 1, estimated wait, queue."""
         try:
             state = self.scheduler.serving(model_id)
         except HypnosError as error:
             return failure_of(error)
-        free = self.scheduler.tiers.free_memory()
+        free = self.scheduler.tiers.free_memory().tier1 if free_tier1 is None else free_tier1
         needed = state.estimate().weight_bytes if state.estimate_cache is not None else 0
         return NodeRoute(
             tier_rank=TIER_RANK[state.tier],
-            fits=state.tier is MemoryTier.TIER1 or needed <= free.tier1,
+            fits=state.tier is MemoryTier.TIER1 or needed <= free,
             estimated_wait_ms=self.scheduler.estimated_wait_ms(model_id),
             queued=state.gate.in_use + state.gate.queued,
         )
 
+    def routes(self) -> dict[str, NodeRoute | Failure]:
+        """Every model's routing figures here (the front caches them and refreshes them off the request path)."""
+        free = self.scheduler.tiers.free_memory().tier1
+        return {state.id: self.route(state.id, free) for state in self.scheduler.models()}
+
     def status(self) -> dict[str, Any]:
         """This node's /v1/memory/status body."""
-        import msgspec
-
         return msgspec.to_builtins(self.scheduler.status())  # type: ignore[no-any-return]
 
     async def open_lease(
         self, lease_id: str, model_id: str, modalities: list[Modality], deadline_ms: int | None, next_model: str | None
     ) -> LeaseGrant | Failure:
-        """Admit and lease the model here (promoting it); held until close_lease."""
+        """Admit and lease the model here (promoting it); held until close_lease. The grant carries this node's
+        fresh routing figures (a promotion may have evicted others)."""
         context = self.scheduler.lease(model_id, modalities, deadline_ms=deadline_ms, next_model=next_model)
+        self._opening.add(lease_id)
         try:
             lease = await context.__aenter__()
         except HypnosError as error:
             return failure_of(error)
+        finally:
+            self._opening.discard(lease_id)
+            abandoned = lease_id in self._abandoned
+            self._abandoned.discard(lease_id)
+        if abandoned:  # the front stopped waiting for it: straight back
+            await context.__aexit__(None, None, None)
+            return failure_of(HypnosError(499, "cancelled", "the client went away"))
         self._leases[lease_id] = (context, lease)
-        return LeaseGrant(**{name: getattr(lease, name) for name in LeaseGrant.__struct_fields__})
+        fields = {name: getattr(lease, name) for name in LeaseGrant.__struct_fields__ if name != "routes"}
+        return LeaseGrant(**fields, routes=self.routes())
 
-    async def close_lease(self, lease_id: str) -> None:
-        """Release a lease (idempotent)."""
+    async def lease_stream(
+        self,
+        lease_id: str,
+        model_id: str,
+        modalities: list[Modality],
+        deadline_ms: int | None,
+        next_model: str | None,
+        method: str,
+        argument: Any,
+    ) -> AsyncIterator[Any]:
+        """open_lease and stream in one remote call: the Failure that refused the lease, or the grant together with
+        the stream's first batch and the seconds the lease took here (one message before the first piece), then the
+        batches as `stream` sends them."""
+        arrived = time.perf_counter()
+        grant = await self.open_lease(lease_id, model_id, modalities, deadline_ms, next_model)
+        if isinstance(grant, Failure):
+            yield grant
+            return
+        opened_in = time.perf_counter() - arrived
+        batches = self.stream(lease_id, method, argument)
+        try:
+            yield (grant, await anext(batches, []), opened_in)
+            async for batch in batches:
+                yield batch
+        finally:
+            await batches.aclose()
+
+    async def close_lease(self, lease_id: str) -> dict[str, NodeRoute | Failure]:
+        """Release a lease (idempotent; a stream still running on it is cancelled first); the fresh routing figures."""
         held = self._leases.pop(lease_id, None)
-        if held is not None:
+        if held is None:
+            if lease_id in self._opening:
+                self._abandoned.add(lease_id)
+        else:
+            producer = self._producers.get(lease_id)
+            if producer is not None and not producer.done():
+                held[1].cancel.cancel()
+                await asyncio.wait({producer})
             await held[0].__aexit__(None, None, None)
+        return self.routes()
 
     def cancel(self, lease_id: str) -> None:
         """The client went away: the engine stops at its next check."""
@@ -127,6 +179,7 @@ class NodeAgent:
             raise ValueError(f"not a streamed engine method: {method}")
         queue: asyncio.Queue[Any] = asyncio.Queue()
         producer = asyncio.ensure_future(self._produce(lease, method, argument, queue))
+        self._producers[lease_id] = producer
         try:
             first = True
             while True:
@@ -150,6 +203,8 @@ class NodeAgent:
             if not producer.done():  # the front stopped reading: stop the engine too
                 lease.cancel.cancel()
                 await asyncio.wait({producer})
+            if self._producers.get(lease_id) is producer:
+                del self._producers[lease_id]
 
     async def _produce(self, lease: Lease, method: str, argument: Any, queue: asyncio.Queue[Any]) -> None:
         try:
@@ -197,6 +252,13 @@ class NodeAgent:
         except HypnosError as error:
             return failure_of(error)
         return {"placement": state.placement, "applies": applies}
+
+    def kv_park(self, enabled: bool | None, max_bytes: int | None) -> dict[str, Any]:
+        """Configure this node's KV parking (either may be None: unchanged); its kv_park object."""
+        store = self.scheduler.kv_park
+        if enabled is not None or max_bytes is not None:
+            store.configure(enabled=enabled, max_bytes=max_bytes)
+        return msgspec.to_builtins(store.status())  # type: ignore[no-any-return]
 
     def _lease(self, lease_id: str) -> Lease:
         held = self._leases.get(lease_id)

@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 from hypnos.config import ClusterConfig, Settings
-from hypnos.engine import CancelToken
 from hypnos.errors import HypnosError, clip
-from hypnos.scheduler import Lease
+from hypnos.scheduler import Scheduler
 from hypnos.types import MemoryTier, Modality
 
 from hypnos_server.cluster.agent import NodeAgent
-from hypnos_server.cluster.wire import Failure, LeaseGrant, NodeRoute
+from hypnos_server.cluster.lease import RemoteLeaseContext, node_lost
+from hypnos_server.cluster.wire import Failure, NodeRoute
 
 logger = logging.getLogger(__name__)
 
@@ -31,11 +30,6 @@ def agent_name(node_id: str) -> str:
     return f"hypnos-agent-{node_id}"
 
 
-def node_lost(model: str) -> HypnosError:
-    """503 model_not_available: the node serving the request went away (other nodes take the next requests)."""
-    return HypnosError(503, "model_not_available", f"The node serving `{clip(model)}` went away; retry", retry_after=1)
-
-
 @dataclass
 class Node:
     """One agent actor and the Ray node it is pinned to."""
@@ -46,174 +40,44 @@ class Node:
     alive: bool = True
 
 
-class RemoteCancel(CancelToken):
-    """The front's cancel token of a remote lease: cancelling it also cancels the engine on the node."""
-
-    def __init__(self, node: Node, lease_id: str) -> None:
-        super().__init__()
-        self._node, self._lease_id = node, lease_id
-
-    def cancel(self) -> None:
-        """Stop the local work and ask the node's engine to stop at its next check."""
-        already = self.cancelled
-        super().cancel()
-        if not already and self._node.alive:
-            self._node.agent.cancel.remote(self._lease_id)
-
-
-class RemoteEngine:
-    """Stands in for the leased engine on the front: every modality call goes to the node's agent through Ray."""
-
-    def __init__(self, cluster: ClusterBackend, node: Node, lease_id: str, model: str) -> None:
-        self._cluster, self._node, self._lease_id, self._model = cluster, node, lease_id, model
-
-    def chat(self, request: Any, cancel: CancelToken) -> AsyncIterator[Any]:
-        """Chat events, from the node's stream."""
-        return self._stream("chat", request)
-
-    def speak(self, speech: Any, cancel: CancelToken) -> AsyncIterator[Any]:
-        """Speech chunks, from the node's stream."""
-        return self._stream("speak", speech)
-
-    def convert_document(self, document: Any, cancel: CancelToken) -> AsyncIterator[Any]:
-        """Document events, from the node's stream."""
-        return self._stream("convert_document", document)
-
-    async def embed(self, texts: list[str], cancel: CancelToken) -> Any:
-        """Embeddings computed on the node."""
-        return await self._call("embed", texts)
-
-    async def transcribe(self, audio: Any, cancel: CancelToken) -> Any:
-        """A transcription made on the node."""
-        return await self._call("transcribe", audio)
-
-    async def generate_images(self, job: Any, cancel: CancelToken) -> Any:
-        """Images generated on the node."""
-        return await self._call("generate_images", job)
-
-    async def extract_entities(self, job: Any, cancel: CancelToken) -> Any:
-        """Entities extracted on the node."""
-        return await self._call("extract_entities", job)
-
-    async def _call(self, method: str, argument: Any) -> Any:
-        from ray.exceptions import RayError
-
-        try:
-            result = await self._node.agent.call.remote(self._lease_id, method, argument)
-        except RayError as error:
-            raise self._cluster.lost(self._node, self._model, error) from None
-        if isinstance(result, Failure):
-            raise result.error()
-        return result
-
-    async def _stream(self, method: str, argument: Any) -> AsyncIterator[Any]:
-        import ray
-        from ray.exceptions import RayError
-
-        pieces = self._node.agent.stream.options(num_returns="streaming").remote(self._lease_id, method, argument)
-        finished = False
-        try:
-            async for ref in pieces:
-                for piece in await ref:
-                    if isinstance(piece, Failure):
-                        raise piece.error()
-                    yield piece
-            finished = True
-        except RayError as error:
-            finished = True
-            raise self._cluster.lost(self._node, self._model, error) from None
-        finally:
-            if not finished and self._node.alive:  # closed early: stop the node's side too
-                try:
-                    ray.cancel(pieces)
-                except Exception:  # already over, or the node just went away
-                    logger.debug("cancelling a stream on %s failed", self._node.node_id, exc_info=True)
-
-
-class RemoteLeaseContext:
-    """`async with cluster.lease(...)`: routes, leases on the chosen node, releases there on exit."""
-
-    def __init__(
-        self,
-        cluster: ClusterBackend,
-        model_id: str,
-        modalities: tuple[Modality, ...],
-        deadline_ms: int | None,
-        next_model: str | None,
-    ) -> None:
-        self._cluster, self._model = cluster, model_id
-        self._modalities, self._deadline, self._next = modalities, deadline_ms, next_model
-        self._node: Node | None = None
-        self._lease: Lease | None = None
-        self._id = secrets.token_hex(8)
-
-    async def __aenter__(self) -> Lease:
-        from ray.exceptions import RayError
-
-        cluster = self._cluster
-        node = await cluster.choose(self._model)
-        try:
-            grant = await node.agent.open_lease.remote(
-                self._id, self._model, list(self._modalities), self._deadline, self._next
-            )
-        except RayError as error:
-            raise cluster.lost(node, self._model, error) from None
-        if isinstance(grant, Failure):
-            raise grant.error()
-        self._node = node
-        self._lease = lease = self._lease_of(node, grant)
-        return lease
-
-    def _lease_of(self, node: Node, grant: LeaseGrant) -> Lease:
-        agent, lease_id = node.agent, self._id
-
-        async def evict_for_oom() -> list[str]:
-            return list(await agent.evict_for_oom.remote(lease_id))
-
-        return Lease(
-            **msgspec.structs.asdict(grant),
-            engine=RemoteEngine(self._cluster, node, lease_id, grant.model_id),  # type: ignore[arg-type]
-            cancel=RemoteCancel(node, lease_id),
-            on_device_oom=evict_for_oom,
-        )
-
-    async def __aexit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
-        from ray.exceptions import RayError
-
-        node, lease = self._node, self._lease
-        if node is None or lease is None:
-            return
-        self._node = None
-        if exc_type is not None and issubclass(exc_type, asyncio.CancelledError):
-            lease.cancel.cancel()
-        if node.alive:
-            try:
-                await node.agent.close_lease.remote(self._id)
-            except RayError as error:
-                self._cluster.lost(node, self._model, error)
-
-
 class ClusterBackend:
-    """The front's model backend on Ray: places one agent per node, routes leases, gathers every node's status."""
+    """The front's model backend on Ray: places one agent per node (nodes that join later too), routes leases on
+    each node's routing figures (cached, refreshed by every grant and release and off the request path), gathers
+    every node's status. `front` is the front's own scheduler, whose pool and switches new nodes start from."""
 
-    def __init__(self, settings: Settings, config: ClusterConfig) -> None:
-        self.settings, self.config = settings, config
+    def __init__(self, settings: Settings, config: ClusterConfig, front: Scheduler | None = None) -> None:
+        self.settings, self.config, self.front = settings, config, front
         self.nodes: list[Node] = []
+        self.routes: dict[str, dict[str, NodeRoute | Failure]] = {}  # node id -> model id -> figures
+        self._opening: dict[tuple[str, str], int] = {}  # leases being opened, per (node, model)
+        self._watcher: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        """Join (or start) the Ray cluster, place one agent per node (pinned to it) and stage each node's models."""
+        """Join (or start) the Ray cluster, place one agent per node (pinned to it) and stage each node's models;
+        then watch for nodes that join."""
         import ray
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         if not ray.is_initialized():
             address = None if self.config.address == "local" else self.config.address
             await asyncio.to_thread(ray.init, address=address, namespace=NAMESPACE, log_to_driver=False)
-        alive = [n for n in ray.nodes() if n.get("Alive")]
+        self.nodes = await self._place(await asyncio.to_thread(ray.nodes), initial=True)
+        await self.refresh(self.nodes)
+        logger.info("hypnos on Ray: %d node agents", len(self.nodes))
+        self._watcher = asyncio.create_task(self._watch(), name="hypnos-cluster-watch")
+
+    async def _place(self, infos: list[dict[str, Any]], initial: bool) -> list[Node]:
+        """Agents on the Ray nodes that want one and have none yet (with GPUs; every node when none has), started."""
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        alive = [n for n in infos if n.get("Alive")]
         gpu = self.config.gpu_resource
+        known = {node.node_id for node in self.nodes}
         chosen = [n for n in alive if n["Resources"].get(gpu, 0) > 0] or alive
+        settings = self.settings if self.front is None else self._current_settings()
         actor = ray.remote(NodeAgent)
         placed = []
-        for info in chosen:
+        for info in (n for n in chosen if n["NodeID"] not in known):
             count = info["Resources"].get(gpu, 0)
             options: dict[str, Any] = {
                 "scheduling_strategy": NodeAffinitySchedulingStrategy(info["NodeID"], soft=False),
@@ -225,16 +89,83 @@ class ClusterBackend:
             }
             if count:  # the agent holds the node's GPUs, so Ray hands them (CUDA_VISIBLE_DEVICES) to its engines
                 options.update({"num_gpus": count} if gpu == "GPU" else {"resources": {gpu: count}})
-            handle = actor.options(**options).remote(self.settings, self.config.stream_window_ms)
+            handle = actor.options(**options).remote(settings, self.config.stream_window_ms)
             placed.append(Node(node_id=info["NodeID"], address=info.get("NodeManagerAddress", ""), agent=handle))
-        await asyncio.gather(*(node.agent.start.remote() for node in placed))
-        self.nodes = placed
-        logger.info("hypnos on Ray: %d node agents", len(placed))
+        if initial:  # the front cannot serve without them
+            await asyncio.gather(*(node.agent.start.remote() for node in placed))
+            return placed
+        started = await asyncio.gather(*(self._join(node) for node in placed), return_exceptions=True)
+        for node, outcome in zip(placed, started, strict=True):
+            if outcome is not None:  # tried again on the next round
+                logger.warning("the agent on the new node %s failed to start: %s", node.node_id, outcome)
+                ray.kill(node.agent)
+        return [node for node, outcome in zip(placed, started, strict=True) if outcome is None]
 
-    async def shutdown(self) -> None:
-        """Unload every node's models and let the agents go."""
+    def _current_settings(self) -> Settings:
+        """The front's settings with its pool as it is now (models added, replaced or removed since startup)."""
+        assert self.front is not None
+        return msgspec.structs.replace(self.settings, models=[state.config for state in self.front.models()])
+
+    async def _join(self, node: Node) -> None:
+        """Start the agent of a node that joined late and bring it to the front's switches: disabled models, expert
+        offload, KV parking (its pool is already the front's)."""
+        await node.agent.start.remote()
+        front = self.front
+        if front is None:
+            return
+        for state in front.models():
+            if state.enabled != state.config.enabled:
+                await node.agent.control.remote("set_enabled", state.id, state.enabled)
+            if state.moe_offload != state.config.moe_offload:
+                await node.agent.control.remote("set_moe_offload", state.id, state.moe_offload)
+        await node.agent.kv_park.remote(front.kv_park.enabled, front.kv_park.max_bytes)
+
+    async def _watch(self) -> None:
+        """Every watch_secs: place agents on nodes that joined, refresh the routing figures (off the request path)."""
         import ray
 
+        while True:
+            await asyncio.sleep(self.config.watch_secs)
+            try:
+                joined = await self._place(await asyncio.to_thread(ray.nodes), initial=False)
+                if joined:
+                    self.nodes = [*self.nodes, *joined]
+                    logger.info("hypnos on Ray: %d node(s) joined, %d agents", len(joined), len(self.nodes))
+                await self.refresh(self.alive())
+            except Exception:  # a transient failure: the next round tries again
+                logger.warning("watching the Ray cluster failed", exc_info=True)
+
+    async def refresh(self, nodes: list[Node]) -> None:
+        """Fetch these nodes' routing figures now."""
+        from ray.exceptions import RayError
+
+        answers = await asyncio.gather(*(n.agent.routes.remote() for n in nodes), return_exceptions=True)
+        for node, answer in zip(nodes, answers, strict=True):
+            if isinstance(answer, RayError):
+                self.lost(node, "", answer)
+            elif isinstance(answer, dict):
+                self.note_routes(node, answer)
+
+    def note_routes(self, node: Node, routes: dict[str, NodeRoute | Failure]) -> None:
+        """Keep a node's routing figures (sent with every grant and release)."""
+        self.routes[node.node_id] = routes
+
+    def opening(self, node: Node, model_id: str, step: int) -> None:
+        """Count a lease being opened on a node (routing adds it to that node's queue until the grant comes)."""
+        key = (node.node_id, model_id)
+        count = self._opening.get(key, 0) + step
+        if count > 0:
+            self._opening[key] = count
+        else:
+            self._opening.pop(key, None)
+
+    async def shutdown(self) -> None:
+        """Stop watching, unload every node's models and let the agents go."""
+        import ray
+
+        if self._watcher is not None:
+            self._watcher.cancel()
+            await asyncio.gather(self._watcher, return_exceptions=True)
         unloads = [node.agent.shutdown.remote() for node in self.alive()]
         if unloads:  # bounded: a node that does not answer is killed with the rest
             await asyncio.wait([asyncio.ensure_future(ref) for ref in unloads], timeout=SHUTDOWN_SECS)
@@ -255,13 +186,16 @@ class ClusterBackend:
         return [node for node in self.nodes if node.alive]
 
     async def choose(self, model_id: str) -> Node:
-        """The node to lease on: where the model is resident, else the cheapest promotion, then the shortest queue."""
+        """The node to lease on: where the model is resident, else the cheapest promotion, then the shortest queue
+        (the cached figures; asked for when a node has none for this model)."""
         from ray.exceptions import RayError
 
         nodes = self.alive()
-        if len(nodes) == 1:  # nothing to weigh: the lease itself answers 404/429/503/507 (saves a round trip)
+        if len(nodes) == 1:  # nothing to weigh: the lease itself answers 404/429/503/507
             return nodes[0]
-        answers = await asyncio.gather(*(n.agent.route.remote(model_id) for n in nodes), return_exceptions=True)
+        answers: list[Any] = [self.routes.get(n.node_id, {}).get(model_id) for n in nodes]
+        if any(answer is None for answer in answers):
+            answers = await asyncio.gather(*(n.agent.route.remote(model_id) for n in nodes), return_exceptions=True)
         ranked: list[tuple[tuple[int, int, float, int], int, Node]] = []
         failure: Failure | None = None
         for index, (node, answer) in enumerate(zip(nodes, answers, strict=True)):
@@ -272,7 +206,8 @@ class ClusterBackend:
             elif isinstance(answer, Failure):
                 failure = failure or answer
             elif isinstance(answer, NodeRoute):
-                ranked.append((answer.key(), index, node))
+                opening = self._opening.get((node.node_id, model_id), 0)
+                ranked.append((msgspec.structs.replace(answer, queued=answer.queued + opening).key(), index, node))
         if ranked:
             return min(ranked, key=lambda entry: entry[:2])[2]
         if failure is not None:
@@ -286,10 +221,12 @@ class ClusterBackend:
         *,
         deadline_ms: int | None = None,
         next_model: str | None = None,
+        stream: tuple[str, Any] | None = None,
     ) -> RemoteLeaseContext:
-        """The same contract as Scheduler.lease, served by the best node."""
+        """The same contract as Scheduler.lease, served by the best node; `stream` (method, argument) starts that
+        engine stream on the node together with the lease (the lease's engine answers it without another call)."""
         modalities = (modality,) if isinstance(modality, Modality) else tuple(dict.fromkeys(modality))
-        return RemoteLeaseContext(self, model_id, modalities, deadline_ms, next_model)
+        return RemoteLeaseContext(self, model_id, modalities, deadline_ms, next_model, stream)
 
     async def pool_change(self, action: str, model_id: str, model: Any, drain_secs: float) -> None:
         """Apply a pool change on every live node; the first node's refusal is the answer (others keep theirs)."""
@@ -299,6 +236,7 @@ class ClusterBackend:
         answers = await asyncio.gather(
             *(n.agent.pool_change.remote(action, model_id, model, drain_secs) for n in nodes), return_exceptions=True
         )
+        await self.refresh([n for n in nodes if n.alive])
         for node, answer in zip(nodes, answers, strict=True):
             if isinstance(answer, RayError):
                 self.lost(node, model_id, answer)
@@ -313,6 +251,7 @@ class ClusterBackend:
         answers = await asyncio.gather(
             *(n.agent.control.remote(action, model_id, value, **extra) for n in nodes), return_exceptions=True
         )
+        await self.refresh([n for n in nodes if n.alive])  # a move or a switch changes where routing sends it
         out = []
         for node, answer in zip(nodes, answers, strict=True):
             if isinstance(answer, RayError):
@@ -338,13 +277,36 @@ class ClusterBackend:
             await self.control(nodes, "set_enabled", model_id, enabled)
         except HypnosError:
             if not enabled:
-                await asyncio.gather(*(n.agent.control.remote("set_enabled", model_id, True) for n in nodes))
+                await self.control(self.alive(), "set_enabled", model_id, True)
             raise
 
     async def set_moe_offload(self, model_id: str, mode: Any) -> str:
         """Set the expert offload on every node: "now" when it applied now on each, else "next_load"."""
         answers = await self.control(self.alive(), "set_moe_offload", model_id, mode)
         return "now" if all(a["applies"] == "now" for a in answers) else "next_load"
+
+    async def kv_park(self, enabled: bool | None, max_bytes: int | None) -> dict[str, Any]:
+        """Configure KV parking on every node (None: unchanged); the kv_park object over the cluster: the switch
+        and cap (each node's own), bytes held summed, each parked model with the node_id that holds it."""
+        from ray.exceptions import RayError
+
+        nodes = self.alive()
+        answers = await asyncio.gather(
+            *(n.agent.kv_park.remote(enabled, max_bytes) for n in nodes), return_exceptions=True
+        )
+        store = self.front.kv_park if self.front is not None else None
+        out: dict[str, Any] = {"enabled": False, "max_bytes": 0, "used_bytes": 0, "models": []}
+        if store is not None:
+            out.update(enabled=store.enabled, max_bytes=store.max_bytes)
+        for node, answer in zip(nodes, answers, strict=True):
+            if isinstance(answer, RayError):
+                self.lost(node, "", answer)
+            elif isinstance(answer, BaseException):
+                raise answer
+            else:
+                out["used_bytes"] += answer["used_bytes"]
+                out["models"] += [{**model, "node_id": node.node_id} for model in answer["models"]]
+        return out
 
     async def node_statuses(self) -> list[dict[str, Any]]:
         """Every node's /v1/memory/status body, with its node id, address and whether its agent answers."""

@@ -9,8 +9,8 @@ from types import MappingProxyType
 from typing import Any
 
 from hypnos.hardware import GpuSample
+from hypnos.scheduler.records import SchedulerCounters
 from hypnos.scheduler.status import MemoryStatus, ModelMemoryStatus
-from hypnos.scheduler.tiers import SchedulerCounters
 from hypnos.types import EngineTiming
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily

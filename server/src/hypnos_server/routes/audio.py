@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import msgspec
-from hypnos.engine import AudioChunk, Engine, SpeechInput, TranscriptionInput
+from hypnos.engine import AudioChunk, SpeechInput, TranscriptionInput
 from hypnos.errors import invalid_request
 from hypnos.openai import SpeechRequest, TranscriptionJsonRequest
 from hypnos.scheduler import Lease
@@ -185,17 +185,16 @@ async def speech(request: Request[Any, Any, Any]) -> Response[Any]:
         raise invalid_request("Invalid value for `speed`: expected a number between 0.25 and 4.0")
     fmt, media_type = _speech_format(body.response_format)
 
-    def job(engine: Engine) -> SpeechInput:
-        voice = pick_voice(body.voice, engine.capabilities().voices)
-        return SpeechInput(text=body.input, voice=voice, speed=body.speed, language=body.language)
-
+    speaker = state.scheduler.serving(body.model, Modality.TEXT_TO_SPEECH).engine  # its voices, loaded or not
+    voice = pick_voice(body.voice, speaker.capabilities().voices if speaker is not None else None)
+    job = SpeechInput(text=body.input, voice=voice, speed=body.speed, language=body.language)
     run = InferenceRun(request, body.model, [Modality.TEXT_TO_SPEECH])
+    lease = await run.open(stream=("speak", job))  # on a Ray cluster the node starts speaking with the lease
     if body.stream:
-        lease = await run.open()
-        chunks = run.stream(lambda _lease: _speech_stream(run, job(run.engine), fmt))
+        chunks = run.stream(lambda _lease: _speech_stream(run, job, fmt))
         return Stream(chunks, media_type=media_type, headers=_tier_headers(lease))
-    async with run:
-        pieces = await run.call(lambda engine: _collect(engine.speak(job(engine), run.lease.cancel)))
+    try:
+        pieces = await run.call(lambda engine: _collect(engine.speak(job, run.lease.cancel)))
         headers = _tier_headers(run.lease)
         rate = pieces[0].sample_rate if pieces else 24000
         pcm = b"".join(piece.pcm16 for piece in pieces)
@@ -203,6 +202,8 @@ async def speech(request: Request[Any, Any, Any]) -> Response[Any]:
         inference_ms = run.inference_ms
         rtf = round(inference_ms / 1000 / audio_secs, 4) if audio_secs else None  # observability: /metrics tts rtf
         run.telemetry(EngineTiming(audio_secs=round(audio_secs, 3), rtf=rtf))
+    finally:
+        await run.close()
     headers["x-hypnos-inference-ms"] = f"{inference_ms:.1f}"
     headers["x-hypnos-audio-secs"] = f"{audio_secs:.3f}"
     headers["x-hypnos-rtf"] = f"{(inference_ms / 1000 / audio_secs) if audio_secs else 0.0:.4f}"

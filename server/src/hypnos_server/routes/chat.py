@@ -33,8 +33,8 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[Any]:
     chat = await build_chat_input(body, limits)
     cid, created = completion_id(), int(time.time())
     answer = ChatAccumulator(body.model)
+    await run.open(stream=("chat", chat))  # on a Ray cluster the node starts the chat with the lease
     if body.stream:
-        await run.open()
         include_usage = body.stream_options is not None and bool(body.stream_options.include_usage)
         body_chunks = run.stream(lambda _lease: sse_body(run, chat, answer, cid, created, include_usage))
         first = await anext(body_chunks)  # an error known before the first token is still an HTTP error
@@ -43,13 +43,15 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[Any]:
             media_type="text/event-stream",
             headers={"cache-control": "no-cache", **run.headers()},
         )
-    async with run:
+    try:
         try:
             finished = await run.call(lambda engine: answer.collect(engine.chat(chat, run.lease.cancel)))
         finally:
             answer.record_usage(run, chat)
         telemetry = run.telemetry(finished.timing)
         headers = run.headers()
+    finally:
+        await run.close()
     result = {
         "id": cid,
         "object": "chat.completion",

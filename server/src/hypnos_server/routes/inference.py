@@ -136,6 +136,7 @@ class InferenceRun:
         self._stack = AsyncExitStack()
         self._lease: Lease | None = None
         self._started = 0.0
+        self._began: float | None = None  # when the engine began, if before open() returned (a Ray node's stream)
         self.inference_ms = 0.0
         self._pump: asyncio.Task[None] | None = None
         self._queue: asyncio.Queue[Any] = asyncio.Queue(STREAM_QUEUE_CHUNKS)
@@ -153,19 +154,46 @@ class InferenceRun:
         """The leased model's engine."""
         return self.lease.engine
 
-    async def open(self) -> Lease:
-        """Enter the lease; from here on the pipeline releases it even if the body never starts."""
+    async def open(self, stream: tuple[str, Any] | None = None) -> Lease:
+        """Enter the lease; from here on the pipeline releases it even if the body never starts. `stream` (engine
+        method, argument): the stream the request will read first, started with the lease on a Ray cluster."""
         self.context.defer(self.close)
         backend = self.state.backend
-        lease_cm = backend.lease(self.model, self.modalities, deadline_ms=self._deadline, next_model=self._next_model)
-        lease = await self._stack.enter_async_context(lease_cm)
+        extra = {} if stream is None or self.state.cluster is None else {"stream": stream}
+        lease_cm = backend.lease(
+            self.model, self.modalities, deadline_ms=self._deadline, next_model=self._next_model, **extra
+        )
+        entering = self._stack.enter_async_context(lease_cm)
+        lease = await (entering if self.state.cluster is None else self._unless_hung_up(entering))
         self._lease = lease
+        self._began = getattr(lease.engine, "began_with_lease", None)
         record = self.record
         record.model = lease.model_id
         record.modalities = [str(m) for m in lease.modalities]
         record.previous_tier = str(lease.previous_tier)
         record.tier_switch_ms = round(lease.tier_switch_latency_ms, 3)
         return lease
+
+    async def _unless_hung_up(self, entering: Awaitable[Lease]) -> Lease:
+        """Enter a cluster lease while watching the client: the node may queue, load and (with a stream) prefill
+        before it grants, and a hang-up meanwhile lets the lease go there (the request ends 499)."""
+        task = asyncio.ensure_future(entering)
+        watcher = asyncio.ensure_future(self._client_hung_up())
+        try:
+            await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:  # cancelled from outside (timeout, shutdown): the lease is let go on the node
+            task.cancel()
+            raise
+        finally:
+            watcher.cancel()
+        if not watcher.done() or watcher.cancelled():
+            return task.result()
+        self._gone = True
+        task.cancel()
+        await asyncio.wait({task})
+        if not task.cancelled() and task.exception() is None:  # granted as the client left: close() releases it
+            task.result().cancel.cancel()
+        raise client_gone()
 
     async def __aenter__(self) -> InferenceRun:
         await self.open()
@@ -190,7 +218,7 @@ class InferenceRun:
     async def call(self, work: Callable[[Engine], Awaitable[T]]) -> T:
         """Run `work(engine)` (once more after a device OOM) while watching the client; a hang-up cancels it."""
         lease = self.lease
-        self._started = started = time.perf_counter()
+        self._started = started = self._start_clock()
         task = asyncio.ensure_future(self._with_oom_retry(work))
         watcher = asyncio.ensure_future(self._client_hung_up())
         try:
@@ -210,6 +238,11 @@ class InferenceRun:
         finally:
             watcher.cancel()
             self._note_time(started)
+
+    def _start_clock(self) -> float:
+        """When the engine work began: now, or earlier when the engine began with the lease (used once)."""
+        began, self._began = self._began, None
+        return time.perf_counter() if began is None else began
 
     async def _with_oom_retry(self, work: Callable[[Engine], Awaitable[T]]) -> T:
         try:
@@ -253,7 +286,7 @@ class InferenceRun:
         return self._body()
 
     async def _run_pump(self, chunks: AsyncIterator[bytes]) -> None:
-        self._started = time.perf_counter()
+        self._started = self._start_clock()
         try:
             async for chunk in chunks:
                 if not self._gone:

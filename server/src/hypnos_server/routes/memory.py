@@ -54,10 +54,14 @@ async def move_tier(request: Request[Any, Any, Any]) -> Response[bytes]:
     return json_response({"model": moved.id, "placement": moved.placement})
 
 
-@get("/v1/memory/kv-park", sync_to_thread=False)
-def kv_park_status(request: Request[Any, Any, Any]) -> Response[bytes]:
-    """KV parking's state: enabled, cap, bytes held and each model's parked conversations."""
-    return json_response(hypnos_state(request).scheduler.kv_park.status())
+@get("/v1/memory/kv-park")
+async def kv_park_status(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """KV parking's state: enabled, cap, bytes held and each model's parked conversations (on a Ray cluster: over
+    every node, each parked model with its node_id)."""
+    state = hypnos_state(request)
+    if state.cluster is not None:
+        return json_response(await state.cluster.kv_park(None, None))
+    return json_response(state.scheduler.kv_park.status())
 
 
 @post("/v1/memory/kv-park", status_code=200)
@@ -68,8 +72,11 @@ async def configure_kv_park(request: Request[Any, Any, Any]) -> Response[bytes]:
         raise HypnosError(400, "invalid_request_error", "Send `enabled`, `max_bytes` or both")
     if body.max_bytes is not None and body.max_bytes < 0:
         raise HypnosError(400, "invalid_request_error", "max_bytes must be zero or more")
-    store = hypnos_state(request).scheduler.kv_park
-    store.configure(enabled=body.enabled, max_bytes=body.max_bytes)
+    state = hypnos_state(request)
+    store = state.scheduler.kv_park
+    store.configure(enabled=body.enabled, max_bytes=body.max_bytes)  # on a cluster: what nodes that join start with
+    if state.cluster is not None:
+        return json_response(await state.cluster.kv_park(body.enabled, body.max_bytes))
     return json_response(store.status())
 
 
