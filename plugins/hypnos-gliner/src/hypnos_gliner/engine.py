@@ -193,7 +193,8 @@ class GlinerEngine(StagedEngine):
         plans = []
         for text in texts:
             words = runner.words(text)
-            counts = runner.subword_counts([word for word, _, _ in words])
+            # without a token limit only the word count shapes the windows: no need to tokenize
+            counts = [1] * len(words) if budget is None else runner.subword_counts([word for word, _, _ in words])
             plans.append(_TextPlan(text, words, plan_windows(counts, max_words, budget, overlap)))
         return plans
 

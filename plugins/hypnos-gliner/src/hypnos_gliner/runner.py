@@ -17,6 +17,8 @@ logger = logging.getLogger(__name__)
 
 # Tokenizers without a real limit report a huge model_max_length; above this we treat the length as unbounded.
 _UNBOUNDED = 100_000
+# Label families whose prompt length is remembered (requests usually repeat theirs); the cache starts over when full.
+_PROMPT_CACHE = 1024
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,8 @@ def _onnx_model(files: ModelFiles, onnx_bytes: bytes, device: str, threads: int)
     from gliner import GLiNER
 
     options = ort.SessionOptions()
+    # the session's threads sleep between runs instead of spinning: they share the cores with the server's threads
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     if threads > 0:
         options.intra_op_num_threads = threads
     providers = ["CPUExecutionProvider"]
@@ -109,6 +113,7 @@ class GlinerRunner:
         limit = int(getattr(self.tokenizer, "model_max_length", 0) or 0)
         self.max_length = limit if 0 < limit < _UNBOUNDED else None
         self.shared_labels_only = model.is_runtime_model and _bi_encoder(model)
+        self._prompt_cache: dict[tuple[str, ...], int] = {}
 
     @classmethod
     def from_torch(cls, files: ModelFiles, state_dict: dict[str, Any], device: str, threads: int) -> GlinerRunner:
@@ -131,18 +136,32 @@ class GlinerRunner:
         return [(word, start, end) for word, start, end in self.model.data_processor.words_splitter(text)]
 
     def subword_counts(self, words: list[str]) -> list[int]:
-        """How many subword tokens each word takes (at least one)."""
+        """How many subword tokens each word takes (at least one), tokenized as the collator does: pre-split words
+        in one call (not one sequence per word, which costs twice as much)."""
         if not words:
             return []
-        encoded = self.tokenizer(words, add_special_tokens=False)["input_ids"]
-        return [max(1, len(ids)) for ids in encoded]
+        counts = [0] * len(words)
+        for word in self.tokenizer(words, is_split_into_words=True, add_special_tokens=False).word_ids():
+            if word is not None:
+                counts[word] += 1
+        return [max(1, count) for count in counts]
 
     def text_token_budget(self, families: list[list[str]]) -> int | None:
         """Subword tokens left for the text once the longest family's label prompt and the specials are in."""
         if self.max_length is None:
             return None
-        prompt = max(sum(1 + count for count in self.subword_counts(family)) + 1 for family in families)
+        prompt = max(self._prompt_tokens(tuple(family)) for family in families)
         return max(16, self.max_length - prompt - 2)
+
+    def _prompt_tokens(self, family: tuple[str, ...]) -> int:
+        """Subword tokens of a family's label prompt (a marker before each label, a separator after), remembered."""
+        tokens = self._prompt_cache.get(family)
+        if tokens is None:
+            if len(self._prompt_cache) >= _PROMPT_CACHE:
+                self._prompt_cache.clear()
+            tokens = sum(1 + count for count in self.subword_counts(list(family))) + 1
+            self._prompt_cache[family] = tokens
+        return tokens
 
     def run(self, passes: list[Pass]) -> list[list[WordSpan]]:
         """Every span above each pass's threshold, in the decoder's order: the passes as one batch, or, where the
