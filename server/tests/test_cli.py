@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import tomllib
@@ -100,31 +99,3 @@ def test_bad_engine_table_is_one_line_naming_file_model_table_key(tmp_path, caps
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert str(path) in err and all(needle in err for needle in needles), err
-
-
-@pytest.mark.parametrize(("preset", "expected"), [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
-def test_serve_lets_openmp_threads_sleep_unless_told_otherwise(tmp_path, monkeypatch, preset, expected):
-    import granian
-    from hypnos_server.testing import free_port
-
-    seen: dict[str, str | None] = {}
-
-    class Recorder:
-        """Stands in for granian: records the environment its worker would inherit."""
-
-        def __init__(self, *args: object, **kwargs: object) -> None:
-            pass
-
-        def serve(self) -> None:
-            seen["policy"] = os.environ.get("OMP_WAIT_POLICY")
-
-    monkeypatch.setattr(granian, "Granian", Recorder)
-    for name in ("OMP_WAIT_POLICY", "HYPNOS_CONFIG", "HYPNOS_PORT"):  # restored after the test, whatever serve sets
-        monkeypatch.setenv(name, "")
-        monkeypatch.delenv(name)
-    if preset is not None:
-        monkeypatch.setenv("OMP_WAIT_POLICY", preset)
-    config = tmp_path / "hypnos.toml"
-    config.write_text("", encoding="utf-8")
-    assert cli.serve(str(config), "127.0.0.1", free_port()) == 0
-    assert seen == {"policy": expected}

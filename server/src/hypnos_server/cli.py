@@ -108,9 +108,6 @@ def serve(config: str | None, host: str | None, port: int | None) -> int:
         os.environ["HYPNOS_CONFIG"] = str(Path(config).expanduser().resolve())
     if port is not None:
         os.environ["HYPNOS_PORT"] = str(port)
-    # Model threads share the cores with the event loop and with each other: OpenMP teams (torch, MKL) sleep between
-    # parallel regions instead of spinning, which on a busy machine stalls every request (set the variable to override).
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         settings, _ = load_pool(load_settings())
         check_engine_options(settings, collect_engine_kinds(make_plugin_manager(allow=allow_list_from_env())))
