@@ -2,7 +2,7 @@
 
 Run from the repo root: `python -m bench.ray_bench` (needs hypnos-server[ray] and the fake plugin). Two real
 `hypnos serve` processes on loopback: one plain, one with `[cluster] address = "local"` (a one-node Ray started by
-the front, one agent). Both serve the same fake chat model (fixed per-token time), driven in alternating rounds by
+the front, one agent). Both serve the same fake chat model (a fixed per-token rate), driven in alternating rounds by
 one streaming client. Prints median TTFT and decode tokens/s of each, the tokens/s ratio (target >= 0.95) and the
 TTFT the cluster path adds (target <= 5 ms on loopback).
 """

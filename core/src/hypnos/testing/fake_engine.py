@@ -81,6 +81,25 @@ class FakeImageOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True)
     edit: bool = False
 
 
+class _Pace:
+    """Steps of `ms` each at a fixed rate, as an engine's compute runs: a sleep that wakes late (epoll rounds a
+    timeout up to the next millisecond each time something else wakes the loop mid-sleep, as a Ray actor's I/O does)
+    shortens the next step (by up to one step) instead of slowing the engine down."""
+
+    def __init__(self, ms: float) -> None:
+        self.step = ms / 1000.0
+        self.due: float | None = None
+
+    async def tick(self) -> None:
+        """Wait for the end of the next step (at least one pass of the loop)."""
+        if not self.step:
+            await asyncio.sleep(0)
+            return
+        now = time.perf_counter()
+        self.due = (now if self.due is None else max(self.due, now - self.step)) + self.step
+        await asyncio.sleep(max(0.0, self.due - now))
+
+
 def _words(seed_text: str, count: int) -> list[str]:
     """A deterministic word sequence derived from the prompt text."""
     vocabulary = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet"]
@@ -195,11 +214,8 @@ class FakeEngine(Engine):
             if self.context.context_resized is not None:
                 self.context.context_resized(self.model.id, cells)
 
-    async def _tick(self, cancel: CancelToken) -> None:
-        if self.options.token_ms:
-            await asyncio.sleep(self.options.token_ms / 1000.0)
-        else:
-            await asyncio.sleep(0)
+    def _pace(self) -> _Pace:
+        return _Pace(self.options.token_ms)
 
     async def _prefill(self, cancel: CancelToken) -> None:
         steps = max(1, math.ceil(self.options.first_token_ms / 10))  # a cancellation check every 10 ms
@@ -210,11 +226,12 @@ class FakeEngine(Engine):
 
     async def _work(self, cancel: CancelToken, inputs: int = 1) -> None:
         """`steps` steps of work per input, stopping at the first step after a cancellation."""
+        pace = self._pace()
         for _ in range(max(1, self.options.steps * inputs)):
             if cancel.cancelled:
                 self.cancelled_requests += 1
                 raise HypnosError(499, "cancelled", "the request was cancelled")
-            await self._tick(cancel)
+            await pace.tick()
 
     def _maybe_oom(self) -> None:
         if self._oom_pending:
@@ -233,13 +250,14 @@ class FakeEngine(Engine):
         self._grow()
         failing = self.options.fail_every > 0 and self._chats % self.options.fail_every == 0
         started = time.perf_counter()
+        pace = self._pace()
         produced = 0
         cancelled = False
         if self.options.first_token_ms:
             await self._prefill(cancel)
         if request.thinking:
             for index, word in enumerate(_words("thought " + prompt, 4)):
-                await self._tick(cancel)
+                await pace.tick()
                 produced += 1
                 yield ReasoningDelta(("thinking: " if index == 0 else " ") + word)
         call = _tool_call(request)
@@ -254,7 +272,7 @@ class FakeEngine(Engine):
                 break
             if failing and index == 1:
                 raise RuntimeError(f"fake engine failure in {self.model.id} after one token")
-            await self._tick(cancel)
+            await pace.tick()
             produced += 1
             yield ContentDelta(word if index == 0 else " " + word)
         decode_ms = (time.perf_counter() - started) * 1000
@@ -287,10 +305,11 @@ class FakeEngine(Engine):
 
     async def speak(self, speech: SpeechInput, cancel: CancelToken) -> AsyncIterator[AudioChunk]:  # type: ignore[override]
         """A 440 Hz tone per phrase, 0.1 s per word."""
+        pace = self._pace()
         for phrase in [p for p in speech.text.replace("!", ".").split(".") if p.strip()] or [speech.text]:
             if cancel.cancelled:
                 return
-            await self._tick(cancel)
+            await pace.tick()
             samples = int(24000 * 0.1 * max(1, len(phrase.split())) / max(speech.speed, 0.1))
             buffer = io.BytesIO()
             for i in range(samples):
@@ -308,12 +327,12 @@ class FakeEngine(Engine):
 
     async def convert_document(self, document: DocumentInput, cancel: CancelToken) -> AsyncIterator[dict]:  # type: ignore[override]
         """One page whose markdown is the decoded text."""
-        await self._tick(cancel)
+        await self._pace().tick()
         yield {"page": 1, "markdown": document.data.decode("utf-8", "replace")}
 
     async def extract_entities(self, job: EntityInput, cancel: CancelToken) -> EntityResult:
         """Every capitalised word, labelled with the first label."""
-        await self._tick(cancel)
+        await self._pace().tick()
         results = []
         for text in job.texts:
             found = []
