@@ -19,7 +19,10 @@ PROMPTS = [
     "Give details about a made-up football player.",
     "Describe a small village by the sea.",
 ]
-TERSE = "You reply with one compact JSON object of two to four keys; every string value has at most five words."
+TERSE = (
+    "You reply with one compact JSON object of two to four keys; every string value has at most five words. "
+    'Example: {"name": "Old Tom", "kind": "grey cat", "age": 7}'
+)
 PERSON = {
     "type": "object",
     "properties": {
