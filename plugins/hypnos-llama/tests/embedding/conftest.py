@@ -35,7 +35,6 @@ def minilm_models_dir(minilm_source: Path, tmp_path_factory: pytest.TempPathFact
 @pytest.fixture(scope="session")
 def embedding_server(minilm_models_dir: tuple[Path, dict], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """One real server (granian) with all-MiniLM-L6-v2, and the same weights declared matryoshka (`dimensions`)."""
-    pytest.importorskip("hypnos_server.cli")
     from hypnos_llama.testing import toml_model_config
     from hypnos_server.testing import live_server
 
