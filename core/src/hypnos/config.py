@@ -62,6 +62,11 @@ class ServerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     document_pictures_ttl_secs: int = 3600
     kv_idle_timeout_secs: int | None = None
     workflow_idle_secs: float = 30.0
+    # where engines run: "process" (one engine host process per model: a crash or a hang loses only that model) or
+    # "thread" (inside the server process); a model's own `isolation` overrides it
+    isolation: Literal["process", "thread"] = "process"
+    # how long SIGTERM may take: engine hosts still running after it are killed
+    shutdown_grace_secs: float = 10.0
 
 
 class LimitsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -118,6 +123,26 @@ class ClusterConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     watch_secs: float = 2.0
 
 
+class ProcessConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """[models.process]: the engine host process of a model (with isolation "process"): environment and supervision."""
+
+    # extra environment of the host (CUDA_VISIBLE_DEVICES, OMP_*, ...), over the server's and the engine kind's
+    env: dict[str, str] = {}
+    # OMP_NUM_THREADS (and MKL_NUM_THREADS) of the host; None: the library's default
+    threads: int | None = None
+    # OMP_WAIT_POLICY of the host; None: the engine kind's measured default (torch engines PASSIVE, llama.cpp spins)
+    omp_wait_policy: Literal["ACTIVE", "PASSIVE"] | None = None
+    # a request that makes no progress (no token, chunk, page or step, no cancellation check) this long kills the host
+    hang_secs: float = 300.0
+    # after its client left, a request must reach a cancellation check within this many seconds, or the host is killed
+    cancel_grace_secs: float = 10.0
+    # after this many crashes within crash_window_secs the model stays unavailable until an admin enables it
+    max_crashes: int = 5
+    crash_window_secs: float = 600.0
+    # how long a new host may take to start (import the plugin, build the engine) before it counts as failed
+    start_timeout_secs: float = 120.0
+
+
 class ModelConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """[[models]]: one model in the pool; paths are relative to models_dir."""
 
@@ -136,6 +161,9 @@ class ModelConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     context_len: int | None = None
     moe_offload: MoeOffload = MoeOffload.OFF
     enabled: bool = True
+    # "process" or "thread" (see [server] isolation); None: the server's
+    isolation: Literal["process", "thread"] | None = None
+    process: ProcessConfig = msgspec.field(default_factory=ProcessConfig)
     arch: dict[str, Any] = {}
     # Engine-specific tables ([models.image], [models.llama], ...), checked against the engine kind's config_keys.
     engine_options: dict[str, dict[str, Any]] = {}
@@ -246,10 +274,25 @@ def _check_models(settings: Settings, source: str) -> None:
             raise ConfigError(f"{source}: `models[{index}].slots`: expected an integer >= 1, got {model.slots}")
         if model.context_len is not None and model.context_len < 1:
             raise ConfigError(f"{source}: `models[{index}].context_len`: expected an integer >= 1")
+        _check_process(model.process, f"{source}: `models[{index}].process")
     if not 0.0 <= settings.hardware.min_gpu_layer_ratio <= 1.0:
         raise ConfigError(f"{source}: `hardware.min_gpu_layer_ratio`: expected a number between 0 and 1")
     if not 0.0 < settings.hardware.warm_ram_fraction <= 1.0:
         raise ConfigError(f"{source}: `hardware.warm_ram_fraction`: expected a number in (0, 1]")
+
+
+def _check_process(process: ProcessConfig, where: str) -> None:
+    """The engine host's bounds: positive times, a thread count >= 1, at least one crash allowed."""
+    for name in ("hang_secs", "cancel_grace_secs", "crash_window_secs", "start_timeout_secs"):
+        if not getattr(process, name) > 0:
+            raise ConfigError(f"{where}.{name}`: expected a number > 0")
+    if process.threads is not None and process.threads < 1:
+        raise ConfigError(f"{where}.threads`: expected an integer >= 1")
+    if process.max_crashes < 1:
+        raise ConfigError(f"{where}.max_crashes`: expected an integer >= 1")
+    for key, value in process.env.items():
+        if not key or "=" in key or "\0" in key or "\0" in value:
+            raise ConfigError(f"{where}.env`: `{key}` is not a usable environment variable")
 
 
 def apply_environment(settings: Settings, environ: dict[str, str] | os._Environ[str]) -> Settings:

@@ -24,10 +24,21 @@ class CancelToken:
 
     def __init__(self) -> None:
         self._event = threading.Event()
+        self._listeners: list[Callable[[], None]] = []
 
     def cancel(self) -> None:
-        """Ask the work to stop at its next check."""
+        """Ask the work to stop at its next check (and tell the listeners, once)."""
+        if self._event.is_set():
+            return
         self._event.set()
+        for listener in self._listeners:
+            listener()
+
+    def on_cancel(self, listener: Callable[[], None]) -> None:
+        """Call `listener` when the token is cancelled (at once when it already is): an engine host relays it."""
+        self._listeners.append(listener)
+        if self._event.is_set():
+            listener()
 
     @property
     def cancelled(self) -> bool:
@@ -414,6 +425,9 @@ class EngineKind:
     config_keys: frozenset[str] = frozenset()
     description: str = ""
     options: Mapping[str, type[Any]] = field(default_factory=dict, hash=False, compare=False)
+    # the environment an engine host of this kind starts with unless the model's [models.process] says otherwise:
+    # measured defaults such as OMP_WAIT_POLICY=PASSIVE for torch engines (llama.cpp's threads are faster spinning)
+    process_env: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
 
     @property
     def tables(self) -> frozenset[str]:

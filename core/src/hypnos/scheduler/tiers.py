@@ -362,6 +362,13 @@ class TierManager:
             logger.exception("unloading %s after a failed load failed", state.id)
         self.forget_growth(state)
 
+    def drop_to_tier3(self, state: ModelState) -> None:
+        """The engine lost everything it held (its host process died): book nothing, tier 3."""
+        self.book(state, _empty_plan(state))
+        state.tier = MemoryTier.TIER3
+        state.placement = state.booked
+        self.forget_growth(state)
+
     def forget_growth(self, state: ModelState) -> None:
         """At tier 3 a grown context is forgotten, with the parked KV made for it (the model returns as configured)."""
         if state.grown_context_len:
