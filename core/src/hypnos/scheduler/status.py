@@ -40,7 +40,8 @@ class ModelMemoryStatus(msgspec.Struct, kw_only=True):
     enabled: bool
     modality: Modality
     modalities: list[Modality]
-    engine: str
+    engine: str  # the API's EngineKind (appendix)
+    backend: str  # the concrete engine behind it (kokoro_onnx, piper, faster_whisper, diffusers, ...)
     total_weight_bytes: int
     priority: ModelPriority
     current_tier: MemoryTier
@@ -116,12 +117,14 @@ def model_status(state: ModelState, tiers: TierManager, now: float) -> ModelMemo
     budgets = tiers.budgets
     idle = 0.0 if state.active_leases or not state.last_used else max(0.0, now - state.last_used)
     service = state.service_ms
+    engine, backend = state.wire_engine
     return ModelMemoryStatus(
         id=state.id,
         enabled=state.enabled,
         modality=state.config.modality,
         modalities=state.modalities,
-        engine=state.config.engine,
+        engine=engine,
+        backend=backend,
         total_weight_bytes=total_weight_bytes(estimate),
         priority=state.config.priority,
         current_tier=state.tier,
