@@ -1,4 +1,4 @@
-"""Every `engine` on the wire is one of the API's closed EngineKind values; the concrete engine goes out as `backend`."""
+"""Every `engine` on the wire is one of the API's closed EngineKind values; the concrete engine is in `backend`."""
 
 from __future__ import annotations
 
