@@ -94,6 +94,7 @@ class ScriptedPlugin:
                 modalities=frozenset(Modality),
                 factory=ScriptedEngine,
                 config_keys=frozenset({"script", "fake"}),
+                spec_kind="ggml_llama",
             )
         ]
 

@@ -6,7 +6,7 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -81,6 +81,9 @@ class LimitsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     max_tokens_cap: int = 8192
     max_images_per_request: int = 4
     request_timeout_secs: float = 900.0
+    # the longest one engine call of a non-streamed request may run while its client waits: past it the work is
+    # cancelled and the request answers 504 timeout (0: no bound; the load before the call is not counted)
+    engine_timeout_secs: Annotated[float, msgspec.Meta(ge=0)] = 600.0
     max_queue_per_model: int = 8
     allow_remote_image_urls: bool = True
     allow_private_urls: bool = False

@@ -13,7 +13,7 @@ import msgspec
 from hypnos.chat import ChatInput
 from hypnos.errors import HypnosError
 from hypnos.openai import ToolCall
-from hypnos.types import EngineTiming, LayerPlacementPlan, MemoryTier, Modality, TierSwitchPhases
+from hypnos.types import KNOWN_ENGINE_KINDS, EngineTiming, LayerPlacementPlan, MemoryTier, Modality, TierSwitchPhases
 
 if TYPE_CHECKING:
     from hypnos.config import LimitsConfig, ModelConfig
@@ -417,6 +417,9 @@ class EngineKind:
 
     `options` maps each table to a msgspec Struct (declare it with forbid_unknown_fields=True) that core decodes
     once at config load; `config_keys` names further tables accepted undecoded. Any other table is a config error.
+    `spec_kind` is the API's closed EngineKind the wire reports as `engine` (required when `name` is not one of
+    them; a mapping by the model's primary modality for a kind standing in for several), `backend` the concrete
+    engine reported beside it (default: `name`).
     """
 
     name: str
@@ -428,6 +431,25 @@ class EngineKind:
     # the environment an engine host of this kind starts with unless the model's [models.process] says otherwise:
     # measured defaults such as OMP_WAIT_POLICY=PASSIVE for torch engines (llama.cpp's threads are faster spinning)
     process_env: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
+    spec_kind: str | Mapping[Modality, str] = field(default="", hash=False, compare=False)
+    backend: str = ""
+
+    def __post_init__(self) -> None:
+        declared = [self.spec_kind or self.name] if isinstance(self.spec_kind, str) else list(self.spec_kind.values())
+        if not declared or any(kind not in KNOWN_ENGINE_KINDS for kind in declared):
+            known = ", ".join(KNOWN_ENGINE_KINDS)
+            raise ValueError(f"the engine kind `{self.name}` must declare spec_kind, one of {known}")
+
+    def wire_kind(self, modality: Modality) -> str:
+        """The API's EngineKind (appendix) a model of this primary modality is reported as."""
+        if isinstance(self.spec_kind, str):
+            return self.spec_kind or self.name
+        return self.spec_kind.get(modality) or next(iter(self.spec_kind.values()))
+
+    @property
+    def wire_backend(self) -> str:
+        """The concrete backend reported next to the EngineKind."""
+        return self.backend or self.name
 
     @property
     def tables(self) -> frozenset[str]:

@@ -179,9 +179,16 @@ class Scheduler:
         except Exception as error:
             reason = error.message if isinstance(error, HypnosError) else f"{type(error).__name__}: {error}"
             logger.warning("model %s is unavailable: %s", model.id, reason)
-            return ModelState(config=model, engine=None, unavailable_reason=reason[:500], enabled=model.enabled)
+            return ModelState(
+                config=model, engine=None, unavailable_reason=reason[:500], enabled=model.enabled, kind=kind
+            )
         return ModelState(
-            config=model, engine=engine, enabled=model.enabled, estimate_cache=estimate, modalities=modalities
+            config=model,
+            engine=engine,
+            enabled=model.enabled,
+            estimate_cache=estimate,
+            modalities=modalities,
+            kind=kind,
         )
 
     def _make_engine(self, model: ModelConfig, kind: EngineKind) -> Engine:

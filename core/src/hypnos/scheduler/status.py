@@ -41,7 +41,8 @@ class ModelMemoryStatus(msgspec.Struct, kw_only=True):
     enabled: bool
     modality: Modality
     modalities: list[Modality]
-    engine: str
+    engine: str  # the API's EngineKind (appendix)
+    backend: str  # the concrete engine behind it (kokoro_onnx, piper, faster_whisper, diffusers, ...)
     total_weight_bytes: int
     priority: ModelPriority
     current_tier: MemoryTier
@@ -127,12 +128,14 @@ def model_status(state: ModelState, tiers: TierManager, now: float) -> ModelMemo
     hosted = state.engine if isinstance(state.engine, HostedEngine) else None
     process = hosted.process_info() if hosted is not None else None
     hosted_reason = hosted.unavailable_reason if hosted is not None else None
+    engine, backend = state.wire_engine
     return ModelMemoryStatus(
         id=state.id,
         enabled=state.enabled,
         modality=state.config.modality,
         modalities=state.modalities,
-        engine=state.config.engine,
+        engine=engine,
+        backend=backend,
         total_weight_bytes=total_weight_bytes(estimate),
         priority=state.config.priority,
         current_tier=state.tier,

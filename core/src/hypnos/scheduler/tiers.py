@@ -339,7 +339,7 @@ class TierManager:
             if isinstance(error, HypnosError):
                 raise
             logger.exception("loading %s failed", state.id)
-            raise server_error(f"loading the model `{state.id}` failed: {error}") from error
+            raise server_error(f"loading the model `{state.id}` failed; the server log has the cause") from error
         state.tier = target
         state.placement = plan
         elapsed = (time.perf_counter() - started) * 1000

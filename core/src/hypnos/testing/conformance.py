@@ -25,6 +25,7 @@ import pytest
 from hypnos.config import ModelConfig
 from hypnos.engine import CancelToken, Engine, EngineContext, EngineKind, EngineUnavailable, EntityInput, ImageInput
 from hypnos.errors import HypnosError
+from hypnos.testing.clean_errors import assert_clean_message
 from hypnos.types import LayerPlacementPlan, MemoryTier, Modality
 
 MiB = 1024 * 1024
@@ -158,7 +159,7 @@ def assert_spec_error(error: HypnosError, status: int | None = None) -> None:
     assert set(body) == {"error"} and isinstance(body["error"]["message"], str) and body["error"]["message"]
     assert body["error"]["type"] in SPEC_ERROR_TYPES, body
     assert 400 <= error.status < 600
-    assert "Traceback" not in error.message
+    assert_clean_message(error.message)
     if status is not None:
         assert error.status == status, (error.status, error.message)
 

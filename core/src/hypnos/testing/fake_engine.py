@@ -48,6 +48,7 @@ from hypnos.errors import HypnosError, server_error
 from hypnos.hosting.host import HOST_ENV
 from hypnos.openai import ToolCall, ToolCallFunction
 from hypnos.types import EngineTiming, LayerPlacementPlan, MemoryTier, Modality, TierSwitchPhases
+from hypnos.wire_kind import SPEC_KIND_BY_MODALITY
 
 
 class FakeOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -381,4 +382,5 @@ def fake_engine_kind(name: str = "fake") -> EngineKind:
         factory=FakeEngine,
         description="deterministic fake engine for tests",
         options={"fake": FakeOptions, "image": FakeImageOptions},
+        spec_kind=SPEC_KIND_BY_MODALITY,  # it stands in for every engine: the API's kind of each modality
     )

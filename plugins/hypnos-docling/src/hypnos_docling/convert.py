@@ -272,8 +272,9 @@ class Converter:
         check_cancelled(cancel)
         try:
             doc = source._backend.convert()
-        except Exception as error:
-            raise invalid_request(f"The {kind.upper()} document could not be converted: {error}") from None
+        except Exception as error:  # the library's text (paths, reprs) stays in the log
+            logger.info("docling could not convert a %s document: %r", kind, error)
+            raise invalid_request(f"The {kind.upper()} document could not be converted") from None
         finally:
             source._backend.unload()
         emit(

@@ -43,7 +43,8 @@ def observability_routes(obs: Observability) -> list[Any]:
             from hypnos_server.cluster.metrics import node_metrics_text
 
             text += node_metrics_text(await cluster.node_statuses())
-        return Response(content=text, media_type=CONTENT_TYPE)
+        # the header is set whole: Litestar appends `; charset=utf-8` to a text/ media_type, repeating the parameter
+        return Response(content=text, media_type=CONTENT_TYPE, headers={"content-type": CONTENT_TYPE})
 
     @get("/v1/logs", sync_to_thread=False)
     def list_logs(request: Request[Any, Any, Any]) -> Response[bytes]:
