@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from hypnos.config_checks import model_problems, path_problem, raw_model_problem
 from hypnos.types import MemoryTier, Modality, ModelPriority, MoeOffload
 
 MiB = 1024 * 1024
@@ -223,6 +224,10 @@ def settings_from_mapping(raw: dict[str, Any], source: str = "<config>") -> Sett
     """Decode an already-parsed TOML mapping into Settings, with errors naming the key."""
     raw = dict(raw)
     if "models" in raw:
+        for index, entry in enumerate(raw["models"] if isinstance(raw["models"], list) else []):
+            problem = raw_model_problem(entry)
+            if problem:
+                raise ConfigError(f"{source}: `models[{index}]`: {problem}")
         raw["models"] = _split_engine_tables(raw["models"], source)
     try:
         settings = msgspec.convert(raw, Settings, strict=True)
@@ -234,18 +239,20 @@ def settings_from_mapping(raw: dict[str, Any], source: str = "<config>") -> Sett
 
 
 def _check_models(settings: Settings, source: str) -> None:
-    """Cross-field checks: unique ids, sane slots and context."""
+    """Cross-field checks: unique ids in the documented alphabet, values in range, paths without control chars."""
     seen: set[str] = set()
     for index, model in enumerate(settings.models):
         if not model.id.strip():
             raise ConfigError(f"{source}: `models[{index}].id`: expected a non-empty string")
+        problems = model_problems(model)
+        if problems:
+            raise ConfigError(f"{source}: " + "; ".join(f"`models[{index}].{problem[1:]}" for problem in problems))
         if model.id in seen:
             raise ConfigError(f"{source}: `models[{index}].id`: the id `{model.id}` is used twice")
         seen.add(model.id)
-        if model.slots < 1:
-            raise ConfigError(f"{source}: `models[{index}].slots`: expected an integer >= 1, got {model.slots}")
-        if model.context_len is not None and model.context_len < 1:
-            raise ConfigError(f"{source}: `models[{index}].context_len`: expected an integer >= 1")
+    problem = path_problem("models_dir", settings.models_dir)
+    if problem:
+        raise ConfigError(f"{source}: {problem}")
     if not 0.0 <= settings.hardware.min_gpu_layer_ratio <= 1.0:
         raise ConfigError(f"{source}: `hardware.min_gpu_layer_ratio`: expected a number between 0 and 1")
     if not 0.0 < settings.hardware.warm_ram_fraction <= 1.0:
@@ -281,6 +288,8 @@ def load_settings(path: str | Path | None = None, environ: dict[str, str] | None
             raw = tomllib.loads(text)
         except tomllib.TOMLDecodeError as error:
             raise ConfigError(f"{file}: not valid TOML ({error})") from None
+        except RecursionError:
+            raise ConfigError(f"{file}: not valid TOML (arrays or tables nested too deeply)") from None
         settings = settings_from_mapping(raw, str(file.resolve()))
     else:
         settings = Settings()
