@@ -77,6 +77,7 @@ class LimitsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     max_tokens_cap: int = 8192
     max_images_per_request: int = 4
     request_timeout_secs: float = 900.0
+    body_timeout_secs: float = 30.0  # the longest wait for the next part of a request body (408 past it)
     max_queue_per_model: int = 8
     allow_remote_image_urls: bool = True
     allow_private_urls: bool = False
@@ -253,6 +254,8 @@ def _check_models(settings: Settings, source: str) -> None:
     problem = path_problem("models_dir", settings.models_dir)
     if problem:
         raise ConfigError(f"{source}: {problem}")
+    if not settings.limits.body_timeout_secs > 0:
+        raise ConfigError(f"{source}: `limits.body_timeout_secs`: expected a number of seconds > 0")
     if not 0.0 <= settings.hardware.min_gpu_layer_ratio <= 1.0:
         raise ConfigError(f"{source}: `hardware.min_gpu_layer_ratio`: expected a number between 0 and 1")
     if not 0.0 < settings.hardware.warm_ram_fraction <= 1.0:
