@@ -73,6 +73,7 @@ class LimitsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     max_image_bytes: int = 32 * MiB
     max_image_pixels: int = 32 * 1024 * 1024  # width x height an image header may declare (checked before decoding)
     max_document_bytes: int = 100 * MiB
+    max_document_inflated_bytes: int = 64 * MiB  # what one compressed stream or part of a document may inflate to
     max_prompt_chars: int = 1_000_000
     max_tokens_cap: int = 8192
     max_images_per_request: int = 4
