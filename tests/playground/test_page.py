@@ -95,3 +95,18 @@ def test_modalities_the_lineup_lacks_are_disabled(browser: Any, server: str, sho
     shot("documents-unserved")
     for name in ("chat", "voice", "images", "embeddings"):
         assert "unserved" not in css(browser, f'#tabs button[data-tab="{name}"]').get_attribute("class")
+
+
+def test_the_page_runs_under_its_content_security_policy(browser: Any, server: str) -> None:
+    page = httpx.get(f"{server}/")
+    assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+    assert page.headers["x-frame-options"] == "DENY"
+    browser.get_log("browser")  # drop what earlier tests left
+    open_page(browser, server)
+    wait_lineup(browser)
+    widths = "return [...document.querySelectorAll('.tier .seg')].map(s => s.style.width)"
+    assert all(width.endswith("%") for width in wait(browser, lambda b: b.execute_script(widths)))
+    refused = [
+        entry["message"] for entry in browser.get_log("browser") if "Content Security Policy" in entry["message"]
+    ]
+    assert refused == []

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from hypnos.config_checks import model_problems, path_problem, raw_model_problem
 from hypnos.types import MemoryTier, Modality, ModelPriority, MoeOffload
 
 MiB = 1024 * 1024
@@ -77,6 +78,7 @@ class LimitsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     max_image_bytes: int = 32 * MiB
     max_image_pixels: int = 32 * 1024 * 1024  # width x height an image header may declare (checked before decoding)
     max_document_bytes: int = 100 * MiB
+    max_document_inflated_bytes: int = 64 * MiB  # what one compressed stream or part of a document may inflate to
     max_prompt_chars: int = 1_000_000
     max_tokens_cap: int = 8192
     max_images_per_request: int = 4
@@ -84,6 +86,7 @@ class LimitsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # the longest one engine call of a non-streamed request may run while its client waits: past it the work is
     # cancelled and the request answers 504 timeout (0: no bound; the load before the call is not counted)
     engine_timeout_secs: Annotated[float, msgspec.Meta(ge=0)] = 600.0
+    body_timeout_secs: float = 30.0  # the longest wait for the next part of a request body (408 past it)
     max_queue_per_model: int = 8
     allow_remote_image_urls: bool = True
     allow_private_urls: bool = False
@@ -254,6 +257,10 @@ def settings_from_mapping(raw: dict[str, Any], source: str = "<config>") -> Sett
     """Decode an already-parsed TOML mapping into Settings, with errors naming the key."""
     raw = dict(raw)
     if "models" in raw:
+        for index, entry in enumerate(raw["models"] if isinstance(raw["models"], list) else []):
+            problem = raw_model_problem(entry)
+            if problem:
+                raise ConfigError(f"{source}: `models[{index}]`: {problem}")
         raw["models"] = _split_engine_tables(raw["models"], source)
     try:
         settings = msgspec.convert(raw, Settings, strict=True)
@@ -265,19 +272,23 @@ def settings_from_mapping(raw: dict[str, Any], source: str = "<config>") -> Sett
 
 
 def _check_models(settings: Settings, source: str) -> None:
-    """Cross-field checks: unique ids, sane slots and context."""
+    """Cross-field checks: unique ids in the documented alphabet, values in range, paths without control chars."""
     seen: set[str] = set()
     for index, model in enumerate(settings.models):
         if not model.id.strip():
             raise ConfigError(f"{source}: `models[{index}].id`: expected a non-empty string")
+        problems = model_problems(model)
+        if problems:
+            raise ConfigError(f"{source}: " + "; ".join(f"`models[{index}].{problem[1:]}" for problem in problems))
         if model.id in seen:
             raise ConfigError(f"{source}: `models[{index}].id`: the id `{model.id}` is used twice")
         seen.add(model.id)
-        if model.slots < 1:
-            raise ConfigError(f"{source}: `models[{index}].slots`: expected an integer >= 1, got {model.slots}")
-        if model.context_len is not None and model.context_len < 1:
-            raise ConfigError(f"{source}: `models[{index}].context_len`: expected an integer >= 1")
         _check_process(model.process, f"{source}: `models[{index}].process")
+    problem = path_problem("models_dir", settings.models_dir)
+    if problem:
+        raise ConfigError(f"{source}: {problem}")
+    if not settings.limits.body_timeout_secs > 0:
+        raise ConfigError(f"{source}: `limits.body_timeout_secs`: expected a number of seconds > 0")
     if not 0.0 <= settings.hardware.min_gpu_layer_ratio <= 1.0:
         raise ConfigError(f"{source}: `hardware.min_gpu_layer_ratio`: expected a number between 0 and 1")
     if not 0.0 < settings.hardware.warm_ram_fraction <= 1.0:
@@ -327,6 +338,8 @@ def load_settings(path: str | Path | None = None, environ: dict[str, str] | None
             raw = tomllib.loads(text)
         except tomllib.TOMLDecodeError as error:
             raise ConfigError(f"{file}: not valid TOML ({error})") from None
+        except RecursionError:
+            raise ConfigError(f"{file}: not valid TOML (arrays or tables nested too deeply)") from None
         settings = settings_from_mapping(raw, str(file.resolve()))
     else:
         settings = Settings()

@@ -62,3 +62,17 @@ def test_store_expires_documents_after_the_ttl() -> None:
     now[0] += 10
     with pytest.raises(HypnosError):
         store.get(document.id)
+
+
+def test_the_picture_store_answers_404_to_another_owner() -> None:
+    store = PictureStore(ttl_secs=60)
+    document = store.open(owner="alice")
+    store.add(document, [Picture(page=1, png=b"\x89PNG")])
+    assert store.picture(document.id, 1, owner="alice").png == b"\x89PNG"
+    for owner in ("bob", None):
+        with pytest.raises(HypnosError) as refused:
+            store.get(document.id, owner)
+        assert refused.value.status == 404
+        with pytest.raises(HypnosError):
+            store.delete(document.id, owner)
+    assert store.get(document.id, "alice").id == document.id

@@ -36,6 +36,17 @@ def request_timeout(seconds: float) -> PlainTextError:
     )
 
 
+def body_timeout(seconds: float) -> PlainTextError:
+    """408: the request body stalled (no part of it for limits.body_timeout_secs); the connection is closed."""
+    error = PlainTextError(
+        408,
+        "request_timeout",
+        f"Request timeout: the request body stalled for {seconds:g} s (limits.body_timeout_secs)",
+    )
+    error.headers["Connection"] = "close"
+    return error
+
+
 def payload_too_large(limit: int, multipart: bool) -> HypnosError:
     """413: plain text for JSON bodies, the JSON error naming the limit for multipart uploads."""
     message = f"The request body is larger than limits.max_body_bytes ({limit} bytes)"

@@ -62,7 +62,7 @@ PLAIN_TEXT_ERRORS = {408, 413}
 REQUEST_ID = {"x-request-id": {"$ref": "#/components/headers/RequestId"}}
 BEARER = {"type": "http", "scheme": "bearer", "description": "Needed on /v1/* when the server has API keys"}
 INFERENCE_ERRORS = (400, 404, 413, 429, 499, 500, 503, 504, 507)
-PLACEMENT_ERRORS = (400, 404, 413, 429, 503, 507)
+PLACEMENT_ERRORS = (400, 403, 404, 413, 429, 503, 507)
 REQUEST_HEADERS: list[dict[str, Any]] = [
     {"name": "x-hypnos-deadline-ms", "in": "header", "required": False, "schema": {"type": "integer", "minimum": 0},
      "description": "The longest the request may wait before it starts; 503 deadline_unmeetable when it cannot"},
@@ -163,19 +163,21 @@ ROUTE_DOCS: dict[tuple[str, str], RouteDoc] = {
     ("POST", "/v1/advisor"): RouteDoc(
         body=AdvisorRequest, answers={JSON: _obj("config", config=TEXT)}, errors=(400, 404, 413)
     ),
-    ("POST", "/v1/models/{model_id}/enable"): RouteDoc(answers={JSON: _obj("model", "enabled")}, errors=(404, 503)),
+    ("POST", "/v1/models/{model_id}/enable"): RouteDoc(
+        answers={JSON: _obj("model", "enabled")}, errors=(403, 404, 503)
+    ),
     ("POST", "/v1/models/{model_id}/disable"): RouteDoc(
-        answers={JSON: _obj("model", "enabled")}, errors=(404, 429, 503)
+        answers={JSON: _obj("model", "enabled")}, errors=(403, 404, 429, 503)
     ),
     ("POST", "/v1/models/{model_id}/moe-offload"): RouteDoc(
         body=MoeOffloadRequest,
         answers={JSON: _obj("model", "moe_offload", "applies")},
-        errors=(400, 404, 413, 422, 503),
+        errors=(400, 403, 404, 413, 422, 503),
     ),
     ("GET", "/v1/memory/status"): RouteDoc(answers={JSON: _obj("capabilities", "models")}),
     ("POST", "/v1/memory/tier"): RouteDoc(body=TierRequest, answers={JSON: MODEL_PLACEMENT}, errors=PLACEMENT_ERRORS),
     ("GET", "/v1/memory/kv-park"): RouteDoc(answers={JSON: KV_PARK}),
-    ("POST", "/v1/memory/kv-park"): RouteDoc(body=KvParkRequest, answers={JSON: KV_PARK}, errors=(400, 413)),
+    ("POST", "/v1/memory/kv-park"): RouteDoc(body=KvParkRequest, answers={JSON: KV_PARK}, errors=(400, 403, 413)),
     ("POST", "/v1/chat/completions"): RouteDoc(
         body=ChatCompletionRequest,
         answers={
@@ -212,8 +214,8 @@ ROUTE_DOCS: dict[tuple[str, str], RouteDoc] = {
     ),
     ("GET", "/v1/logs"): RouteDoc(answers={JSON: _obj("level", "records")}, errors=(400,), query=LOG_QUERY),
     ("GET", "/v1/logs/{id}"): RouteDoc(answers={JSON: _obj("id", "route", "status")}, errors=(404,)),
-    ("DELETE", "/v1/logs"): RouteDoc(answers={JSON: _obj("cleared")}),
-    ("POST", "/v1/logs/level"): RouteDoc(body=LevelBody, answers={JSON: LOG_LEVEL}, errors=(400, 413)),
+    ("DELETE", "/v1/logs"): RouteDoc(answers={JSON: _obj("cleared")}, errors=(403,)),
+    ("POST", "/v1/logs/level"): RouteDoc(body=LevelBody, answers={JSON: LOG_LEVEL}, errors=(400, 403, 413)),
 }
 
 

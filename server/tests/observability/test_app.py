@@ -24,7 +24,7 @@ def make_client(server: dict[str, Any] | None = None) -> TestClient[Any]:
     raw = {
         "server": {
             "keys": [
-                {"key": "sk-alice", "label": "alice"},
+                {"key": "sk-alice", "label": "alice", "admin": True},  # an admin reads every key's records
                 {"key": "sk-bob", "label": "bob", "requests_per_minute": 1},
             ],
             **(server or {}),

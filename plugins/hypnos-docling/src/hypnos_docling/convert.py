@@ -19,6 +19,7 @@ from hypnos.engine import CancelToken, DocumentInput
 from hypnos.errors import invalid_request
 from hypnos.kit.staged import check_cancelled
 
+from hypnos_docling.bounds import DocumentBounds
 from hypnos_docling.events import DocumentStarted, PageDone, Picture
 from hypnos_docling.layout import Figure, Line, page_document
 
@@ -28,7 +29,6 @@ EXTENSIONS = {
     "pdf": "pdf", "docx": "docx", "pptx": "pptx", "xlsx": "xlsx", "html": "html", "htm": "html",
     "md": "md", "markdown": "md", "png": "image", "jpg": "image", "jpeg": "image",
 }  # fmt: skip
-OCR_SCALE = 2.0
 
 
 def detect_format(data: bytes, filename: str | None) -> str:
@@ -100,9 +100,10 @@ def pictures_of(doc: Any, page_no: int) -> list[Picture]:
 class Converter:
     """docling's backends and RapidOCR, built once per model at tier 1."""
 
-    def __init__(self, threads: int, max_pages: int) -> None:
+    def __init__(self, threads: int, max_pages: int, bounds: DocumentBounds) -> None:
         self.threads = threads
         self.max_pages = max_pages
+        self.bounds = bounds
         self._ocr: Any = None
 
     def ocr_lines(self, image: Any, scale: float) -> list[Line]:
@@ -124,6 +125,7 @@ class Converter:
     def convert(self, job: DocumentInput, cancel: CancelToken, emit: Callable[[Any], None]) -> None:
         """Convert the document, calling emit(DocumentStarted) once and emit(PageDone) per page, in order."""
         kind = detect_format(job.data, job.filename)
+        self.bounds.check_document(kind, job.data)
         if kind == "pdf":
             self._convert_pdf(job, cancel, emit)
         elif kind == "image":
@@ -177,6 +179,7 @@ class Converter:
                         done = self._pdf_page(job, name, page_backend)
                     finally:
                         page_backend.unload()
+                    self.bounds.check_page_time(done.page, started)
                     done.ms = round((time.perf_counter() - started) * 1000, 3)
                     waiting[done.page] = done
                     while next_page is not None and next_page in waiting:
@@ -206,17 +209,18 @@ class Converter:
                 box = bitmap.rect.to_bounding_box().to_top_left_origin(page_height=height)
                 figures.append(Figure(box.l, box.t, box.r, box.b, bitmap.image))
         if not lines and job.ocr:
-            lines = self.ocr_lines(self._render(job.data, page_no), OCR_SCALE)
+            scale = self.bounds.ocr_scale(page_no, width, height)
+            lines = self.ocr_lines(self._render(job.data, page_no, scale), scale)
             if lines:  # a scan: the page-sized bitmap is the page itself, not a picture in it
                 figures = [f for f in figures if (f.right - f.left) * (f.bottom - f.top) < 0.8 * width * height]
         return self._page_done(job, name, page_no, (width, height), lines, figures)
 
-    def _render(self, data: bytes, page_no: int) -> Any:
+    def _render(self, data: bytes, page_no: int, scale: float) -> Any:
         import pypdfium2
 
         pdf = pypdfium2.PdfDocument(data)
         try:
-            return pdf[page_no - 1].render(scale=OCR_SCALE).to_pil()
+            return pdf[page_no - 1].render(scale=scale).to_pil()
         finally:
             pdf.close()
 
