@@ -4,7 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypnos_server.routes import audio, chat, embeddings, health, images, memory, models, playground, pool
+from hypnos_server.routes import (
+    audio,
+    chat,
+    embeddings,
+    health,
+    images,
+    memory,
+    models,
+    playground,
+    pool,
+    responses,
+    responses_stored,
+)
 
 
 def server_routes() -> list[Any]:
@@ -15,6 +27,8 @@ def server_routes() -> list[Any]:
         *pool.ROUTES,
         *memory.ROUTES,
         *chat.ROUTES,
+        *responses.ROUTES,
+        *responses_stored.ROUTES,
         *embeddings.ROUTES,
         *audio.ROUTES,
         *images.ROUTES,
