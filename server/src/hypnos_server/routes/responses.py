@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,7 +78,7 @@ class Conversation:
         stored = StoredResponse(
             id=meta.id,
             owner=self.owner,
-            created_at=float(meta.created_at),
+            created_at=time.time(),
             response=response,
             input_items=self.items,
             conversation=conversation,

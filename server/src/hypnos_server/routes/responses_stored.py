@@ -28,14 +28,16 @@ async def _stored(request: Request[Any, Any, Any], response_id: str) -> StoredRe
 
 
 @get("/v1/responses/{response_id:str}")
-async def retrieve_response(request: Request[Any, Any, Any], response_id: str) -> Response[bytes]:
+async def retrieve_response(request: Request[Any, Any, Any]) -> Response[bytes]:
     """A stored response of the caller's key."""
+    response_id = request.path_params["response_id"]
     return json_response((await _stored(request, response_id)).response)
 
 
 @get("/v1/responses/{response_id:str}/input_items")
-async def list_input_items(request: Request[Any, Any, Any], response_id: str) -> Response[bytes]:
+async def list_input_items(request: Request[Any, Any, Any]) -> Response[bytes]:
     """The input items of a stored response, as a cursor page (`limit`, `order`, `after`)."""
+    response_id = request.path_params["response_id"]
     stored = await _stored(request, response_id)
     query = request.query_params
     order = query.get("order", "desc")
@@ -66,8 +68,9 @@ async def list_input_items(request: Request[Any, Any, Any], response_id: str) ->
 
 
 @delete("/v1/responses/{response_id:str}", status_code=200)
-async def delete_response(request: Request[Any, Any, Any], response_id: str) -> Response[bytes]:
+async def delete_response(request: Request[Any, Any, Any]) -> Response[bytes]:
     """Delete a stored response of the caller's key."""
+    response_id = request.path_params["response_id"]
     store = hypnos_state(request).responses
     deleted = store is not None and await store.adelete(response_id, owner_of(request_context(request)))
     if not deleted:
@@ -76,8 +79,9 @@ async def delete_response(request: Request[Any, Any, Any], response_id: str) -> 
 
 
 @post("/v1/responses/{response_id:str}/cancel", status_code=200)
-async def cancel_response(request: Request[Any, Any, Any], response_id: str) -> Response[bytes]:
+async def cancel_response(request: Request[Any, Any, Any]) -> Response[bytes]:
     """Stop a response of the caller's key that is being generated; its Response, status cancelled."""
+    response_id = request.path_params["response_id"]
     state = hypnos_state(request)
     owner = owner_of(request_context(request))
     live = state.live_responses.get(response_id)
