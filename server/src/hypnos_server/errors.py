@@ -98,7 +98,7 @@ def as_hypnos_error(exc: BaseException, method: str = "", path: str = "") -> Hyp
     return server_error("Internal server error; report it with the x-request-id of this response")
 
 
-ANTHROPIC_PREFIX = "/v1/messages"  # the Anthropic routes answer errors in Anthropic's shape
+ANTHROPIC_PATHS = frozenset({"/v1/messages", "/v1/messages/count_tokens"})  # errors in Anthropic's shape there
 ANTHROPIC_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -124,7 +124,7 @@ def render(error: HypnosError, path: str = "") -> tuple[int, dict[str, str], byt
         headers.setdefault("WWW-Authenticate", 'Bearer realm="hypnos"')
     if isinstance(error, PlainTextError):
         return error.status, headers, error.message.encode(), "text/plain; charset=utf-8"
-    if path == ANTHROPIC_PREFIX or path.startswith(ANTHROPIC_PREFIX + "/"):
+    if path in ANTHROPIC_PATHS:
         return error.status, headers, msgspec.json.encode(anthropic_body(error)), "application/json"
     return error.status, headers, msgspec.json.encode(error.body()), "application/json"
 
@@ -147,7 +147,9 @@ def _note_error(scope: Any, error: HypnosError) -> None:
 async def send_error(scope: Any, send: Send, error: HypnosError) -> None:
     """Answer an error straight from an ASGI layer (outside Litestar), through the same rendering."""
     _note_error(scope, error)
-    status, headers, body, media_type = render(error, scope.get("path", ""))
+    path, raw = scope.get("path", ""), scope.get("raw_path") or b""
+    canonical = not raw or raw.decode("latin-1") == path  # a trick path is nobody's route: the OpenAI shape
+    status, headers, body, media_type = render(error, path if canonical else "")
     raw_headers = [(b"content-type", media_type.encode()), (b"content-length", str(len(body)).encode())]
     raw_headers.extend((name.lower().encode(), value.encode()) for name, value in headers.items())
     await send({"type": "http.response.start", "status": status, "headers": raw_headers})
