@@ -35,6 +35,7 @@ from hypnos_server.routes.memory import KvParkRequest, TierRequest
 from hypnos_server.routes.messages_input import MessagesRequest
 from hypnos_server.routes.models import MoeOffloadRequest
 from hypnos_server.routes.pool import PoolChangeRequest
+from hypnos_server.routes.rerank import RerankRequest
 from hypnos_server.routes.responses_input import ResponsesRequest
 
 JSON = "application/json"
@@ -194,6 +195,12 @@ ROUTE_DOCS: dict[tuple[str, str], RouteDoc] = {
     ("POST", "/v1/embeddings"): RouteDoc(
         body=EmbeddingsRequest,
         answers={JSON: _obj("object", "data", "usage", data={"type": "array"})},
+        errors=INFERENCE_ERRORS,
+        inference=True,
+    ),
+    ("POST", "/v1/rerank"): RouteDoc(
+        body=RerankRequest,
+        answers={JSON: _obj("model", "results", "usage", results={"type": "array"}, hypnos_telemetry=TELEMETRY)},
         errors=INFERENCE_ERRORS,
         inference=True,
     ),

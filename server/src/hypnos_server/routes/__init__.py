@@ -15,6 +15,7 @@ from hypnos_server.routes import (
     models,
     playground,
     pool,
+    rerank,
     responses,
     responses_stored,
 )
@@ -32,6 +33,7 @@ def server_routes() -> list[Any]:
         *responses_stored.ROUTES,
         *messages.ROUTES,
         *embeddings.ROUTES,
+        *rerank.ROUTES,
         *audio.ROUTES,
         *images.ROUTES,
         *playground.ROUTES,
