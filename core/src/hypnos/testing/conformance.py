@@ -178,18 +178,23 @@ class ConformanceSuite:
     """The checks every engine passes; collected as `TestConformance` next to a `conformance_engine` fixture."""
 
     def test_estimate_covers_measured_memory(self, conformance_engine: ConformanceTarget) -> None:
-        """The RSS growth of a load to tier 1 and one request stays within the estimate (CPU engines)."""
+        """The RSS growth of a load to tier 1 and one request (after a first round imported the library) stays within
+        the estimate (CPU engines)."""
         target = conformance_engine
         engine = target.make()
         estimate = engine.estimate()
         booked = estimate.weight_bytes + estimate.projector_bytes + estimate.workspace_bytes
         booked += estimate.kv_bytes_per_token * estimate.default_context_len
-        gc.collect()
-        before = resident_bytes()
-        if before == 0:
+        if resident_bytes() == 0:
             pytest.skip("no resident-set figure on this platform")
 
         async def walk() -> int:
+            # a first round imports the engine's library: what the library itself takes is not the model's
+            await engine.load(target.plan(engine, MemoryTier.TIER1))
+            await target.request(engine, CancelToken())
+            await engine.unload()
+            gc.collect()
+            before = resident_bytes()
             await engine.load(target.plan(engine, MemoryTier.TIER1))
             await target.request(engine, CancelToken())
             gc.collect()
