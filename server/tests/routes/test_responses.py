@@ -165,3 +165,15 @@ def test_the_count_bound_drops_the_oldest(app_dir: Path) -> None:
         with pytest.raises(openai.NotFoundError):
             api.responses.retrieve(ids[0])
         assert api.responses.retrieve(ids[2]).id == ids[2]
+
+
+def test_a_keys_daily_tokens_count_responses_and_messages(app_dir: Path) -> None:
+    keys = [{"key": "k", "label": "capped", "tokens_per_day": 10}]
+    with TestClient(build_app(config(server={"keys": keys, "data_dir": str(app_dir)}))) as client:
+        wait_ready(client)
+        sdk(client, "k").responses.create(model="fake-chat", input="one two three")  # 8 words out, 3 in
+        with pytest.raises(openai.RateLimitError):
+            sdk(client, "k").responses.create(model="fake-chat", input="again")
+        message = {"model": "fake-chat", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]}
+        refused = client.post("/v1/messages", json=message, headers={"x-api-key": "k"})
+        assert refused.status_code == 429 and refused.json()["error"]["type"] == "rate_limit_error"
