@@ -68,6 +68,11 @@ class ServerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     isolation: Literal["process", "thread"] = "process"
     # how long SIGTERM may take: engine hosts still running after it are killed
     shutdown_grace_secs: float = 10.0
+    # where the server keeps its own data (stored responses); relative to the config file's folder; unset: `data`
+    # next to the config file, or memory only when there is no config file
+    data_dir: str | None = None
+    responses_max_count: int = 10_000  # stored /v1/responses kept (oldest dropped first)
+    responses_max_age_secs: int = 30 * 86_400  # stored /v1/responses older than this are dropped
 
 
 class LimitsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -205,6 +210,16 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     def models_path(self) -> Path:
         """models_dir as an absolute path (relative to the config file's folder)."""
         path = Path(self.models_dir).expanduser()
+        if path.is_absolute() or self.source is None:
+            return path.resolve()
+        return (Path(self.source).parent / path).resolve()
+
+    @property
+    def data_path(self) -> Path | None:
+        """server.data_dir as an absolute path; None when the server keeps its data in memory only."""
+        if self.server.data_dir is None:
+            return None if self.source is None else (Path(self.source).parent / "data").resolve()
+        path = Path(self.server.data_dir).expanduser()
         if path.is_absolute() or self.source is None:
             return path.resolve()
         return (Path(self.source).parent / path).resolve()

@@ -228,6 +228,21 @@ class EmbeddingResult(msgspec.Struct, kw_only=True):
     timing: EngineTiming = msgspec.field(default_factory=EngineTiming)
 
 
+class RerankInput(msgspec.Struct, kw_only=True):
+    """A query and the documents to score against it (POST /v1/rerank)."""
+
+    query: str
+    documents: list[str]
+
+
+class RerankResult(msgspec.Struct, kw_only=True):
+    """One relevance score per document, in document order (higher is more relevant), and the tokens read."""
+
+    scores: list[float]
+    prompt_tokens: int
+    timing: EngineTiming = msgspec.field(default_factory=EngineTiming)
+
+
 class TranscriptionInput(msgspec.Struct, kw_only=True):
     """Audio to transcribe, with the optional language hint and prompt."""
 
@@ -382,6 +397,10 @@ class Engine:
 
     async def embed(self, texts: list[EmbeddingInput], cancel: CancelToken) -> EmbeddingResult:
         """Embed texts (or token-id lists), vectors in input order; an input longer than the model takes is a 400."""
+        raise self._unsupported(Modality.EMBEDDINGS)
+
+    async def rerank(self, job: RerankInput, cancel: CancelToken) -> RerankResult:
+        """Score each document against the query (a reranker model: llama.cpp rank pooling); served under embeddings."""
         raise self._unsupported(Modality.EMBEDDINGS)
 
     async def transcribe(self, audio: TranscriptionInput, cancel: CancelToken) -> TranscriptionResult:

@@ -39,6 +39,8 @@ from hypnos.engine import (
     MemoryEstimate,
     ParkedSlot,
     ReasoningDelta,
+    RerankInput,
+    RerankResult,
     SpeechInput,
     ToolCallEvent,
     TranscriptionInput,
@@ -309,6 +311,14 @@ class FakeEngine(Engine):
             completion_tokens=produced,
             timing=EngineTiming(prefill_ms=0.0, decode_ms=decode_ms, concurrent_slots=1),
         )
+
+    async def rerank(self, job: RerankInput, cancel: CancelToken) -> RerankResult:
+        """The share of the query's words each document holds (a score in 0..1)."""
+        words = set(job.query.lower().split())
+        scores = [len(words & set(doc.lower().split())) / max(1, len(words)) for doc in job.documents]
+        await self._work(cancel, len(job.documents))
+        tokens = sum(max(1, len(doc.split())) for doc in job.documents) + len(job.documents) * len(words)
+        return RerankResult(scores=scores, prompt_tokens=tokens)
 
     async def embed(self, texts: list[Any], cancel: CancelToken) -> EmbeddingResult:
         """Unit vectors from a hash of each text."""

@@ -138,6 +138,8 @@ class AuthLayer:
             return
         context = request_context(scope)  # type: ignore[arg-type]
         header = _header(scope, b"authorization")
+        if header is None and (api_key := _header(scope, b"x-api-key")) is not None:
+            header = f"Bearer {api_key}"  # Anthropic's clients send the key as x-api-key
         try:
             key = self.keys.authenticate(header)
             context.key = key
