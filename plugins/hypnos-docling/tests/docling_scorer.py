@@ -165,12 +165,10 @@ def score_document(truth: Truth, markdown: str, pages: list[Any], page_count: in
                 [line.rstrip() for line in fence if line.strip()] == block.lines for fence in parsed.code
             )
         elif isinstance(block, Toc):
-            titles = [text for _, text in parsed.items] + parsed.lines
-            headings = {text for _, text in parsed.headings}
+            titles = [text for _, text in parsed.items] + parsed.lines  # entries, not headings or table cells
             for title, _page in block.entries:
                 counts["toc_true"] += 1
-                entry = norm(title)
-                counts["toc_right"] += entry not in headings and any(text.startswith(entry) for text in titles)
+                counts["toc_right"] += any(text.startswith(norm(title)) for text in titles)
     _score_furniture(truth, parsed, pages, page_count, counts)
     _score_pictures(truth, pages, counts)
     counts["special_true"] += 1
