@@ -65,7 +65,7 @@ def _flowables(truth: Truth, width: float) -> list[object]:
             out += [grid, Spacer(1, 8)]
         elif isinstance(block, Items):
             items = [ListItem(Paragraph(escape(item), styles["body"])) for item in block.items]
-            kind = {"bulletType": "1"} if block.ordered else {"bulletType": "bullet", "start": "\u2022"}
+            kind = {"bulletType": "1", "bulletFormat": "%s."} if block.ordered else {"bulletType": "bullet", "start": "\u2022"}
             out.append(ListFlowable(items, leftIndent=18, **kind))
         elif isinstance(block, Code):
             out.append(Preformatted("\n".join(block.lines), styles["code"]))

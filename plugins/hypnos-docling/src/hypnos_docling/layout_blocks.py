@@ -61,8 +61,8 @@ def heading_level(text: str, height: float, fonts: Fonts) -> int:
     number = NUMBERING.match(text)
     if number and not number.group(1).isalpha():
         return min(number.group(1).count(".") + 1, 3)
-    ratio = height / fonts.body_height
-    return 1 if ratio >= 1.5 else 2 if ratio >= 1.2 else 3
+    ratio = height / fonts.body_height  # sizes come from advances, which a bold face widens by a fifth or so
+    return 1 if ratio >= 1.8 else 2 if ratio >= 1.4 else 3
 
 
 def _heading_like(row: list[Line], fonts: Fonts) -> bool:
@@ -73,6 +73,8 @@ def _heading_like(row: list[Line], fonts: Fonts) -> bool:
         return False
     if not any(ch.isalpha() for ch in text):
         return False
+    if len(row) >= 2 and LIST_MARKER.match(row[0].text.strip()):  # judged by its text, not by its marker's font
+        row = row[1:]
     font = _font(row)
     if font in fonts.mono:
         return False
@@ -122,6 +124,9 @@ def _list_start(row: list[Line]) -> tuple[bool, str] | None:
 def blocks_of(rows: list[list[Line]], fonts: Fonts) -> list[Block]:  # noqa: C901 (one reading pass)
     """The column's rows as blocks in reading order."""
     blocks: list[Block] = []
+    body_rows = [row for row in rows if _font(row) == fonts.body]
+    margin = min((row[0].left for row in body_rows), default=0.0)
+    right_edge = max((row[-1].right for row in body_rows), default=0.0)
     index = 0
     while index < len(rows):
         row = rows[index]
@@ -189,6 +194,10 @@ def blocks_of(rows: list[list[Line]], fonts: Fonts) -> list[Block]:  # noqa: C90
                 previous.lines.extend(row)
                 index += 1
                 continue
+        if _unmarked_item(rows, index, margin, right_edge, fonts):
+            blocks.append(Block("list_item", row[0].top, list(row), text=text))
+            index += 1
+            continue
         kind = "caption" if CAPTION.match(text) else "paragraph"
         blocks.append(Block(kind, row[0].top, list(row), text=text))
         index += 1
@@ -196,6 +205,25 @@ def blocks_of(rows: list[list[Line]], fonts: Fonts) -> list[Block]:  # noqa: C90
         if block.kind == "code":
             block.text = _code_text(block.rows)
     return blocks
+
+
+def _unmarked_item(rows: list[list[Line]], index: int, margin: float, right_edge: float, fonts: Fonts) -> bool:
+    """An item of a list whose markers are drawn, not written (Chromium's discs): one of two or more short body
+    rows in a run indented past the column's margin."""
+
+    def indented(at: int) -> bool:
+        if at < 0 or at >= len(rows):
+            return False
+        row = rows[at]
+        offset = row[0].left - margin
+        short = row[-1].right < right_edge - 0.15 * (right_edge - margin)
+        return len(row) == 1 and _font(row) == fonts.body and 10 <= offset <= 60 and short
+
+    if not indented(index):
+        return False
+    near = [at for at in (index - 1, index + 1) if indented(at)]
+    return any(abs(rows[at][0].left - rows[index][0].left) < 2 and abs(_gap(rows[min(at, index)], rows[max(at, index)]))
+               < 1.8 for at in near)  # fmt: skip
 
 
 def ocr_blocks(rows: list[list[Line]]) -> list[Block]:

@@ -60,6 +60,6 @@ def table_run(rows: list[list[Line]], start: int, mono: set[str]) -> tuple[list[
             end += 1
             continue
         break
-    if len(grid) < 2:
+    if len(grid) < 2 and end < len(rows):  # one row: a table only at the foot of the page (its body follows)
         return None
     return [[" ".join(parts) for parts in cells] for cells in grid], end
