@@ -32,6 +32,7 @@ def _flowables(truth: Truth, width: float) -> list[object]:
     from reportlab.lib import colors
     from reportlab.platypus import (
         Image,
+        KeepTogether,
         ListFlowable,
         ListItem,
         PageBreak,
@@ -65,13 +66,17 @@ def _flowables(truth: Truth, width: float) -> list[object]:
             out += [grid, Spacer(1, 8)]
         elif isinstance(block, Items):
             items = [ListItem(Paragraph(escape(item), styles["body"])) for item in block.items]
-            kind = {"bulletType": "1", "bulletFormat": "%s."} if block.ordered else {"bulletType": "bullet", "start": "\u2022"}
+            kind = (
+                {"bulletType": "1", "bulletFormat": "%s."}
+                if block.ordered
+                else {"bulletType": "bullet", "start": "\u2022"}
+            )
             out.append(ListFlowable(items, leftIndent=18, **kind))
         elif isinstance(block, Code):
             out.append(Preformatted("\n".join(block.lines), styles["code"]))
         elif isinstance(block, Figure):
-            out.append(Image(io.BytesIO(picture_png(block.width, block.height)), block.width, block.height))
-            out.append(Paragraph(escape(block.caption), styles["caption"]))
+            picture = Image(io.BytesIO(picture_png(block.width, block.height)), block.width, block.height)
+            out.append(KeepTogether([picture, Paragraph(escape(block.caption), styles["caption"])]))  # as LaTeX does
         elif isinstance(block, Toc):
             rows = [[Paragraph(escape(title) + " " + ". " * (40 - len(title)), styles["toc"]), str(page)]
                     for title, page in block.entries]  # fmt: skip

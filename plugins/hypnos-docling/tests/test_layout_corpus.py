@@ -14,8 +14,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from docling_corpus import CHROMIUM, Truth, corpus  # noqa: E402
-from docling_scorer import Score, score_document, table  # noqa: E402
+from docling_corpus import CHROMIUM, Truth, corpus
+from docling_scorer import Score, score_document, table
 
 TARGETS = {
     "heading F1": 0.95,

@@ -21,6 +21,7 @@ from hypnos.errors import invalid_request
 from hypnos.kit.staged import check_cancelled
 
 from hypnos_docling.events import DocumentStarted, PageDone, Picture
+from hypnos_docling.html_clean import main_content
 from hypnos_docling.layout import Figure, Line, page_document
 from hypnos_docling.layout_furniture import FurnitureTracker, PageBands, bands_of
 from hypnos_docling.layout_lines import segments_of_words
@@ -298,7 +299,8 @@ class Converter:
 
         backend_type, input_format = _declarative_backend(kind, InputFormat)
         name = job.filename or f"document.{kind}"
-        source = InputDocument(io.BytesIO(job.data), input_format, backend_type, filename=name)
+        data = main_content(job.data) if kind == "html" else job.data
+        source = InputDocument(io.BytesIO(data), input_format, backend_type, filename=name)
         if not source.valid or not source._backend.is_valid():
             raise invalid_request(f"The {kind.upper()} document could not be read")
         self._page_numbers(job, 1)
@@ -314,7 +316,7 @@ class Converter:
         emit(
             PageDone(
                 page=1,
-                markdown=doc.export_to_markdown(),
+                markdown=doc.export_to_markdown(escape_html=False),
                 tables=len(doc.tables),
                 pictures=pictures_of(doc, 1),
                 ms=round((time.perf_counter() - started) * 1000, 3),

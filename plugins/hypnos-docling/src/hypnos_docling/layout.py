@@ -49,14 +49,16 @@ def page_blocks(lines: list[Line], figures: list[Figure], width: float, *, ocr: 
         blocks += [Block("picture", figure.top, figure=figure) for figure in figures]
         return sorted(blocks, key=lambda block: block.top)
     fonts = fonts_of(lines)
-    regions = _regions(lines, width)
+    regions = _regions(lines, width) if lines else []
     ordered: list[Block] = []
     unplaced = list(figures)
     for region in regions:
         blocks = blocks_of(rows_of(region), fonts)
         left = min(line.left for line in region)
         right = max(line.right for line in region)
-        mine = [f for f in unplaced if left - 4 <= (f.left + f.right) / 2 <= right + 4] if len(regions) > 1 else unplaced
+        mine = (
+            [f for f in unplaced if left - 4 <= (f.left + f.right) / 2 <= right + 4] if len(regions) > 1 else unplaced
+        )
         unplaced = [f for f in unplaced if f not in mine]
         blocks += [Block("picture", figure.top, figure=figure) for figure in mine]
         ordered += sorted(blocks, key=lambda block: block.top)
@@ -145,8 +147,14 @@ def _add_block(doc: Any, block: Block, page_no: int, height: float, group: Any, 
     prov = _prov(page_no, _box(block.lines), height, len(block.text))
     if block.kind == "table":
         cells = [
-            TableCell(text=text, start_row_offset_idx=r, end_row_offset_idx=r + 1, start_col_offset_idx=c,
-                      end_col_offset_idx=c + 1, column_header=r == 0)  # fmt: skip
+            TableCell(
+                text=text,
+                start_row_offset_idx=r,
+                end_row_offset_idx=r + 1,
+                start_col_offset_idx=c,
+                end_col_offset_idx=c + 1,
+                column_header=r == 0,
+            )
             for r, row in enumerate(block.cells)
             for c, text in enumerate(row)
         ]

@@ -67,7 +67,7 @@ def heading_level(text: str, height: float, fonts: Fonts) -> int:
 
 def _heading_like(row: list[Line], fonts: Fonts) -> bool:
     text = _text(row)
-    if not text or len(text) > 120 or len(text.split()) > 14 or text.endswith((".", ",", ";")) and len(text) > 40:
+    if not text or len(text) > 120 or len(text.split()) > 14 or (text.endswith((".", ",", ";")) and len(text) > 40):
         return False
     if CAPTION.match(text) or TOC_ENTRY.match(text) or BULLET.match(text) or DOT_LEADER.search(text):
         return False
@@ -121,7 +121,7 @@ def _list_start(row: list[Line]) -> tuple[bool, str] | None:
     return None
 
 
-def blocks_of(rows: list[list[Line]], fonts: Fonts) -> list[Block]:  # noqa: C901 (one reading pass)
+def blocks_of(rows: list[list[Line]], fonts: Fonts) -> list[Block]:
     """The column's rows as blocks in reading order."""
     blocks: list[Block] = []
     body_rows = [row for row in rows if _font(row) == fonts.body]
@@ -164,12 +164,16 @@ def blocks_of(rows: list[list[Line]], fonts: Fonts) -> list[Block]:  # noqa: C90
             and font == _font(previous.lines[-1:])
             and abs(height - previous.lines[-1].height) < 0.2 * height
         )
-        if not continues and _heading_like(row, fonts) and (
-            index + 1 >= len(rows)
-            or _font(rows[index + 1]) != font
-            or abs(_height(rows[index + 1]) - height) > 0.1 * height
-            or _gap(row, rows[index + 1]) >= 1.6
-            or _heading_like(rows[index + 1], fonts)
+        if (
+            not continues
+            and _heading_like(row, fonts)
+            and (
+                index + 1 >= len(rows)
+                or _font(rows[index + 1]) != font
+                or abs(_height(rows[index + 1]) - height) > 0.1 * height
+                or _gap(row, rows[index + 1]) >= 1.6
+                or _heading_like(rows[index + 1], fonts)
+            )
         ):
             if previous and previous.kind == "heading" and gap < 1.5 and _font(previous.lines) == font:
                 previous.text += " " + text

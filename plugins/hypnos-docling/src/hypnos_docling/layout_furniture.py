@@ -55,7 +55,10 @@ class FurnitureTracker:
     def add(self, page_no: int, bands: PageBands) -> None:
         """Remember a parsed page's band texts."""
         with self._lock:
-            self._seen[page_no] = ({shape(line.text) for line in bands.top}, {shape(line.text) for line in bands.bottom})
+            self._seen[page_no] = (
+                {shape(line.text) for line in bands.top},
+                {shape(line.text) for line in bands.bottom},
+            )
 
     def pages_seen(self) -> int:
         """How many pages were parsed so far."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 _MONO_NAME = re.compile(r"mono|courier|consol|code|typewriter|cmtt|menlo", re.IGNORECASE)
 _BOLD_NAME = re.compile(r"bold|black|heavy|semibold|demi", re.IGNORECASE)
-WORD_GAP = 0.6  # a gap wider than this many line heights ends a segment
+WORD_GAP = 0.8  # a gap wider than this many font sizes ends a segment (a monospace space is 0.6)
 
 
 @dataclass
@@ -41,7 +41,9 @@ def calibrate(words: list[Line]) -> None:
     for word in words:
         text = word.text.strip()
         if len(text) >= 4 and word.bottom > word.top:
-            ratios.setdefault(word.font, []).append(2.0 * (word.right - word.left) / len(text) / (word.bottom - word.top))
+            ratios.setdefault(word.font, []).append(
+                2.0 * (word.right - word.left) / len(text) / (word.bottom - word.top)
+            )
     scale = {font: sorted(values)[len(values) // 2] for font, values in ratios.items() if len(values) >= 3}
     every = [ratio for values in ratios.values() for ratio in values]
     fallback = sorted(every)[len(every) // 2] if len(every) >= 3 else 1.0

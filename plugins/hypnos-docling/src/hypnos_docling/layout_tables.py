@@ -8,7 +8,9 @@ import re
 from hypnos_docling.layout_lines import Line, pitch
 
 DOT_LEADER = re.compile(r"(?:\.\s?){4,}|(?:\u2026\s?){2,}|(?:_\s?){6,}")
-LIST_MARKER = re.compile(r"^(?:[\u2022\u25cf\u25e6\u25aa\u25a0\u2023\u2043\u2219\u00b7*\-\u2013]|\(?\d{1,2}[.)]|\(?[a-z][.)])$")
+LIST_MARKER = re.compile(
+    r"^(?:[\u2022\u25cf\u25e6\u25aa\u25a0\u2023\u2043\u2219\u00b7*\-\u2013]|\(?\d{1,2}[.)]|\(?[a-z][.)])$"
+)
 
 
 def _overlap(a: tuple[float, float], b: tuple[float, float]) -> float:
