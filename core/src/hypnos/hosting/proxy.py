@@ -32,6 +32,8 @@ from hypnos.engine import (
     ImageInput,
     ImageResult,
     MemoryEstimate,
+    RerankInput,
+    RerankResult,
     SpeechInput,
     TranscriptionInput,
     TranscriptionResult,
@@ -284,3 +286,7 @@ class HostedEngine(Engine):
     async def extract_entities(self, job: EntityInput, cancel: CancelToken) -> EntityResult:
         """Entities extracted in the host."""
         return await self._running().call("extract_entities", (job,), cancel)
+
+    async def rerank(self, job: RerankInput, cancel: CancelToken) -> RerankResult:
+        """Relevance scores computed in the host."""
+        return await self._running().call("rerank", (job,), cancel)
