@@ -454,16 +454,22 @@ class EngineKind:
     backend: str = ""
 
     def __post_init__(self) -> None:
-        declared = [self.spec_kind or self.name] if isinstance(self.spec_kind, str) else list(self.spec_kind.values())
-        if not declared or any(kind not in KNOWN_ENGINE_KINDS for kind in declared):
+        declared = [self.spec_kind] if isinstance(self.spec_kind, str) else list(self.spec_kind.values())
+        wrong = [kind for kind in declared if kind and kind not in KNOWN_ENGINE_KINDS]
+        if wrong:
             known = ", ".join(KNOWN_ENGINE_KINDS)
-            raise ValueError(f"the engine kind `{self.name}` must declare spec_kind, one of {known}")
+            raise ValueError(f"the engine kind `{self.name}` declares spec_kind {wrong[0]!r}: not one of {known}")
 
     def wire_kind(self, modality: Modality) -> str:
-        """The API's EngineKind (appendix) a model of this primary modality is reported as."""
+        """The API's EngineKind (appendix) a model of this primary modality is reported as: the declared one, the
+        kind's own name when it is one, else the appendix's kind for the modality."""
+        from hypnos.wire_kind import SPEC_KIND_BY_MODALITY
+
         if isinstance(self.spec_kind, str):
-            return self.spec_kind or self.name
-        return self.spec_kind.get(modality) or next(iter(self.spec_kind.values()))
+            chosen = self.spec_kind or self.name
+        else:
+            chosen = self.spec_kind.get(modality) or next(iter(self.spec_kind.values()), "")
+        return chosen if chosen in KNOWN_ENGINE_KINDS else SPEC_KIND_BY_MODALITY[modality]
 
     @property
     def wire_backend(self) -> str:
