@@ -130,6 +130,12 @@ def serve(config: str | None, host: str | None, port: int | None) -> int:
         interface=Interfaces.ASGI,
         workers=1,
         factory=True,
+        # a worker that dies (killed, out of memory) is started again: it restages the models, whose engine hosts
+        # died with it (PR_SET_PDEATHSIG), instead of the whole server exiting
+        respawn_failed_workers=True,
+        respawn_interval=1.0,
+        # SIGTERM: the worker has shutdown_grace_secs to unload (engine hosts are killed past it), then a little more
+        workers_kill_timeout=max(1, int(settings.server.shutdown_grace_secs) + 5),
         ssl_cert=Path(tls.cert_path) if tls else None,
         ssl_key=Path(tls.key_path) if tls else None,
     )
