@@ -92,7 +92,6 @@ class HostedEngine(Engine):
         self.last_exit: str | None = None  # why the last host ended on its own
         self.quarantined = False  # too many crashes: no restart until an admin enables the model
         self._capabilities: EngineCapabilities | None = None
-        self._hosts_started = 0
 
     # ---- what the server asks before any load ---------------------------------------------------------------------
 
@@ -142,9 +141,8 @@ class HostedEngine(Engine):
             on_exit=lambda reason: self._exited(host, reason),
         )
         self.host = host
-        if self._hosts_started:
+        if self.last_exit is not None:  # the last host died on its own: this one is a restart
             self.policy.restarts += 1
-        self._hosts_started += 1
         try:
             await host.start(self._start_message())
         except BaseException:

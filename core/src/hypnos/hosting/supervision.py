@@ -53,7 +53,7 @@ class CrashPolicy:
     max_crashes: int = 5
     window_secs: float = 600.0
     crashes: deque[float] = field(default_factory=deque)
-    restarts: int = 0  # hosts started after the first
+    restarts: int = 0  # hosts started after one died on its own
 
     @classmethod
     def of(cls, process: ProcessConfig) -> CrashPolicy:

@@ -64,6 +64,8 @@ class ModelMemoryStatus(msgspec.Struct, kw_only=True):
     isolation: str = "thread"
     # the engine host while one runs: pid, measured RSS, restarts, start time (null while none runs, or in a thread)
     engine_process: EngineProcessInfo | None = None
+    # engine hosts started again after one died on its own (crash, hang, kill), kept while no host runs
+    engine_restarts: int = 0
     # what the scheduler books for the model (tier 1 + tier 2) and what its host measurably holds (RSS, + VRAM)
     booked_bytes: int = 0
     measured_bytes: int | None = None
@@ -155,6 +157,7 @@ def model_status(state: ModelState, tiers: TierManager, now: float) -> ModelMemo
         unavailable_reason=state.unavailable_reason or hosted_reason,
         isolation="process" if hosted is not None else "thread",
         engine_process=process,
+        engine_restarts=hosted.policy.restarts if hosted is not None else 0,
         booked_bytes=state.booked.vram_bytes + state.booked.pinned_ram_bytes,
         measured_bytes=None if process is None else process.rss_bytes + (process.vram_bytes or 0),
     )

@@ -277,12 +277,24 @@ def _models(models: list[ModelMemoryStatus]) -> Iterator[Any]:
     layers = GaugeMetricFamily("hypnos_model_gpu_layers", "Layers on the GPU per model.", labels=["model"])
     leases = GaugeMetricFamily("hypnos_model_active_leases", "Requests holding the model now.", labels=["model"])
     served = CounterMetricFamily("hypnos_model_requests", "Requests served per model.", labels=["model"])
+    restarts = CounterMetricFamily(
+        "hypnos_engine_restarts",
+        "Engine host processes started again per model after one died (crash, hang, kill).",
+        labels=["model"],
+    )
+    rss = GaugeMetricFamily(
+        "hypnos_engine_host_rss_bytes", "Resident memory of the model's engine host.", labels=["model"]
+    )
     for model in models:
         tier.add_metric([model.id], model.current_tier.rank)
         layers.add_metric([model.id], model.placement.gpu_layers)
         leases.add_metric([model.id], model.active_leases)
         served.add_metric([model.id], model.total_requests_served)
-    yield from (tier, layers, leases, served)
+        if model.isolation == "process":
+            restarts.add_metric([model.id], model.engine_restarts)
+        if model.engine_process is not None:
+            rss.add_metric([model.id], model.engine_process.rss_bytes)
+    yield from (tier, layers, leases, served, restarts, rss)
 
 
 def _memory(status: MemoryStatus | None) -> Iterator[Any]:
