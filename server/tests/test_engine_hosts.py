@@ -10,7 +10,6 @@ import time
 from typing import Any
 
 from litestar.testing import TestClient
-
 from server_kit import build_app, wait_ready
 
 CONFIG: dict[str, Any] = {
