@@ -92,3 +92,40 @@ window.fetch = async (url, init) => {
   return new Response(body, {headers: {"content-type": "text/event-stream"}});
 };
 """
+
+
+def set_viewport(browser: Any, width: int, height: int) -> None:
+    """Emulate a viewport of exactly width x height CSS pixels (a phone's when narrow: its viewport meta applies)."""
+    browser.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600},
+    )
+
+
+def reset_viewport(browser: Any) -> None:
+    """Back to the browser window's own size."""
+    browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+# [what, right edge, the right edge it must stay within] for every element the layout must keep in view.
+CLIPPED = """
+const limit = document.documentElement.clientWidth;
+const inside = (selector, box) => [...document.querySelectorAll(selector)]
+  .filter((node) => node.getClientRects().length)
+  .map((node) => [selector + " " + node.textContent.trim().slice(0, 20), node.getBoundingClientRect().right,
+                   Math.min(limit, document.querySelector(box).getBoundingClientRect().right)]);
+return [
+  ...inside("#tier-models .toggle", "#tiers"), ...inside("#tier-models th", "#tiers"),
+  ...inside("#log-table th", "#log"), ...inside("#log-table tbody td", "#log"),
+  ...inside("#tabs button", "#work"), ...inside(".panel:not([hidden]) button", "#work"),
+  ...inside("header button", "header"),
+].filter(([, right, edge]) => right > edge + 0.5);
+"""
+
+
+def overflow(browser: Any) -> dict[str, Any]:
+    """The page's scroll width against its client width, and the elements cut off at their box's right edge."""
+    widths = browser.execute_script(
+        "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+    )
+    return {"scroll": widths[0], "client": widths[1], "clipped": browser.execute_script(CLIPPED)}

@@ -85,13 +85,14 @@ export async function* sse(response) {
   }
 }
 
-// A small element builder: el("div", {class: "x", onclick}, child, "text", ...).
+// A small element builder: el("div", {class: "x", onclick}, child, "text", ...); never inline handlers or styles.
 export function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
   for (const [name, value] of Object.entries(attrs)) {
     if (value === undefined || value === null || value === false) continue;
     if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
     else if (name === "text") node.textContent = value;
+    else if (name === "style") node.style.cssText = value; // CSSOM, which a CSP without 'unsafe-inline' allows
     else node.setAttribute(name, value === true ? "" : value);
   }
   for (const child of children.flat()) {

@@ -209,6 +209,13 @@ export function startTiers({ onStatus }) {
   return { refresh };
 }
 
+// A path with a line-break opportunity after each slash (long routes wrap there, not mid-word).
+function breakable(path) {
+  return String(path).split("/").flatMap((part, i) => (i ? ["/", el("wbr"), part] : [part]));
+}
+
+const LOG_CELL_CLASSES = ["time", "route", "model", "status", "total", "tokens", "rate", "from"];
+
 function logRow(record) {
   const failed = record.status >= 400 || record.error;
   const cached = record.cached_tokens ? ` (${record.cached_tokens} cached)` : "";
@@ -216,7 +223,7 @@ function logRow(record) {
   const tokens = flow && flow + cached;
   const cells = [
     new Date(record.started_at).toLocaleTimeString([], { hour12: false }),
-    record.route,
+    breakable(record.route),
     record.model || "",
     String(record.status ?? ""),
     ms(record.duration_ms),
@@ -226,7 +233,7 @@ function logRow(record) {
   ];
   const facts = [record.id, record.key && `key ${record.key}`, record.stream && "stream",
     record.inference_ms != null && `inference ${ms(record.inference_ms)}`, record.level].filter(Boolean);
-  const main = el("tr", { class: failed ? "failed" : "", "data-id": record.id, title: facts.join(" · ") }, cells.map((c) => el("td", {}, c)));
+  const main = el("tr", { class: failed ? "failed" : "", "data-id": record.id, title: facts.join(" · ") }, cells.map((c, i) => el("td", { class: LOG_CELL_CLASSES[i] }, c)));
   if (!record.error) return [main];
   return [main, el("tr", { class: "failed detail" }, el("td", { colspan: cells.length }, record.error))];
 }
