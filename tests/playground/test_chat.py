@@ -23,7 +23,7 @@ def test_chat_streams_the_answer(browser: Any, server: str, shot: Any) -> None:
         browser,
         lambda b: b.execute_script(
             "const a = document.querySelector('#chat-log .msg.assistant .answer');"
-            "return a && a.classList.contains('streaming') && a.textContent.trim() ? a.textContent : null;"
+            "return a && a.classList.contains('streaming') && a.textContent.trim() ? a.textContent.trim() : null;"
         ),
     )
     wait(browser, lambda b: not css(b, "#chat-log .answer").get_attribute("class").count("streaming"))

@@ -138,10 +138,18 @@ def test_document_pages_appear_as_they_stream(browser: Any, full_server: str, sh
     wait(browser, lambda b: b.execute_script(pages) == ["2", "3"])
     wait(browser, lambda b: css(b, "#documents-status").text.startswith("done"))
     assert css(browser, "#documents-status").text == "done: 2 pages, 2 tables, 0 pictures"
-    assert css(browser, '.doc-page[data-page="3"] pre').text == "## Page 3\n\nText of page 3."
+    assert css(browser, '.doc-page[data-page="3"] h2').text == "Page 3"
+    assert css(browser, '.doc-page[data-page="3"] p').text == "Text of page 3."
     assert "310 ms/page" in css(browser, "#documents-tele").text
     sent = browser.execute_script("return window.sent")
-    assert sent == {"model": "fake-docs", "file": "report.pdf", "ocr": "true", "stream": "true", "pages": "2-3"}
+    assert sent == {
+        "model": "fake-docs",
+        "file": "report.pdf",
+        "ocr": "true",
+        "stream": "true",
+        "pages": "2-3",
+        "return_pictures": "true",
+    }
     shot("documents")
 
 

@@ -1,6 +1,7 @@
 // Chat (section 7): streamed answers, thoughts (reasoning_content) shown apart, tool calls with results sent back.
 
 import { ApiError, call, clearError, el, showError, sse, telemetryLine } from "./api.js";
+import { renderMarkdown } from "./markdown.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -104,6 +105,7 @@ export function setupChat() {
     const calls = el("div", { class: "tool-calls" });
     const tele = el("div", { class: "tele" });
     node.querySelector(".body").append(thoughts, answer, calls, tele);
+    let streamed = "";
     controller = new AbortController();
     $("chat-send").disabled = true;
     $("chat-stop").disabled = false;
@@ -116,7 +118,8 @@ export function setupChat() {
             thoughts.lastChild.textContent = text;
           },
           content(text) {
-            answer.textContent = text;
+            streamed = text;
+            renderMarkdown(answer, text);
             node.scrollIntoView({ block: "end" });
           },
           toolCall(call) {
@@ -141,7 +144,7 @@ export function setupChat() {
         tele.textContent = "failed";
         showError($("chat-error"), error);
       }
-      if (answer.textContent) history.push({ role: "assistant", content: answer.textContent });
+      if (streamed) history.push({ role: "assistant", content: streamed });
       else history.pop();
     } finally {
       answer.classList.remove("streaming");
