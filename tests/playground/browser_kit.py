@@ -184,3 +184,16 @@ def chat_chunks(*pieces: str, finish: str = "stop") -> list[dict[str, Any]]:
     base = {"id": "chatcmpl-stub", "object": "chat.completion.chunk", "created": 0, "model": "fake-chat"}
     chunks = [{**base, "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]} for p in pieces]
     return [*chunks, {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}]
+
+
+# Requests the page sends to these paths, recorded on their way to the server: window.spied[path] = [JSON body, ...].
+SPY_FETCH = """
+const paths = arguments[0];
+const original = window.fetch;
+window.spied = {};
+window.fetch = async (url, init = {}) => {
+  const path = String(url);
+  if (paths.includes(path)) (window.spied[path] = window.spied[path] || []).push(JSON.parse(init.body));
+  return original(url, init);
+};
+"""

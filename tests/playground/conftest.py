@@ -39,6 +39,8 @@ engine = "fake"
 id = "fake-tts"
 modality = "text_to_speech"
 engine = "fake"
+[models.fake]
+voices = ["af_heart", "bf_emma", "am_adam"]
 
 [[models]]
 id = "fake-embed"

@@ -5,7 +5,7 @@ import { setupChat } from "./chat.js";
 import { setupDocuments, setupImages } from "./media.js";
 import { setupEmbeddings, setupEntities } from "./text.js";
 import { startTiers } from "./tiers.js";
-import { setupVoice } from "./voice.js";
+import { refreshVoices, setupVoice } from "./voice.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -40,6 +40,7 @@ function applyLineup(models, reason) {
   if (signature === lineupSignature) return;
   lineupSignature = signature;
   for (const select of document.querySelectorAll("select[data-modality]")) fillSelect(select, enabled);
+  refreshVoices();
   for (const panel of document.querySelectorAll(".panel")) {
     const missing = panel.dataset.needs.split(" ").filter((need) => !enabled.some((m) => m.modalities.includes(need)));
     const blocked = Boolean(reason) || missing.length > 0;
