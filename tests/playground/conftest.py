@@ -108,6 +108,26 @@ def full_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     yield from _serve(tmp_path_factory, {"HYPNOS_API_KEYS": ""}, LINEUP + MORE_MODELS)
 
 
+# No chat model: the page must open on the first modality it serves (Images), not on a struck-through Chat.
+CHATLESS = """
+[[models]]
+id = "fake-image"
+modality = "image_generation"
+engine = "fake"
+
+[[models]]
+id = "fake-embed"
+modality = "embeddings"
+engine = "fake"
+"""
+
+
+@pytest.fixture(scope="session")
+def chatless_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """An image model and an embedder, no chat model, no keys."""
+    yield from _serve(tmp_path_factory, {"HYPNOS_API_KEYS": ""}, CHATLESS)
+
+
 @pytest.fixture
 def api_key() -> str:
     """The key `keyed_server` accepts."""
