@@ -57,14 +57,33 @@ def test_put_drop_and_apply(tmp_path: Path) -> None:
     assert read.removed == [] and set(read.models) == {"a", "b"}
 
 
-def test_a_broken_overlay_is_a_config_error_naming_the_file(tmp_path: Path) -> None:
+def test_an_unreadable_overlay_is_a_config_error_naming_the_file(tmp_path: Path) -> None:
     config = tmp_path / "hypnos.toml"
     overlay_path(config).write_text("[[models]\n")
     with pytest.raises(ConfigError, match=r"hypnos\.models\.toml"):
         load_pool(settings_from_mapping({"models": BASE}, str(config)))
-    overlay_path(config).write_text('[[models]]\nid = "z"\nmodality = "poetry"\nengine = "fake"\n')
-    with pytest.raises(ConfigError, match="modality"):
-        load_pool(settings_from_mapping({"models": BASE}, str(config)))
+
+
+def test_overlay_blocks_that_fail_the_checks_are_reported_kept_and_not_served(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = tmp_path / "hypnos.toml"
+    blocks = [
+        block("z", modality="poetry"),
+        block("a/b"),  # once accepted: an id no route can address
+        block("huge", slots=100_000_000),
+        block("fine"),
+    ]
+    overlay_path(config).write_text(dumps({"overlay_version": 1, "removed": [], "models": blocks}))
+    settings, overlay = load_pool(settings_from_mapping({"models": BASE}, str(config)))
+    assert [m.id for m in settings.models] == ["a", "b", "fine"]
+    assert sorted(overlay.rejected) == ["a/b", "huge", "z"]
+    assert "`models[0].modality`" in overlay.rejected["z"] and "`models[0].slots`" in overlay.rejected["huge"]
+    assert "`models[0].id`" in overlay.rejected["a/b"]
+    reported = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert len(reported) == 3 and all("not served" in line for line in reported)
+    assert any("'a/b'" in line for line in reported)
+    assert [m["id"] for m in tomllib.loads(overlay.text())["models"]] == ["z", "a/b", "huge", "fine"]
 
 
 def test_no_config_file_means_nothing_is_persisted() -> None:

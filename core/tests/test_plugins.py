@@ -63,7 +63,11 @@ def test_allow_list_from_environment() -> None:
 def test_duplicate_engine_kind_keeps_the_first(caplog) -> None:
     second = types.SimpleNamespace()
     second.hypnos_engine_kinds = hookimpl(
-        lambda: [EngineKind(name="fake", modalities=frozenset({Modality.VISION}), factory=lambda m, c: None)]  # type: ignore[arg-type,return-value]
+        lambda: [
+            EngineKind(
+                name="fake", modalities=frozenset({Modality.VISION}), factory=lambda m, c: None, spec_kind="gliner"
+            )
+        ]  # type: ignore[arg-type,return-value]
     )
     manager = make_plugin_manager(autoload=False, plugins=[fake_plugin, second])
     with caplog.at_level(logging.WARNING):

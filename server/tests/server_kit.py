@@ -36,8 +36,11 @@ def config(**sections: Any) -> dict[str, Any]:
 
 
 def build_app(raw: dict[str, Any] | None = None, plugins: list[object] | None = None) -> HypnosApp:
-    """An app for this config over the fake engine plugin (plus extra plugins)."""
-    settings = settings_from_mapping(raw if raw is not None else config())
+    """An app for this config over the fake engine plugin (plus extra plugins), engines in this process unless the
+    config sets `server.isolation`."""
+    raw = copy.deepcopy(raw if raw is not None else config())
+    raw.setdefault("server", {}).setdefault("isolation", "thread")  # engine hosts where a test asks for them
+    settings = settings_from_mapping(raw)
     manager = make_plugin_manager(autoload=False, plugins=[fake_plugin, *(plugins or [])])
     return create_app(settings, manager)
 
@@ -91,6 +94,7 @@ class ScriptedPlugin:
                 modalities=frozenset(Modality),
                 factory=ScriptedEngine,
                 config_keys=frozenset({"script", "fake"}),
+                spec_kind="ggml_llama",
             )
         ]
 

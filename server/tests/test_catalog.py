@@ -54,7 +54,7 @@ def test_the_catalog_lists_the_starters_each_engine_kind_and_plugin_entries(tmp_
         assert body["models_dir"] == str(tmp_path / "models")
         listed = {e["id"]: e for e in body["data"]}
         assert STARTERS <= set(listed) and "fake-tts" in listed and "broken" not in listed
-        assert REPO_ENGINE_KINDS <= {e["engine"] for e in listed.values()}
+        assert REPO_ENGINE_KINDS <= {e["backend"] for e in listed.values()}
         assert {"qwen2", "lfm3", "bert", "llama"} <= set(body["tested_architectures"])
         for entry in listed.values():
             assert entry["configured"] is False and entry["enabled"] is False

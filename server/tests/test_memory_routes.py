@@ -62,6 +62,7 @@ MODEL_KEYS = {
     "modality",
     "modalities",
     "engine",
+    "backend",
     "total_weight_bytes",
     "priority",
     "current_tier",

@@ -142,3 +142,16 @@ def test_pool_changes_answer_201_and_need_an_admin_key(document: dict[str, Any])
     added = document["paths"]["/v1/models"]["post"]["responses"]
     assert "201" in added and "200" not in added and "403" in added
     assert "403" in document["paths"]["/v1/models/{model_id}"]["delete"]["responses"]
+
+
+def test_every_admin_route_documents_its_403(document: dict[str, Any]) -> None:
+    from hypnos_server.asgi.auth import needs_admin
+
+    admin = [
+        (method, path)
+        for path, operations in document["paths"].items()
+        for method in operations
+        if needs_admin(method.upper(), path.replace("{model_id}", "m"))
+    ]
+    assert len(admin) == 10
+    assert [pair for pair in admin if "403" not in document["paths"][pair[1]][pair[0]]["responses"]] == []

@@ -14,7 +14,7 @@ from hypnos_server.testing import live_server
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from fuzz_kit import API_KEY, CONFIG, FAKE_SERVED, STARTER_LIMITS, Tally
+from fuzz_kit import API_KEY, CONFIG, FAKE_SERVED, STARTER_LIMITS, USER_KEY_TABLE, Tally
 
 # The second pass: the python of an environment with the engine plugins and their starter weights (the noxfile sets
 # it when the llama plugin's test venv exists); the server then serves the starter lineup instead of fake engines.
@@ -48,7 +48,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequ
     else:
         text, served = CONFIG, FAKE_SERVED
         env["HYPNOS_PLUGINS"] = "fake"
-    config.write_text(text)
+    config.write_text(text + USER_KEY_TABLE)
     request.config.stash[SERVED] = served
     with live_server(config, env=env, ready_timeout=300, python=STARTER_PYTHON) as base:
         yield base

@@ -173,12 +173,32 @@ def _multipart_cases(target: str) -> list[Hostile]:
     return cases
 
 
+def _pool_config(model_id: str = "fuzzed", extra: str = "") -> bytes:
+    text = f'[[models]]\nid = "{model_id}"\nmodality = "text_generation"\nengine = "fake"\n{extra}'
+    return json.dumps({"config": text}).encode()
+
+
+POOL_CONFIGS = {
+    "pool-nul-path": _pool_config(extra='weights_path = "w\\u0000.gguf"\n'),
+    "pool-deep-toml": _pool_config(extra="[models.fake]\nx = " + "[" * 3000 + "]" * 3000 + "\n"),
+    "pool-many-arch-keys": _pool_config(extra="[models.arch]\n" + "".join(f"k{i} = 1\n" for i in range(12_000))),
+    "pool-huge-slots": _pool_config(extra="slots = 100000000\ncontext_len = 100000000\n"),
+    "pool-negative-layers": _pool_config(extra="[models.arch]\nnum_layers = -5\n"),
+    "pool-slash-id": _pool_config("a/b"),
+    "pool-newline-id": _pool_config("a\\nb"),
+    "pool-html-id": _pool_config("<img src=x>"),
+}
+
+
 def hostile_requests() -> list[Hostile]:
     """The whole corpus, every route of the server's schema table."""
     cases: list[Hostile] = []
     for method, path in sorted(ROUTE_DOCS):
         cases += _route_cases(method, path)
     cases.append(Hostile("unknown-route", "GET", "/v1/nothing", headers=AUTH))
+    pool_auth = {**AUTH, **JSON_TYPE}
+    cases += [Hostile(name, "POST", "/v1/models", body, pool_auth) for name, body in POOL_CONFIGS.items()]
+    cases += [Hostile(name, "PUT", "/v1/models/fake-embed", body, pool_auth) for name, body in POOL_CONFIGS.items()]
     cases.append(Hostile("asterisk-target", "OPTIONS", "*"))
     cases.append(Hostile("absolute-target", "GET", "http://evil.example/v1/models", headers=AUTH))
     for name in ("..%2f..%2fetc%2fpasswd", "%00", "..", "x" * 5000, "%ff%fe.js"):

@@ -9,6 +9,9 @@ from dataclasses import dataclass, field
 
 API_KEY = "fuzz-key"
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
+USER_KEY = "fuzz-user-key"  # a second tenant, not an admin
+USER_AUTH = {"Authorization": f"Bearer {USER_KEY}"}
+USER_KEY_TABLE = f'\n[[server.keys]]\nkey = "{USER_KEY}"\nlabel = "fuzz-user"\n'
 REQUEST_ID = re.compile(r"^req-[0-9a-f]{32}$")
 PLAIN_TEXT_STATUSES = {408, 413}  # the timeout and body-limit layers answer plain text (section 4)
 MAX_BODY_BYTES = 2 * 1024 * 1024

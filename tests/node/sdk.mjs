@@ -21,7 +21,7 @@ async function call(client, { method, args, file, binary }) {
     const response = await owner[path.at(-1)](...params);
     if (binary) return { value: Buffer.from(await response.arrayBuffer()).toString("base64") };
     if (typeof response?.getPaginatedItems === "function") return { value: { data: response.getPaginatedItems() } };
-    if (params[0]?.stream !== true) return { value: response };
+    if (params[0]?.stream !== true && path.at(-1) !== "stream") return { value: response };
     for await (const chunk of response) chunks.push(chunk);
     return { value: chunks };
   } catch (error) {

@@ -111,3 +111,18 @@ def test_with_a_chat_model_the_page_opens_on_chat(browser: Any, server: str) -> 
     wait_lineup(browser)
     assert css(browser, "#tabs button.active").get_attribute("data-tab") == "chat"
     assert css(browser, "#panel-chat").is_displayed()
+
+
+def test_the_page_runs_under_its_content_security_policy(browser: Any, server: str) -> None:
+    page = httpx.get(f"{server}/")
+    assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+    assert page.headers["x-frame-options"] == "DENY"
+    browser.get_log("browser")  # drop what earlier tests left
+    open_page(browser, server)
+    wait_lineup(browser)
+    widths = "return [...document.querySelectorAll('.tier .seg')].map(s => s.style.width)"
+    assert all(width.endswith("%") for width in wait(browser, lambda b: b.execute_script(widths)))
+    refused = [
+        entry["message"] for entry in browser.get_log("browser") if "Content Security Policy" in entry["message"]
+    ]
+    assert refused == []

@@ -6,10 +6,11 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
+from hypnos.config_checks import model_problems, path_problem, raw_model_problem
 from hypnos.types import MemoryTier, Modality, ModelPriority, MoeOffload
 
 MiB = 1024 * 1024
@@ -62,6 +63,16 @@ class ServerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     document_pictures_ttl_secs: int = 3600
     kv_idle_timeout_secs: int | None = None
     workflow_idle_secs: float = 30.0
+    # where engines run: "process" (one engine host process per model: a crash or a hang loses only that model) or
+    # "thread" (inside the server process); a model's own `isolation` overrides it
+    isolation: Literal["process", "thread"] = "process"
+    # how long SIGTERM may take: engine hosts still running after it are killed
+    shutdown_grace_secs: float = 10.0
+    # where the server keeps its own data (stored responses); relative to the config file's folder; unset: `data`
+    # next to the config file, or memory only when there is no config file
+    data_dir: str | None = None
+    responses_max_count: int = 10_000  # stored /v1/responses kept (oldest dropped first)
+    responses_max_age_secs: int = 30 * 86_400  # stored /v1/responses older than this are dropped
 
 
 class LimitsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -72,10 +83,15 @@ class LimitsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     max_image_bytes: int = 32 * MiB
     max_image_pixels: int = 32 * 1024 * 1024  # width x height an image header may declare (checked before decoding)
     max_document_bytes: int = 100 * MiB
+    max_document_inflated_bytes: int = 64 * MiB  # what one compressed stream or part of a document may inflate to
     max_prompt_chars: int = 1_000_000
     max_tokens_cap: int = 8192
     max_images_per_request: int = 4
     request_timeout_secs: float = 900.0
+    # the longest one engine call of a non-streamed request may run while its client waits: past it the work is
+    # cancelled and the request answers 504 timeout (0: no bound; the load before the call is not counted)
+    engine_timeout_secs: Annotated[float, msgspec.Meta(ge=0)] = 600.0
+    body_timeout_secs: float = 30.0  # the longest wait for the next part of a request body (408 past it)
     max_queue_per_model: int = 8
     allow_remote_image_urls: bool = True
     allow_private_urls: bool = False
@@ -118,6 +134,26 @@ class ClusterConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     watch_secs: float = 2.0
 
 
+class ProcessConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """[models.process]: the engine host process of a model (with isolation "process"): environment and supervision."""
+
+    # extra environment of the host (CUDA_VISIBLE_DEVICES, OMP_*, ...), over the server's and the engine kind's
+    env: dict[str, str] = {}
+    # OMP_NUM_THREADS (and MKL_NUM_THREADS) of the host; None: the library's default
+    threads: int | None = None
+    # OMP_WAIT_POLICY of the host; None: the engine kind's measured default (torch engines PASSIVE, llama.cpp spins)
+    omp_wait_policy: Literal["ACTIVE", "PASSIVE"] | None = None
+    # a request that makes no progress (no token, chunk, page or step, no cancellation check) this long kills the host
+    hang_secs: float = 300.0
+    # after its client left, a request must reach a cancellation check within this many seconds, or the host is killed
+    cancel_grace_secs: float = 10.0
+    # after this many crashes within crash_window_secs the model stays unavailable until an admin enables it
+    max_crashes: int = 5
+    crash_window_secs: float = 600.0
+    # how long a new host may take to start (import the plugin, build the engine) before it counts as failed
+    start_timeout_secs: float = 120.0
+
+
 class ModelConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """[[models]]: one model in the pool; paths are relative to models_dir."""
 
@@ -136,6 +172,9 @@ class ModelConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     context_len: int | None = None
     moe_offload: MoeOffload = MoeOffload.OFF
     enabled: bool = True
+    # "process" or "thread" (see [server] isolation); None: the server's
+    isolation: Literal["process", "thread"] | None = None
+    process: ProcessConfig = msgspec.field(default_factory=ProcessConfig)
     arch: dict[str, Any] = {}
     # Engine-specific tables ([models.image], [models.llama], ...), checked against the engine kind's config_keys.
     engine_options: dict[str, dict[str, Any]] = {}
@@ -171,6 +210,16 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     def models_path(self) -> Path:
         """models_dir as an absolute path (relative to the config file's folder)."""
         path = Path(self.models_dir).expanduser()
+        if path.is_absolute() or self.source is None:
+            return path.resolve()
+        return (Path(self.source).parent / path).resolve()
+
+    @property
+    def data_path(self) -> Path | None:
+        """server.data_dir as an absolute path; None when the server keeps its data in memory only."""
+        if self.server.data_dir is None:
+            return None if self.source is None else (Path(self.source).parent / "data").resolve()
+        path = Path(self.server.data_dir).expanduser()
         if path.is_absolute() or self.source is None:
             return path.resolve()
         return (Path(self.source).parent / path).resolve()
@@ -223,6 +272,10 @@ def settings_from_mapping(raw: dict[str, Any], source: str = "<config>") -> Sett
     """Decode an already-parsed TOML mapping into Settings, with errors naming the key."""
     raw = dict(raw)
     if "models" in raw:
+        for index, entry in enumerate(raw["models"] if isinstance(raw["models"], list) else []):
+            problem = raw_model_problem(entry)
+            if problem:
+                raise ConfigError(f"{source}: `models[{index}]`: {problem}")
         raw["models"] = _split_engine_tables(raw["models"], source)
     try:
         settings = msgspec.convert(raw, Settings, strict=True)
@@ -234,22 +287,41 @@ def settings_from_mapping(raw: dict[str, Any], source: str = "<config>") -> Sett
 
 
 def _check_models(settings: Settings, source: str) -> None:
-    """Cross-field checks: unique ids, sane slots and context."""
+    """Cross-field checks: unique ids in the documented alphabet, values in range, paths without control chars."""
     seen: set[str] = set()
     for index, model in enumerate(settings.models):
         if not model.id.strip():
             raise ConfigError(f"{source}: `models[{index}].id`: expected a non-empty string")
+        problems = model_problems(model)
+        if problems:
+            raise ConfigError(f"{source}: " + "; ".join(f"`models[{index}].{problem[1:]}" for problem in problems))
         if model.id in seen:
             raise ConfigError(f"{source}: `models[{index}].id`: the id `{model.id}` is used twice")
         seen.add(model.id)
-        if model.slots < 1:
-            raise ConfigError(f"{source}: `models[{index}].slots`: expected an integer >= 1, got {model.slots}")
-        if model.context_len is not None and model.context_len < 1:
-            raise ConfigError(f"{source}: `models[{index}].context_len`: expected an integer >= 1")
+        _check_process(model.process, f"{source}: `models[{index}].process")
+    problem = path_problem("models_dir", settings.models_dir)
+    if problem:
+        raise ConfigError(f"{source}: {problem}")
+    if not settings.limits.body_timeout_secs > 0:
+        raise ConfigError(f"{source}: `limits.body_timeout_secs`: expected a number of seconds > 0")
     if not 0.0 <= settings.hardware.min_gpu_layer_ratio <= 1.0:
         raise ConfigError(f"{source}: `hardware.min_gpu_layer_ratio`: expected a number between 0 and 1")
     if not 0.0 < settings.hardware.warm_ram_fraction <= 1.0:
         raise ConfigError(f"{source}: `hardware.warm_ram_fraction`: expected a number in (0, 1]")
+
+
+def _check_process(process: ProcessConfig, where: str) -> None:
+    """The engine host's bounds: positive times, a thread count >= 1, at least one crash allowed."""
+    for name in ("hang_secs", "cancel_grace_secs", "crash_window_secs", "start_timeout_secs"):
+        if not getattr(process, name) > 0:
+            raise ConfigError(f"{where}.{name}`: expected a number > 0")
+    if process.threads is not None and process.threads < 1:
+        raise ConfigError(f"{where}.threads`: expected an integer >= 1")
+    if process.max_crashes < 1:
+        raise ConfigError(f"{where}.max_crashes`: expected an integer >= 1")
+    for key, value in process.env.items():
+        if not key or "=" in key or "\0" in key or "\0" in value:
+            raise ConfigError(f"{where}.env`: `{key}` is not a usable environment variable")
 
 
 def apply_environment(settings: Settings, environ: dict[str, str] | os._Environ[str]) -> Settings:
@@ -281,6 +353,8 @@ def load_settings(path: str | Path | None = None, environ: dict[str, str] | None
             raw = tomllib.loads(text)
         except tomllib.TOMLDecodeError as error:
             raise ConfigError(f"{file}: not valid TOML ({error})") from None
+        except RecursionError:
+            raise ConfigError(f"{file}: not valid TOML (arrays or tables nested too deeply)") from None
         settings = settings_from_mapping(raw, str(file.resolve()))
     else:
         settings = Settings()

@@ -13,7 +13,7 @@ import msgspec
 from hypnos.chat import ChatInput
 from hypnos.errors import HypnosError
 from hypnos.openai import ToolCall
-from hypnos.types import EngineTiming, LayerPlacementPlan, MemoryTier, Modality, TierSwitchPhases
+from hypnos.types import KNOWN_ENGINE_KINDS, EngineTiming, LayerPlacementPlan, MemoryTier, Modality, TierSwitchPhases
 
 if TYPE_CHECKING:
     from hypnos.config import LimitsConfig, ModelConfig
@@ -24,10 +24,21 @@ class CancelToken:
 
     def __init__(self) -> None:
         self._event = threading.Event()
+        self._listeners: list[Callable[[], None]] = []
 
     def cancel(self) -> None:
-        """Ask the work to stop at its next check."""
+        """Ask the work to stop at its next check (and tell the listeners, once)."""
+        if self._event.is_set():
+            return
         self._event.set()
+        for listener in self._listeners:
+            listener()
+
+    def on_cancel(self, listener: Callable[[], None]) -> None:
+        """Call `listener` when the token is cancelled (at once when it already is): an engine host relays it."""
+        self._listeners.append(listener)
+        if self._event.is_set():
+            listener()
 
     @property
     def cancelled(self) -> bool:
@@ -217,6 +228,21 @@ class EmbeddingResult(msgspec.Struct, kw_only=True):
     timing: EngineTiming = msgspec.field(default_factory=EngineTiming)
 
 
+class RerankInput(msgspec.Struct, kw_only=True):
+    """A query and the documents to score against it (POST /v1/rerank)."""
+
+    query: str
+    documents: list[str]
+
+
+class RerankResult(msgspec.Struct, kw_only=True):
+    """One relevance score per document, in document order (higher is more relevant), and the tokens read."""
+
+    scores: list[float]
+    prompt_tokens: int
+    timing: EngineTiming = msgspec.field(default_factory=EngineTiming)
+
+
 class TranscriptionInput(msgspec.Struct, kw_only=True):
     """Audio to transcribe, with the optional language hint and prompt."""
 
@@ -373,6 +399,10 @@ class Engine:
         """Embed texts (or token-id lists), vectors in input order; an input longer than the model takes is a 400."""
         raise self._unsupported(Modality.EMBEDDINGS)
 
+    async def rerank(self, job: RerankInput, cancel: CancelToken) -> RerankResult:
+        """Score each document against the query (a reranker model: llama.cpp rank pooling); served under embeddings."""
+        raise self._unsupported(Modality.EMBEDDINGS)
+
     async def transcribe(self, audio: TranscriptionInput, cancel: CancelToken) -> TranscriptionResult:
         """Transcribe one audio file."""
         raise self._unsupported(Modality.SPEECH_TO_TEXT)
@@ -406,6 +436,9 @@ class EngineKind:
 
     `options` maps each table to a msgspec Struct (declare it with forbid_unknown_fields=True) that core decodes
     once at config load; `config_keys` names further tables accepted undecoded. Any other table is a config error.
+    `spec_kind` is the API's closed EngineKind the wire reports as `engine` (required when `name` is not one of
+    them; a mapping by the model's primary modality for a kind standing in for several), `backend` the concrete
+    engine reported beside it (default: `name`).
     """
 
     name: str
@@ -414,6 +447,28 @@ class EngineKind:
     config_keys: frozenset[str] = frozenset()
     description: str = ""
     options: Mapping[str, type[Any]] = field(default_factory=dict, hash=False, compare=False)
+    # the environment an engine host of this kind starts with unless the model's [models.process] says otherwise:
+    # measured defaults such as OMP_WAIT_POLICY=PASSIVE for torch engines (llama.cpp's threads are faster spinning)
+    process_env: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
+    spec_kind: str | Mapping[Modality, str] = field(default="", hash=False, compare=False)
+    backend: str = ""
+
+    def __post_init__(self) -> None:
+        declared = [self.spec_kind or self.name] if isinstance(self.spec_kind, str) else list(self.spec_kind.values())
+        if not declared or any(kind not in KNOWN_ENGINE_KINDS for kind in declared):
+            known = ", ".join(KNOWN_ENGINE_KINDS)
+            raise ValueError(f"the engine kind `{self.name}` must declare spec_kind, one of {known}")
+
+    def wire_kind(self, modality: Modality) -> str:
+        """The API's EngineKind (appendix) a model of this primary modality is reported as."""
+        if isinstance(self.spec_kind, str):
+            return self.spec_kind or self.name
+        return self.spec_kind.get(modality) or next(iter(self.spec_kind.values()))
+
+    @property
+    def wire_backend(self) -> str:
+        """The concrete backend reported next to the EngineKind."""
+        return self.backend or self.name
 
     @property
     def tables(self) -> frozenset[str]:

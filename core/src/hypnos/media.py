@@ -147,8 +147,8 @@ def fetch_url_blocking(
                 raise invalid_request(f"the {what} is larger than the server's limit of {max_bytes} bytes")
             mime = (response.getheader("Content-Type") or "").split(";")[0].strip() or None
             return Media(data, mime)
-        except (OSError, http.client.HTTPException) as error:
-            raise invalid_request(f"fetching the {what} from `{host}` failed: {error}") from None
+        except (OSError, http.client.HTTPException) as error:  # the error's own text is not the client's business
+            raise invalid_request(f"fetching the {what} from `{host}` failed: {fetch_failure(error)}") from None
         finally:
             connection.close()
     raise invalid_request(f"fetching the {what} followed more than {MAX_REDIRECTS} redirects")
@@ -169,3 +169,18 @@ async def load_media_url(
             fetch_url_blocking, url, max_bytes=max_bytes, allow_private=allow_private, what=what
         )
     raise invalid_request(f"the {what} URL must be a data: URL or an http(s) URL")
+
+
+def fetch_failure(error: BaseException) -> str:
+    """A fetch error in words a client may see (no exception text, which can carry addresses and reprs)."""
+    if isinstance(error, TimeoutError):
+        return "the connection timed out"
+    if isinstance(error, ConnectionRefusedError):
+        return "the connection was refused"
+    if isinstance(error, ssl.SSLError):
+        return "the TLS handshake failed"
+    if isinstance(error, socket.gaierror):
+        return "the host name did not resolve"
+    if isinstance(error, http.client.HTTPException):
+        return "the answer was not valid HTTP"
+    return "the connection failed"

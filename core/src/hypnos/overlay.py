@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 
 from hypnos.config import ConfigError, ModelConfig, Settings, settings_from_mapping
+from hypnos.config_checks import MAX_BLOCK_CHARS
 from hypnos.tomlw import dumps
 
 logger = logging.getLogger(__name__)
@@ -38,10 +39,14 @@ def validate_model_block(block: dict[str, Any], source: str) -> ModelConfig:
 
 def parse_model_block(text: str, source: str) -> dict[str, Any]:
     """The single `[[models]]` table of a TOML text (POST /v1/models `config`); ConfigError otherwise."""
+    if len(text) > MAX_BLOCK_CHARS:
+        raise ConfigError(f"{source}: at most {MAX_BLOCK_CHARS} characters for one [[models]] block, got {len(text)}")
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{source}: not valid TOML ({error})") from None
+    except RecursionError:
+        raise ConfigError(f"{source}: not valid TOML (arrays or tables nested too deeply)") from None
     models = raw.pop("models", None)
     if raw:
         raise ConfigError(f"{source}: only a [[models]] block is accepted here, not `{', '.join(sorted(raw))}`")
@@ -58,6 +63,7 @@ class PoolOverlay:
         self.base_ids = list(base_ids)
         self.models: dict[str, dict[str, Any]] = {}
         self.removed: list[str] = []
+        self.rejected: dict[str, str] = {}  # id -> why its block failed the checks at start (kept, not served)
 
     @classmethod
     def read(cls, path: Path | None, base_ids: list[str]) -> PoolOverlay:
@@ -84,8 +90,7 @@ class PoolOverlay:
         """Settings whose models are the config's with the overlay applied (replaced in place, added last)."""
         if not self.models and not self.removed:
             return settings
-        source = str(self.path)
-        blocks = {i: validate_model_block(copy.deepcopy(b), source) for i, b in self.models.items()}
+        blocks = self._valid_blocks(str(self.path))
         models: list[ModelConfig] = []
         for model in settings.models:
             if model.id in self.removed:
@@ -93,6 +98,22 @@ class PoolOverlay:
             models.append(blocks.pop(model.id, model))
         models.extend(blocks.values())
         return msgspec.structs.replace(settings, models=models)
+
+    def _valid_blocks(self, source: str) -> dict[str, ModelConfig]:
+        """The overlay's blocks that pass the config checks; the others are reported and kept in the file, unserved."""
+        blocks = {}
+        for model_id, block in self.models.items():
+            try:
+                blocks[model_id] = validate_model_block(copy.deepcopy(block), source)
+            except ConfigError as error:
+                self.rejected[model_id] = str(error)
+                logger.error(
+                    "the model %r of the pool overlay fails the config checks and is not served "
+                    "(its block stays in the file: fix or remove it): %s",
+                    model_id[:128],
+                    error,
+                )
+        return blocks
 
     def put(self, block: dict[str, Any]) -> None:
         """Record an added or replacing model."""

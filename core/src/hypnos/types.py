@@ -55,8 +55,8 @@ class MoeOffload(enum.StrEnum):
     ON = "on"
 
 
-# EngineKind is open: plugins add kinds, so it is a plain string on the wire.
-# These are the kinds the spec names; a plugin may register others.
+# The API's closed EngineKind list (appendix): what the wire reports as `engine`. Plugins register kinds under any
+# name (the config's `engine`), each declaring which of these it is; the concrete one goes out as `backend`.
 KNOWN_ENGINE_KINDS = ("ggml_llama", "ggml_whisper", "ggml_diffusion", "onnx_runtime", "docling", "gliner")
 
 

@@ -19,7 +19,7 @@ class Voice(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 def _kinds() -> dict[str, EngineKind]:
     kind = EngineKind("tts", frozenset({Modality.TEXT_TO_SPEECH}), lambda m, c: None, frozenset({"raw"}),
-                      options={"voice": Voice})  # fmt: skip
+                      options={"voice": Voice}, spec_kind="onnx_runtime")  # fmt: skip
     return {"tts": kind}
 
 

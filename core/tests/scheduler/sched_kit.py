@@ -71,8 +71,8 @@ def make_settings(
         raw["hardware"] = hardware
     if limits:
         raw["limits"] = limits
-    if server:
-        raw["server"] = server
+    # the scheduler's own tests look into the fake engines: in this process unless a test asks for hosts
+    raw["server"] = {"isolation": "thread", **(server or {})}
     return settings_from_mapping(raw)
 
 

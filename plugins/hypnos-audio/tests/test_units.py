@@ -126,6 +126,18 @@ def test_engine_kinds_and_options() -> None:
         msgspec.convert({"voice": "x"}, KokoroOptions)
 
 
+def test_engine_kinds_declare_the_api_kind_and_their_backend() -> None:
+    # the wire's `engine` is the API appendix's closed EngineKind; the concrete engine is `backend`
+    kinds = {kind.name: kind for kind in plugin.hypnos_engine_kinds()}
+    reported = {name: (kind.wire_kind(Modality.TEXT_TO_SPEECH), kind.wire_backend) for name, kind in kinds.items()}
+    assert reported == {
+        "kokoro_onnx": ("onnx_runtime", "kokoro_onnx"),
+        "onnx_runtime": ("onnx_runtime", "kokoro_onnx"),
+        "piper": ("onnx_runtime", "piper"),
+        "faster_whisper": ("ggml_whisper", "faster_whisper"),
+    }
+
+
 def test_ct2_header_reader(tmp_path: Path) -> None:
     from hypnos_audio import ct2_model
 

@@ -158,3 +158,10 @@ async def test_unreadable_reference_is_a_400(new_engine) -> None:
         assert error.value.status == 400 and "GIF" in error.value.message
     finally:
         await engine.unload()
+
+
+def test_the_kind_is_reported_as_the_api_s_image_engine_kind_with_diffusers_as_backend() -> None:
+    from hypnos.types import Modality
+
+    (kind,) = plugin.hypnos_engine_kinds()
+    assert (kind.wire_kind(Modality.IMAGE_GENERATION), kind.wire_backend) == ("ggml_diffusion", "diffusers")

@@ -13,6 +13,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 pytest_plugins = ["hypnos.testing.conformance"]
 
 API_KEY = "docling-test-key"
+OTHER_KEY = "docling-other-key"  # a second tenant (no admin)
 MAX_DOCUMENT_BYTES = 1024 * 1024
 SMALL_MAX_PAGES = 4
 
@@ -50,11 +51,12 @@ engine = "fake"
 
 
 def write_config(folder: Path, *, ttl_secs: int = 3600, extra: str = "", limits: str = "") -> Path:
-    """A config serving the models above with an API key, a 1 MiB document limit and the given picture TTL."""
+    """A config serving the models above with an admin and a user key, a 1 MiB document limit and the picture TTL."""
     (folder / "models" / "layout" / "docling-project--docling-layout-heron").mkdir(parents=True, exist_ok=True)
     config = folder / "hypnos.toml"
     config.write_text(
         f'models_dir = "{folder / "models"}"\n\n[server]\napi_keys = ["{API_KEY}"]\n'
+        f'keys = [{{ key = "{OTHER_KEY}", label = "other" }}]\n'
         f"document_pictures_ttl_secs = {ttl_secs}\n\n[limits]\nmax_document_bytes = {MAX_DOCUMENT_BYTES}\n"
         f"{limits}{MODELS}{extra}",
         encoding="utf-8",

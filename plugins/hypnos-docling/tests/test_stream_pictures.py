@@ -12,7 +12,7 @@ import pytest
 from hypnos_docling import testing
 from hypnos_docling.testing import convert, read_events
 
-from .conftest import API_KEY, write_config
+from .conftest import API_KEY, OTHER_KEY, write_config
 
 
 def test_stream_gives_started_pages_in_order_document_and_done(client: Any) -> None:
@@ -92,6 +92,25 @@ def test_pictures_are_listed_fetched_and_deleted(client: Any) -> None:
     gone = client.get(f"/v1/documents/{document_id}/pictures")
     assert gone.status_code == 404 and gone.json()["error"]["type"] == "not_found"
     assert client.delete(f"/v1/documents/{document_id}").status_code == 404
+
+
+def test_another_keys_pictures_are_404_never_403(client: Any) -> None:
+    answer = convert(client, testing.report_pdf(), "report.pdf", return_pictures="on")
+    document_id = answer["id"]
+    other = {"Authorization": f"Bearer {OTHER_KEY}"}
+    for method, path in [
+        ("GET", f"/v1/documents/{document_id}/pictures"),
+        ("GET", f"/v1/documents/{document_id}/pictures/1"),
+        ("DELETE", f"/v1/documents/{document_id}"),
+    ]:
+        refused = client.request(method, path, headers=other)
+        assert refused.status_code == 404 and refused.json()["error"]["type"] == "not_found", (method, path)
+    assert client.get(f"/v1/documents/{document_id}/pictures/1", params={"format": "image"}).status_code == 200
+    files = {"file": ("report.pdf", testing.report_pdf())}
+    fields = {"model": "docling", "return_pictures": "on"}
+    mine = client.post("/v1/documents/convert", data=fields, files=files, headers=other).json()["id"]
+    assert client.get(f"/v1/documents/{mine}/pictures").status_code == 404  # an admin key is another key too
+    assert client.get(f"/v1/documents/{mine}/pictures", headers=other).status_code == 200
 
 
 def test_stream_started_event_carries_the_document_id(client: Any) -> None:

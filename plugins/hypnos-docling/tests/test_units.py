@@ -62,3 +62,42 @@ def test_store_expires_documents_after_the_ttl() -> None:
     now[0] += 10
     with pytest.raises(HypnosError):
         store.get(document.id)
+
+
+def test_the_picture_store_answers_404_to_another_owner() -> None:
+    store = PictureStore(ttl_secs=60)
+    document = store.open(owner="alice")
+    store.add(document, [Picture(page=1, png=b"\x89PNG")])
+    assert store.picture(document.id, 1, owner="alice").png == b"\x89PNG"
+    for owner in ("bob", None):
+        with pytest.raises(HypnosError) as refused:
+            store.get(document.id, owner)
+        assert refused.value.status == 404
+        with pytest.raises(HypnosError):
+            store.delete(document.id, owner)
+    assert store.get(document.id, "alice").id == document.id
+
+
+SITE_PAGE = (
+    "<html><head><title>Guide</title></head><body><nav><a href='/'>Home</a> <a href='/docs'>All docs</a></nav>"
+    "<header><p>Example Site banner</p></header><main><h1>Install guide<a class='headerlink' href='#i'>\u00b6</a></h1>"
+    "<p>Run the installer &amp; wait for a &lt;done&gt; line.</p><h2>Upgrade<a href='#u'>\u00b6</a></h2><p>Same.</p>"
+    "</main><footer>Copyright Example Site</footer></body></html>"
+).encode()
+
+
+def test_html_keeps_the_main_content_without_navigation_or_pilcrows() -> None:
+    from hypnos.engine import CancelToken, DocumentInput
+    from hypnos_docling.convert import Converter
+    from hypnos_docling.events import PageDone
+
+    pages: list[PageDone] = []
+    job = DocumentInput(data=SITE_PAGE, filename="guide.html")
+    Converter(threads=1, max_pages=10).convert(
+        job, CancelToken(), lambda e: pages.append(e) if isinstance(e, PageDone) else None
+    )
+    markdown = pages[0].markdown
+    assert "# Install guide" in markdown and "## Upgrade" in markdown
+    assert "\u00b6" not in markdown
+    assert "Home" not in markdown and "banner" not in markdown and "Copyright" not in markdown
+    assert "Run the installer & wait for a <done> line." in markdown

@@ -28,6 +28,7 @@ from hypnos_server.lifeline import tie_to_parent
 from hypnos_server.observability import install_observability, observe_dispatch
 from hypnos_server.openapi import openapi_config
 from hypnos_server.pool import ModelPool
+from hypnos_server.responses_store import ResponseStore
 from hypnos_server.routes import server_routes
 from hypnos_server.state import HypnosState
 
@@ -133,6 +134,9 @@ def create_app(
         version=server_version(),
         catalog=catalog,
         pool=ModelPool(scheduler, overlay, catalog, cluster=cluster),
+        responses=ResponseStore(
+            settings.data_path, settings.server.responses_max_count, settings.server.responses_max_age_secs
+        ),
     )
     # Observability (request log, /metrics, latency): registers its observer, returns its routes.
     observability_routes = install_observability(state)

@@ -36,6 +36,17 @@ def request_timeout(seconds: float) -> PlainTextError:
     )
 
 
+def body_timeout(seconds: float) -> PlainTextError:
+    """408: the request body stalled (no part of it for limits.body_timeout_secs); the connection is closed."""
+    error = PlainTextError(
+        408,
+        "request_timeout",
+        f"Request timeout: the request body stalled for {seconds:g} s (limits.body_timeout_secs)",
+    )
+    error.headers["Connection"] = "close"
+    return error
+
+
 def payload_too_large(limit: int, multipart: bool) -> HypnosError:
     """413: plain text for JSON bodies, the JSON error naming the limit for multipart uploads."""
     message = f"The request body is larger than limits.max_body_bytes ({limit} bytes)"
@@ -98,13 +109,34 @@ def as_hypnos_error(exc: BaseException, method: str = "", path: str = "") -> Hyp
     return server_error("Internal server error; report it with the x-request-id of this response")
 
 
-def render(error: HypnosError) -> tuple[int, dict[str, str], bytes, str]:
-    """Status, headers, body and media type of an error response."""
+ANTHROPIC_PATHS = frozenset({"/v1/messages", "/v1/messages/count_tokens"})  # errors in Anthropic's shape there
+ANTHROPIC_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    503: "overloaded_error",
+    507: "overloaded_error",
+}
+
+
+def anthropic_body(error: HypnosError) -> dict[str, Any]:
+    """Anthropic's error body: {"type": "error", "error": {"type", "message"}}, the type from the status."""
+    kind = ANTHROPIC_TYPES.get(error.status, "api_error" if error.status >= 500 else "invalid_request_error")
+    return {"type": "error", "error": {"type": kind, "message": error.message}}
+
+
+def render(error: HypnosError, path: str = "") -> tuple[int, dict[str, str], bytes, str]:
+    """Status, headers, body and media type of an error response (Anthropic's shape on the Anthropic routes)."""
     headers = error.response_headers()
     if error.status == 401:
         headers.setdefault("WWW-Authenticate", 'Bearer realm="hypnos"')
     if isinstance(error, PlainTextError):
         return error.status, headers, error.message.encode(), "text/plain; charset=utf-8"
+    if path in ANTHROPIC_PATHS:
+        return error.status, headers, msgspec.json.encode(anthropic_body(error)), "application/json"
     return error.status, headers, msgspec.json.encode(error.body()), "application/json"
 
 
@@ -112,7 +144,7 @@ def exception_handler(request: Request[Any, Any, Any], exc: Exception) -> Respon
     """Litestar's exception handler for every exception: the spec's body, never a traceback."""
     error = as_hypnos_error(exc, request.method, request.url.path)
     _note_error(request.scope, error)
-    status, headers, body, media_type = render(error)
+    status, headers, body, media_type = render(error, request.url.path)
     return Response(content=body, status_code=status, headers=headers, media_type=media_type)
 
 
@@ -126,7 +158,9 @@ def _note_error(scope: Any, error: HypnosError) -> None:
 async def send_error(scope: Any, send: Send, error: HypnosError) -> None:
     """Answer an error straight from an ASGI layer (outside Litestar), through the same rendering."""
     _note_error(scope, error)
-    status, headers, body, media_type = render(error)
+    path, raw = scope.get("path", ""), scope.get("raw_path") or b""
+    canonical = not raw or raw.decode("latin-1") == path  # a trick path is nobody's route: the OpenAI shape
+    status, headers, body, media_type = render(error, path if canonical else "")
     raw_headers = [(b"content-type", media_type.encode()), (b"content-length", str(len(body)).encode())]
     raw_headers.extend((name.lower().encode(), value.encode()) for name, value in headers.items())
     await send({"type": "http.response.start", "status": status, "headers": raw_headers})

@@ -32,14 +32,19 @@ from hypnos_server.observability.routes import LevelBody
 from hypnos_server.routes.audio import WAV_FALLBACK_FORMATS
 from hypnos_server.routes.chat_input import ROLES, THINKING_BUDGETS
 from hypnos_server.routes.memory import KvParkRequest, TierRequest
+from hypnos_server.routes.messages_input import MessagesRequest
 from hypnos_server.routes.models import MoeOffloadRequest
 from hypnos_server.routes.pool import PoolChangeRequest
+from hypnos_server.routes.rerank import RerankRequest
+from hypnos_server.routes.responses_input import ResponsesRequest
 
 JSON = "application/json"
 SCHEMAS = "#/components/schemas/{name}"
 OBJECT: dict[str, Any] = {"type": "object"}
 BINARY: dict[str, Any] = {"type": "string", "format": "binary"}
 TEXT: dict[str, Any] = {"type": "string"}
+RESPONSES_SSE = "`event: response.*` / `data: <event JSON>` events ending with response.completed (or .failed)"
+MESSAGES_SSE = "Anthropic's events: message_start, content_block_*, message_delta, message_stop (errors: `error`)"
 SSE_NOTE = "`data: <chunk JSON>` events, then `data: [DONE]`; a failure after the headers: finish_reason `error`"
 
 # the status line of each error the spec documents (section 4), for the responses' descriptions
@@ -62,7 +67,7 @@ PLAIN_TEXT_ERRORS = {408, 413}
 REQUEST_ID = {"x-request-id": {"$ref": "#/components/headers/RequestId"}}
 BEARER = {"type": "http", "scheme": "bearer", "description": "Needed on /v1/* when the server has API keys"}
 INFERENCE_ERRORS = (400, 404, 413, 429, 499, 500, 503, 504, 507)
-PLACEMENT_ERRORS = (400, 404, 413, 429, 503, 507)
+PLACEMENT_ERRORS = (400, 403, 404, 413, 429, 503, 507)
 REQUEST_HEADERS: list[dict[str, Any]] = [
     {"name": "x-hypnos-deadline-ms", "in": "header", "required": False, "schema": {"type": "integer", "minimum": 0},
      "description": "The longest the request may wait before it starts; 503 deadline_unmeetable when it cannot"},
@@ -121,6 +126,8 @@ EDIT_FORM = _obj(
     seed={"type": "integer"},
     cfg_scale={"type": "number"},
 )
+RESPONSE = _obj("id", "object", "status", "output", output={"type": "array"}, usage=OBJECT, hypnos_telemetry=TELEMETRY)
+ANTHROPIC_MESSAGE = _obj("id", "type", "role", "content", "stop_reason", "usage", content={"type": "array"})
 KV_PARK = _obj("enabled", "max_bytes", "used_bytes", "models", enabled={"type": "boolean"}, models={"type": "array"})
 IMAGES = _obj("created", "data", data={"type": "array", "items": _obj("b64_json", b64_json=TEXT)})
 LOG_LEVEL = _obj("level", level={"enum": list(LEVELS)})
@@ -163,19 +170,21 @@ ROUTE_DOCS: dict[tuple[str, str], RouteDoc] = {
     ("POST", "/v1/advisor"): RouteDoc(
         body=AdvisorRequest, answers={JSON: _obj("config", config=TEXT)}, errors=(400, 404, 413)
     ),
-    ("POST", "/v1/models/{model_id}/enable"): RouteDoc(answers={JSON: _obj("model", "enabled")}, errors=(404, 503)),
+    ("POST", "/v1/models/{model_id}/enable"): RouteDoc(
+        answers={JSON: _obj("model", "enabled")}, errors=(403, 404, 503)
+    ),
     ("POST", "/v1/models/{model_id}/disable"): RouteDoc(
-        answers={JSON: _obj("model", "enabled")}, errors=(404, 429, 503)
+        answers={JSON: _obj("model", "enabled")}, errors=(403, 404, 429, 503)
     ),
     ("POST", "/v1/models/{model_id}/moe-offload"): RouteDoc(
         body=MoeOffloadRequest,
         answers={JSON: _obj("model", "moe_offload", "applies")},
-        errors=(400, 404, 413, 422, 503),
+        errors=(400, 403, 404, 413, 422, 503),
     ),
     ("GET", "/v1/memory/status"): RouteDoc(answers={JSON: _obj("capabilities", "models")}),
     ("POST", "/v1/memory/tier"): RouteDoc(body=TierRequest, answers={JSON: MODEL_PLACEMENT}, errors=PLACEMENT_ERRORS),
     ("GET", "/v1/memory/kv-park"): RouteDoc(answers={JSON: KV_PARK}),
-    ("POST", "/v1/memory/kv-park"): RouteDoc(body=KvParkRequest, answers={JSON: KV_PARK}, errors=(400, 413)),
+    ("POST", "/v1/memory/kv-park"): RouteDoc(body=KvParkRequest, answers={JSON: KV_PARK}, errors=(400, 403, 413)),
     ("POST", "/v1/chat/completions"): RouteDoc(
         body=ChatCompletionRequest,
         answers={
@@ -188,6 +197,12 @@ ROUTE_DOCS: dict[tuple[str, str], RouteDoc] = {
     ("POST", "/v1/embeddings"): RouteDoc(
         body=EmbeddingsRequest,
         answers={JSON: _obj("object", "data", "usage", data={"type": "array"})},
+        errors=INFERENCE_ERRORS,
+        inference=True,
+    ),
+    ("POST", "/v1/rerank"): RouteDoc(
+        body=RerankRequest,
+        answers={JSON: _obj("model", "results", "usage", results={"type": "array"}, hypnos_telemetry=TELEMETRY)},
         errors=INFERENCE_ERRORS,
         inference=True,
     ),
@@ -210,10 +225,33 @@ ROUTE_DOCS: dict[tuple[str, str], RouteDoc] = {
     ("POST", "/v1/images/edits"): RouteDoc(
         form=EDIT_FORM, answers={JSON: IMAGES}, errors=INFERENCE_ERRORS, inference=True
     ),
+    ("POST", "/v1/responses"): RouteDoc(
+        body=ResponsesRequest,
+        answers={JSON: RESPONSE, "text/event-stream": {"type": "string", "description": RESPONSES_SSE}},
+        errors=INFERENCE_ERRORS,
+        inference=True,
+    ),
+    ("GET", "/v1/responses/{response_id}"): RouteDoc(answers={JSON: RESPONSE}, errors=(404,)),
+    ("DELETE", "/v1/responses/{response_id}"): RouteDoc(answers={JSON: _obj("id", "deleted")}, errors=(404,)),
+    ("POST", "/v1/responses/{response_id}/cancel"): RouteDoc(answers={JSON: RESPONSE}, errors=(400, 404)),
+    ("GET", "/v1/responses/{response_id}/input_items"): RouteDoc(
+        answers={JSON: _obj("object", "data", "has_more", data={"type": "array"})},
+        errors=(400, 404),
+        query={"limit": {"type": "integer", "minimum": 1}, "order": {"enum": ["asc", "desc"]}, "after": TEXT},
+    ),
+    ("POST", "/v1/messages"): RouteDoc(
+        body=MessagesRequest,
+        answers={JSON: ANTHROPIC_MESSAGE, "text/event-stream": {"type": "string", "description": MESSAGES_SSE}},
+        errors=INFERENCE_ERRORS,
+        inference=True,
+    ),
+    ("POST", "/v1/messages/count_tokens"): RouteDoc(
+        body=MessagesRequest, answers={JSON: _obj("input_tokens")}, errors=INFERENCE_ERRORS, inference=True
+    ),
     ("GET", "/v1/logs"): RouteDoc(answers={JSON: _obj("level", "records")}, errors=(400,), query=LOG_QUERY),
     ("GET", "/v1/logs/{id}"): RouteDoc(answers={JSON: _obj("id", "route", "status")}, errors=(404,)),
-    ("DELETE", "/v1/logs"): RouteDoc(answers={JSON: _obj("cleared")}),
-    ("POST", "/v1/logs/level"): RouteDoc(body=LevelBody, answers={JSON: LOG_LEVEL}, errors=(400, 413)),
+    ("DELETE", "/v1/logs"): RouteDoc(answers={JSON: _obj("cleared")}, errors=(403,)),
+    ("POST", "/v1/logs/level"): RouteDoc(body=LevelBody, answers={JSON: LOG_LEVEL}, errors=(400, 403, 413)),
 }
 
 

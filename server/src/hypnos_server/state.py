@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from hypnos_server.asgi.keylimits import KeyLimiter
     from hypnos_server.catalog import Catalog
     from hypnos_server.pool import ModelPool
+    from hypnos_server.responses_store import ResponseStore
 
 logger = logging.getLogger(__name__)
 
@@ -122,6 +123,9 @@ class HypnosState:
     pool: ModelPool | None = None
     # the Ray cluster backend (hypnos_server.cluster.front.ClusterBackend) when [cluster] is configured
     cluster: Any = None
+    # stored /v1/responses (SQLite under the data dir) and the responses being generated now, by id (for cancel)
+    responses: ResponseStore | None = None
+    live_responses: dict[str, Any] = field(default_factory=dict)
 
     @property
     def backend(self) -> Any:

@@ -24,7 +24,7 @@ def make_client(server: dict[str, Any] | None = None) -> TestClient[Any]:
     raw = {
         "server": {
             "keys": [
-                {"key": "sk-alice", "label": "alice"},
+                {"key": "sk-alice", "label": "alice", "admin": True},  # an admin reads every key's records
                 {"key": "sk-bob", "label": "bob", "requests_per_minute": 1},
             ],
             **(server or {}),
@@ -57,8 +57,13 @@ def chat(client: TestClient[Any], headers: dict[str, str], model: str = "fake-ch
 def scrape(client: TestClient[Any]) -> dict[str, Any]:
     response = client.get("/metrics")
     assert response.status_code == 200
-    assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
     return {family.name: family for family in text_string_to_metric_families(response.text)}
+
+
+def test_metrics_content_type_is_the_exposition_format_with_each_parameter_once(client: TestClient[Any]) -> None:
+    # Go's mime.ParseMediaType (Prometheus 3) rejects a repeated parameter, and a scrape fails on an invalid one
+    response = client.get("/metrics")
+    assert response.headers.get_list("content-type") == ["text/plain; version=0.0.4; charset=utf-8"]
 
 
 def sample(families: dict[str, Any], family: str, name: str, **labels: str) -> float:

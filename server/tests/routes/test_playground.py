@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from html.parser import HTMLParser
+
 import pytest
 from litestar.testing import TestClient
 from server_kit import build_app, config, wait_ready
@@ -53,3 +55,53 @@ def test_the_page_and_its_polling_stay_out_of_the_request_log() -> None:
         client.post("/v1/embeddings", json={"model": "fake-embed", "input": "x"})
         routes = [record["route"] for record in client.get("/v1/logs").json()["records"]]
         assert routes == ["/v1/embeddings"]
+
+
+def test_the_page_and_its_files_forbid_inline_script_and_framing(keyed: TestClient) -> None:
+    for path in ("/", "/playground/app.js", "/playground/style.css"):
+        headers = keyed.get(path).headers
+        policy = [part.strip() for part in headers["content-security-policy"].split(";")]
+        assert "default-src 'self'" in policy and "frame-ancestors 'none'" in policy, path
+        assert "script-src 'self'" in policy and "style-src 'self'" in policy, path
+        assert "unsafe-inline" not in headers["content-security-policy"]
+        assert headers["x-frame-options"] == "DENY", path
+
+
+class InlineFinder(HTMLParser):
+    """Collects what a `script-src 'self'; style-src 'self'` policy would block in a page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocked: list[str] = []
+        self._in_script = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        names = dict(attrs)
+        self.blocked += [f"{tag} {name}=" for name in names if name.startswith("on") or name == "style"]
+        self.blocked += [
+            f"{tag} javascript: URL" for value in names.values() if (value or "").startswith("javascript:")
+        ]
+        if tag == "style":
+            self.blocked.append("a <style> element")
+        self._in_script = tag == "script"
+        if tag == "script" and not names.get("src"):
+            self.blocked.append("an inline <script>")
+
+    def handle_endtag(self, tag: str) -> None:
+        self._in_script = False
+
+
+def test_the_page_has_no_inline_script_handler_or_style(keyed: TestClient) -> None:
+    finder = InlineFinder()
+    finder.feed(keyed.get("/").text)
+    assert finder.blocked == []
+
+
+def test_scripts_never_write_a_style_attribute() -> None:
+    from importlib import resources
+
+    folder = resources.files("hypnos_server").joinpath("playground")
+    scripts = {item.name: item.read_text(encoding="utf-8") for item in folder.iterdir() if item.name.endswith(".js")}
+    assert "api.js" in scripts
+    for name, text in scripts.items():  # a style attribute set from script is inline style the policy blocks
+        assert 'setAttribute("style"' not in text and "innerHTML" not in text, name

@@ -148,7 +148,7 @@ class SeeingEngine(FakeEngine):
 class SeeingPlugin:
     @hookimpl
     def hypnos_engine_kinds(self) -> list[EngineKind]:
-        return [EngineKind(name="seeing", modalities=frozenset(Modality), factory=SeeingEngine)]
+        return [EngineKind(name="seeing", modalities=frozenset(Modality), factory=SeeingEngine, spec_kind="ggml_llama")]
 
 
 def test_remote_images_are_fetched_by_the_server_and_private_hosts_refused_unless_allowed():

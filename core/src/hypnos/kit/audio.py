@@ -6,6 +6,7 @@ Every refusal is a 400 invalid_request_error whose message never echoes library 
 from __future__ import annotations
 
 import io
+import logging
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -13,6 +14,8 @@ from typing import Any
 import numpy as np
 
 from hypnos.errors import HypnosError, invalid_request
+
+logger = logging.getLogger(__name__)
 
 _OPEN_ENDED = 0xFFFFFFFF
 _PCM, _FLOAT, _EXTENSIBLE = 1, 3, 0xFFFE
@@ -187,9 +190,9 @@ def _container(data: bytes, *, sample_rate: int, max_seconds: float) -> DecodedA
             chunks += [out.to_ndarray().reshape(-1) for out in resampler.resample(None)]
     except HypnosError:
         raise
-    except Exception as error:  # PyAV raises several error types for undecodable input
-        reason = type(error).__name__
-        raise invalid_request(f"the audio could not be decoded ({reason}); send a 16-bit PCM WAV") from None
+    except Exception as error:  # PyAV raises several error types for undecodable input; they stay in the log
+        logger.info("audio could not be decoded: %r", error)
+        raise invalid_request("the audio could not be decoded; send a 16-bit PCM WAV") from None
     samples = np.concatenate(chunks).astype(np.float32) if chunks else np.zeros(0, dtype=np.float32)
     return DecodedAudio(samples[:limit], sample_rate, min(samples.size, limit) / sample_rate)
 

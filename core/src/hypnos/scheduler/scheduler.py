@@ -11,9 +11,10 @@ from typing import Any, TypeVar
 import msgspec
 
 from hypnos.config import ModelConfig, Settings
-from hypnos.engine import EngineContext, EngineKind, EngineUnavailable
+from hypnos.engine import Engine, EngineContext, EngineKind, EngineUnavailable
 from hypnos.errors import HypnosError, invalid_request, model_busy, model_disabled, model_not_found
 from hypnos.hardware import HardwareProbe, SystemHardware
+from hypnos.hosting import HostedEngine, host_factory_path
 from hypnos.options import decode_engine_options
 from hypnos.scheduler.admission import (
     deadline_unmeetable,
@@ -172,16 +173,45 @@ class Scheduler:
         source = self.settings.source or "<config>"
         self.context.options[model.id] = decode_engine_options(model, kind, source)
         try:
-            engine = kind.factory(model, self.context)
+            engine = self._make_engine(model, kind)
             estimate = engine.estimate()
             modalities = list(engine.served_modalities())
         except Exception as error:
             reason = error.message if isinstance(error, HypnosError) else f"{type(error).__name__}: {error}"
             logger.warning("model %s is unavailable: %s", model.id, reason)
-            return ModelState(config=model, engine=None, unavailable_reason=reason[:500], enabled=model.enabled)
+            return ModelState(
+                config=model, engine=None, unavailable_reason=reason[:500], enabled=model.enabled, kind=kind
+            )
         return ModelState(
-            config=model, engine=engine, enabled=model.enabled, estimate_cache=estimate, modalities=modalities
+            config=model,
+            engine=engine,
+            enabled=model.enabled,
+            estimate_cache=estimate,
+            modalities=modalities,
+            kind=kind,
         )
+
+    def _make_engine(self, model: ModelConfig, kind: EngineKind) -> Engine:
+        """The model's engine: in a host process of its own with isolation "process" (when the kind's factory can be
+        imported there), else in this process."""
+        isolation = model.isolation or self.settings.server.isolation
+        path = host_factory_path(kind.factory) if isolation == "process" else None
+        if isolation == "process" and path is None:
+            logger.info("model %s runs in the server process: a host cannot import its engine factory", model.id)
+        if path is None:
+            return kind.factory(model, self.context)
+        return HostedEngine(model, self.context, kind, path, on_exit=self.engine_host_exited)
+
+    def engine_host_exited(self, model_id: str, reason: str, exhausted: bool) -> None:
+        """A model's engine host died on its own: the model drops to tier 3 (its requests already failed); the next
+        request starts a new host, unless the crashes were too many (then it waits for an admin's enable)."""
+        state = self._models.get(model_id)
+        if state is None:
+            return
+        if exhausted:
+            logger.error("model %s stays unavailable after repeated engine crashes (enable it to retry)", model_id)
+        if state.transition is None:  # a load or demotion in progress fails by itself and cleans up
+            self.tiers.drop_to_tier3(state)
 
     # ---- queries ------------------------------------------------------------------------------------------------
 
@@ -216,6 +246,11 @@ class Scheduler:
                 raise invalid_request(f"the model `{model_id}` does not serve {modality.value}")
         if state.engine is None:
             raise EngineUnavailable(state.unavailable_reason or f"the model `{model_id}` cannot be served")
+        if isinstance(state.engine, HostedEngine) and state.engine.quarantined:
+            raise EngineUnavailable(
+                f"the model `{model_id}` is unavailable after repeated engine crashes ({state.engine.last_exit}); "
+                f"an admin's POST /v1/models/{model_id}/enable lets it start again"
+            )
         return state
 
     def estimated_wait_ms(self, model_id: str) -> int | None:
@@ -335,6 +370,9 @@ class Scheduler:
         state = self.get(model_id)
         if enabled:
             state.enabled = True
+            if isinstance(state.engine, HostedEngine):  # an admin's enable forgives the crashes
+                state.engine.quarantined = False
+                state.engine.policy.reset()
             return state
         if state.busy:
             raise model_busy(f"the model `{model_id}` is in use ({state.active_leases} leases); retry when idle")
@@ -410,7 +448,17 @@ class Scheduler:
             self.ready = True
 
     async def shutdown(self) -> None:
-        """Stop prefetches, wait for transitions, and unload every model."""
+        """Stop prefetches, wait for transitions, and unload every model, within [server] shutdown_grace_secs; the
+        engine hosts still running after it are killed."""
+        grace = self.settings.server.shutdown_grace_secs
+        try:
+            await asyncio.wait_for(self._unload_all(), grace)
+        except TimeoutError:
+            logger.error("unloading took longer than %.1f s (shutdown_grace_secs); ending the engine hosts", grace)
+        hosted = [state.engine for state in self.models() if isinstance(state.engine, HostedEngine)]
+        await asyncio.gather(*(engine.kill() for engine in hosted), return_exceptions=True)
+
+    async def _unload_all(self) -> None:
         for task in list(self._background):
             task.cancel()
         if self._background:

@@ -7,12 +7,13 @@ import logging
 from dataclasses import dataclass, field
 
 from hypnos.config import ModelConfig
-from hypnos.engine import Engine, MemoryEstimate
+from hypnos.engine import Engine, EngineKind, MemoryEstimate
 from hypnos.scheduler.budgets import Budgets, transfer_ms
 from hypnos.scheduler.eviction import DecayingRate
 from hypnos.scheduler.lease import SlotGate
 from hypnos.scheduler.planner import total_weight_bytes
 from hypnos.types import LayerPlacementPlan, MemoryTier, Modality, MoeOffload
+from hypnos.wire_kind import wire_engine
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +51,8 @@ class ModelState:
     priority_rank: int = 0
     # what the model serves: its config's modalities and what its engine found in its files (set at construction)
     modalities: list[Modality] = field(default_factory=list)
+    # the installed engine kind the config's `engine` names (None when no plugin provides it)
+    kind: EngineKind | None = None
 
     def __post_init__(self) -> None:
         self.modalities = self.modalities or self.config.all_modalities
@@ -61,6 +64,12 @@ class ModelState:
     def id(self) -> str:
         """The model's id."""
         return self.config.id
+
+    @property
+    def wire_engine(self) -> tuple[str, str]:
+        """(engine, backend) as the wire reports them: the API's EngineKind and the concrete engine."""
+        kinds = {} if self.kind is None else {self.config.engine: self.kind}
+        return wire_engine(self.config.engine, self.config.modality, kinds)
 
     @property
     def waiting(self) -> int:

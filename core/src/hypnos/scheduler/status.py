@@ -9,6 +9,7 @@ import msgspec
 
 from hypnos.config import ProfileObjective, Settings
 from hypnos.hardware import GpuSample
+from hypnos.hosting import EngineProcessInfo, HostedEngine
 from hypnos.scheduler.admission import estimated_wait_ms, profile_objective
 from hypnos.scheduler.planner import total_weight_bytes
 from hypnos.scheduler.records import EvictionRecord
@@ -40,7 +41,8 @@ class ModelMemoryStatus(msgspec.Struct, kw_only=True):
     enabled: bool
     modality: Modality
     modalities: list[Modality]
-    engine: str
+    engine: str  # the API's EngineKind (appendix)
+    backend: str  # the concrete engine behind it (kokoro_onnx, piper, faster_whisper, diffusers, ...)
     total_weight_bytes: int
     priority: ModelPriority
     current_tier: MemoryTier
@@ -58,6 +60,13 @@ class ModelMemoryStatus(msgspec.Struct, kw_only=True):
     queued: int
     load_failures: int
     unavailable_reason: str | None = None
+    # where the engine runs: "process" (an engine host of its own) or "thread" (in the server process)
+    isolation: str = "thread"
+    # the engine host while one runs: pid, measured RSS, restarts, start time (null while none runs, or in a thread)
+    engine_process: EngineProcessInfo | None = None
+    # what the scheduler books for the model (tier 1 + tier 2) and what its host measurably holds (RSS, + VRAM)
+    booked_bytes: int = 0
+    measured_bytes: int | None = None
 
 
 class KvParkedModel(msgspec.Struct, kw_only=True):
@@ -116,12 +125,17 @@ def model_status(state: ModelState, tiers: TierManager, now: float) -> ModelMemo
     budgets = tiers.budgets
     idle = 0.0 if state.active_leases or not state.last_used else max(0.0, now - state.last_used)
     service = state.service_ms
+    hosted = state.engine if isinstance(state.engine, HostedEngine) else None
+    process = hosted.process_info() if hosted is not None else None
+    hosted_reason = hosted.unavailable_reason if hosted is not None else None
+    engine, backend = state.wire_engine
     return ModelMemoryStatus(
         id=state.id,
         enabled=state.enabled,
         modality=state.config.modality,
         modalities=state.modalities,
-        engine=state.config.engine,
+        engine=engine,
+        backend=backend,
         total_weight_bytes=total_weight_bytes(estimate),
         priority=state.config.priority,
         current_tier=state.tier,
@@ -138,7 +152,11 @@ def model_status(state: ModelState, tiers: TierManager, now: float) -> ModelMemo
         slots=state.gate.capacity,
         queued=state.gate.queued,
         load_failures=state.load_failures,
-        unavailable_reason=state.unavailable_reason,
+        unavailable_reason=state.unavailable_reason or hosted_reason,
+        isolation="process" if hosted is not None else "thread",
+        engine_process=process,
+        booked_bytes=state.booked.vram_bytes + state.booked.pinned_ram_bytes,
+        measured_bytes=None if process is None else process.rss_bytes + (process.vram_bytes or 0),
     )
 
 

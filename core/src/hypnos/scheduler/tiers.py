@@ -339,7 +339,7 @@ class TierManager:
             if isinstance(error, HypnosError):
                 raise
             logger.exception("loading %s failed", state.id)
-            raise server_error(f"loading the model `{state.id}` failed: {error}") from error
+            raise server_error(f"loading the model `{state.id}` failed; the server log has the cause") from error
         state.tier = target
         state.placement = plan
         elapsed = (time.perf_counter() - started) * 1000
@@ -360,6 +360,13 @@ class TierManager:
                 await state.engine.unload()
         except Exception:
             logger.exception("unloading %s after a failed load failed", state.id)
+        self.forget_growth(state)
+
+    def drop_to_tier3(self, state: ModelState) -> None:
+        """The engine lost everything it held (its host process died): book nothing, tier 3."""
+        self.book(state, _empty_plan(state))
+        state.tier = MemoryTier.TIER3
+        state.placement = state.booked
         self.forget_growth(state)
 
     def forget_growth(self, state: ModelState) -> None:

@@ -25,6 +25,7 @@ import pytest
 from hypnos.config import ModelConfig
 from hypnos.engine import CancelToken, Engine, EngineContext, EngineKind, EngineUnavailable, EntityInput, ImageInput
 from hypnos.errors import HypnosError
+from hypnos.testing.clean_errors import assert_clean_message
 from hypnos.types import LayerPlacementPlan, MemoryTier, Modality
 
 MiB = 1024 * 1024
@@ -158,7 +159,7 @@ def assert_spec_error(error: HypnosError, status: int | None = None) -> None:
     assert set(body) == {"error"} and isinstance(body["error"]["message"], str) and body["error"]["message"]
     assert body["error"]["type"] in SPEC_ERROR_TYPES, body
     assert 400 <= error.status < 600
-    assert "Traceback" not in error.message
+    assert_clean_message(error.message)
     if status is not None:
         assert error.status == status, (error.status, error.message)
 
@@ -178,18 +179,23 @@ class ConformanceSuite:
     """The checks every engine passes; collected as `TestConformance` next to a `conformance_engine` fixture."""
 
     def test_estimate_covers_measured_memory(self, conformance_engine: ConformanceTarget) -> None:
-        """The RSS growth of a load to tier 1 and one request stays within the estimate (CPU engines)."""
+        """The RSS growth of a load to tier 1 and one request (after a first round imported the library) stays within
+        the estimate (CPU engines)."""
         target = conformance_engine
         engine = target.make()
         estimate = engine.estimate()
         booked = estimate.weight_bytes + estimate.projector_bytes + estimate.workspace_bytes
         booked += estimate.kv_bytes_per_token * estimate.default_context_len
-        gc.collect()
-        before = resident_bytes()
-        if before == 0:
+        if resident_bytes() == 0:
             pytest.skip("no resident-set figure on this platform")
 
         async def walk() -> int:
+            # a first round imports the engine's library: what the library itself takes is not the model's
+            await engine.load(target.plan(engine, MemoryTier.TIER1))
+            await target.request(engine, CancelToken())
+            await engine.unload()
+            gc.collect()
+            before = resident_bytes()
             await engine.load(target.plan(engine, MemoryTier.TIER1))
             await target.request(engine, CancelToken())
             gc.collect()

@@ -93,7 +93,7 @@ def example_engine_kind() -> EngineKind:
     """The `example` engine kind: embeddings, options in `[models.example]`."""
     return EngineKind(
         "example", frozenset({Modality.EMBEDDINGS}), ExampleEngine, options={"example": ExampleOptions},
-        description="the kit's worked example",
+        description="the kit's worked example", spec_kind="ggml_llama",
     )  # fmt: skip
 
 

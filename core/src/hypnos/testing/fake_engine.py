@@ -6,6 +6,8 @@ import asyncio
 import hashlib
 import io
 import math
+import os
+import signal
 import struct
 import time
 import zlib
@@ -37,14 +39,18 @@ from hypnos.engine import (
     MemoryEstimate,
     ParkedSlot,
     ReasoningDelta,
+    RerankInput,
+    RerankResult,
     SpeechInput,
     ToolCallEvent,
     TranscriptionInput,
     TranscriptionResult,
 )
 from hypnos.errors import HypnosError, server_error
+from hypnos.hosting.host import HOST_ENV
 from hypnos.openai import ToolCall, ToolCallFunction
 from hypnos.types import EngineTiming, LayerPlacementPlan, MemoryTier, Modality, TierSwitchPhases
+from hypnos.wire_kind import SPEC_KIND_BY_MODALITY
 
 
 class FakeOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -74,6 +80,10 @@ class FakeOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # a chat at tier 1 grows the context to this many cells and says so (context_resized), as llama.cpp's engine does
     grow_context_to: int = 0
     voices: list[str] | None = None  # a speech model's voices, reported as a capability (GET /v1/models lists them)
+    # faults of an engine host process (isolation "process"; in the server's own process they raise instead):
+    crash_after_tokens: int = 0  # SIGKILL itself after this many chat tokens (0: never), as a native crash does
+    exit_on_load: bool = False  # exit (status 3) while loading
+    hang_after_tokens: int = 0  # block the host in a call that never checks cancellation after this many tokens
 
 
 class FakeImageOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -176,6 +186,8 @@ class FakeEngine(Engine):
             await asyncio.sleep(delay)
         if self.options.fail_load:
             raise server_error(f"fake load failure for {self.model.id}")
+        if self.options.exit_on_load:
+            self._fault("exit")
         self.loads += 1
         self.tier = plan.primary_tier
         restored = None
@@ -234,6 +246,16 @@ class FakeEngine(Engine):
                 raise HypnosError(499, "cancelled", "the request was cancelled")
             await pace.tick()
 
+    def _fault(self, what: str) -> None:
+        """Die or hang as a native library would, when running in an engine host; raise anywhere else."""
+        if not os.environ.get(HOST_ENV):
+            raise RuntimeError(f"fake engine fault `{what}` outside an engine host")
+        if what == "crash":
+            os.kill(os.getpid(), signal.SIGKILL)
+        elif what == "exit":
+            os._exit(3)
+        time.sleep(24 * 3600)  # "hang": the whole host stops, as in a stuck native call holding the GIL
+
     def _maybe_oom(self) -> None:
         if self._oom_pending:
             self._oom_pending = False
@@ -266,7 +288,12 @@ class FakeEngine(Engine):
             yield ToolCallEvent(call)
             yield ChatFinished(finish_reason="tool_calls", prompt_tokens=prompt_tokens, completion_tokens=produced + 1)
             return
+        options = self.options
         for index, word in enumerate(_words(prompt + str(request.sampling.seed or 0), count)):
+            if options.crash_after_tokens and index == options.crash_after_tokens:
+                self._fault("crash")
+            if options.hang_after_tokens and index == options.hang_after_tokens:
+                self._fault("hang")
             if cancel.cancelled:
                 cancelled = True
                 self.cancelled_requests += 1
@@ -285,6 +312,14 @@ class FakeEngine(Engine):
             completion_tokens=produced,
             timing=EngineTiming(prefill_ms=0.0, decode_ms=decode_ms, concurrent_slots=1),
         )
+
+    async def rerank(self, job: RerankInput, cancel: CancelToken) -> RerankResult:
+        """The share of the query's words each document holds (a score in 0..1)."""
+        words = set(job.query.lower().split())
+        scores = [len(words & set(doc.lower().split())) / max(1, len(words)) for doc in job.documents]
+        await self._work(cancel, len(job.documents))
+        tokens = sum(max(1, len(doc.split())) for doc in job.documents) + len(job.documents) * len(words)
+        return RerankResult(scores=scores, prompt_tokens=tokens)
 
     async def embed(self, texts: list[Any], cancel: CancelToken) -> EmbeddingResult:
         """Unit vectors from a hash of each text."""
@@ -358,4 +393,5 @@ def fake_engine_kind(name: str = "fake") -> EngineKind:
         factory=FakeEngine,
         description="deterministic fake engine for tests",
         options={"fake": FakeOptions, "image": FakeImageOptions},
+        spec_kind=SPEC_KIND_BY_MODALITY,  # it stands in for every engine: the API's kind of each modality
     )

@@ -234,7 +234,8 @@ class KokoroEngine(StagedEngine):
                 },
             )
         except Exception as error:
-            raise server_error(f"Kokoro inference failed: {error}") from error
+            logger.exception("Kokoro inference failed on %s", self.model.id)
+            raise server_error(f"Kokoro inference failed on `{self.model.id}`; the server log has the cause") from error
         return trim_silence(np.asarray(outputs[0], dtype=np.float32).ravel())
 
 

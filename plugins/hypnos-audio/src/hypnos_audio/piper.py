@@ -145,5 +145,6 @@ class PiperEngine(StagedEngine):
                 if cancel.cancelled:
                     break
         except Exception as error:
-            raise server_error(f"Piper inference failed: {error}") from error
+            logger.exception("Piper inference failed on %s", self.model.id)
+            raise server_error(f"Piper inference failed on `{self.model.id}`; the server log has the cause") from error
         return [audio for audio in out if audio.size]

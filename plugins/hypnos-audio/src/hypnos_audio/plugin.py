@@ -58,15 +58,17 @@ def hypnos_engine_kinds() -> list[EngineKind]:
     """Kokoro on ONNX Runtime (also under the spec's name `onnx_runtime`), Piper voices, whisper on faster-whisper."""
     speech_out = frozenset({Modality.TEXT_TO_SPEECH})
     kokoro = {"kokoro": KokoroOptions}
+    # the wire reports the API's kinds: ONNX speech is onnx_runtime, whisper (on CTranslate2 here) ggml_whisper
     return [
-        EngineKind(KOKORO_KIND, speech_out, make_kokoro_engine, options=kokoro,
+        EngineKind(KOKORO_KIND, speech_out, make_kokoro_engine, options=kokoro, spec_kind=ONNX_RUNTIME_KIND,
                    description="Kokoro-82M text to speech on ONNX Runtime (onnxruntime or onnxruntime-gpu)"),
-        EngineKind(ONNX_RUNTIME_KIND, speech_out, make_kokoro_engine, options=kokoro,
+        EngineKind(ONNX_RUNTIME_KIND, speech_out, make_kokoro_engine, options=kokoro, backend=KOKORO_KIND,
                    description="alias of kokoro_onnx under the spec's engine kind name"),
         EngineKind(PIPER_KIND, speech_out, make_piper_engine, options={"piper": PiperOptions},
+                   spec_kind=ONNX_RUNTIME_KIND,
                    description="a Piper voice (VITS ONNX + JSON config) text to speech on ONNX Runtime"),
         EngineKind(WHISPER_KIND, frozenset({Modality.SPEECH_TO_TEXT}), make_whisper_engine,
-                   options={"whisper": WhisperOptions},
+                   options={"whisper": WhisperOptions}, spec_kind="ggml_whisper",
                    description="whisper speech to text on faster-whisper (CTranslate2)"),
     ]  # fmt: skip
 

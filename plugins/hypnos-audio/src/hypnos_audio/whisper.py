@@ -153,8 +153,9 @@ class WhisperEngine(StagedEngine):
                                                   text=segment.text))  # fmt: skip
                 if cancel.cancelled:
                     break
-        except ValueError as error:
-            raise invalid_request(f"whisper refused the request: {error}") from error
+        except ValueError as error:  # the library's text stays in the log
+            logger.info("whisper refused a request: %s", error)
+            raise invalid_request("whisper could not transcribe this audio; send a 16-bit PCM WAV") from error
         elapsed = time.perf_counter() - started
         audio_secs = samples.size / WHISPER_RATE
         timing = EngineTiming(audio_secs=round(audio_secs, 3), rtf=round(elapsed / audio_secs, 4))

@@ -124,8 +124,8 @@ def decode_references(references: list[bytes], width: int, height: int) -> list[
                 if image.format not in ("PNG", "JPEG", "WEBP"):
                     raise invalid_request(f"image {index}: expected PNG, JPEG or WebP, got {image.format}")
                 out.append(image.convert("RGB").resize((width, height), Image.Resampling.LANCZOS))
-        except (UnidentifiedImageError, OSError, Image.DecompressionBombError) as error:
-            raise invalid_request(f"image {index} is not a readable PNG, JPEG or WebP image ({error})") from None
+        except (UnidentifiedImageError, OSError, Image.DecompressionBombError):  # PIL's text names a BytesIO repr
+            raise invalid_request(f"image {index} is not a readable PNG, JPEG or WebP image") from None
     return out
 
 

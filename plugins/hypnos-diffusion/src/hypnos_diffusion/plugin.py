@@ -34,7 +34,7 @@ def hypnos_engine_kinds() -> list[EngineKind]:
     return [
         EngineKind(KIND, frozenset({Modality.IMAGE_GENERATION}), make_engine,
                    description="diffusers pipelines on torch: image generation and image-to-image edits",
-                   options={"image": ImageOptions}),
+                   options={"image": ImageOptions}, spec_kind="ggml_diffusion"),  # the API's image engine kind
     ]  # fmt: skip
 
 

@@ -13,14 +13,20 @@ import logging
 import time
 import zipfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from hypnos.engine import CancelToken, DocumentInput
 from hypnos.errors import invalid_request
 from hypnos.kit.staged import check_cancelled
 
+from hypnos_docling.bounds import DocumentBounds
 from hypnos_docling.events import DocumentStarted, PageDone, Picture
+from hypnos_docling.html_clean import main_content
 from hypnos_docling.layout import Figure, Line, page_document
+from hypnos_docling.layout_furniture import FurnitureTracker, PageBands, bands_of
+from hypnos_docling.layout_lines import segments_of_words
+from hypnos_docling.pdf_images import fill_missing_images
 
 logger = logging.getLogger(__name__)
 
@@ -28,7 +34,6 @@ EXTENSIONS = {
     "pdf": "pdf", "docx": "docx", "pptx": "pptx", "xlsx": "xlsx", "html": "html", "htm": "html",
     "md": "md", "markdown": "md", "png": "image", "jpg": "image", "jpeg": "image",
 }  # fmt: skip
-OCR_SCALE = 2.0
 
 
 def detect_format(data: bytes, filename: str | None) -> str:
@@ -58,6 +63,18 @@ def detect_format(data: bytes, filename: str | None) -> str:
         "Unsupported document format; send a PDF, DOCX, PPTX, XLSX, HTML, Markdown, PNG or JPEG "
         "(the filename's extension helps detect it)"
     )
+
+
+@dataclass
+class ParsedPage:
+    """A parsed PDF page waiting to be handed out: its text runs, pictures and the runs in its top/bottom bands."""
+
+    number: int
+    size: tuple[float, float]
+    lines: list[Line]
+    figures: list[Figure]
+    ocr: bool
+    bands: PageBands
 
 
 def _png_of(image_ref: Any) -> tuple[bytes | None, int | None, int | None, int | None]:
@@ -100,9 +117,10 @@ def pictures_of(doc: Any, page_no: int) -> list[Picture]:
 class Converter:
     """docling's backends and RapidOCR, built once per model at tier 1."""
 
-    def __init__(self, threads: int, max_pages: int) -> None:
+    def __init__(self, threads: int, max_pages: int, bounds: DocumentBounds) -> None:
         self.threads = threads
         self.max_pages = max_pages
+        self.bounds = bounds
         self._ocr: Any = None
 
     def ocr_lines(self, image: Any, scale: float) -> list[Line]:
@@ -124,6 +142,7 @@ class Converter:
     def convert(self, job: DocumentInput, cancel: CancelToken, emit: Callable[[Any], None]) -> None:
         """Convert the document, calling emit(DocumentStarted) once and emit(PageDone) per page, in order."""
         kind = detect_format(job.data, job.filename)
+        self.bounds.check_document(kind, job.data)
         if kind == "pdf":
             self._convert_pdf(job, cancel, emit)
         elif kind == "image":
@@ -162,7 +181,8 @@ class Converter:
         try:
             numbers = self._page_numbers(job, source.page_count)
             emit(DocumentStarted(page_count=source.page_count, pages=numbers, format="pdf"))
-            waiting: dict[int, PageDone] = {}
+            parsed: dict[int, ParsedPage] = {}
+            tracker = FurnitureTracker()
             emitted = 0
             upcoming = iter(numbers)
             next_page = next(upcoming, None)
@@ -174,60 +194,80 @@ class Converter:
                         logger.info("conversion of %s cancelled after %d of %d pages", name, emitted, len(numbers))
                     check_cancelled(cancel)
                     try:
-                        done = self._pdf_page(job, name, page_backend)
+                        page = self._parse_pdf_page(job, page_backend)
                     finally:
                         page_backend.unload()
-                    done.ms = round((time.perf_counter() - started) * 1000, 3)
-                    waiting[done.page] = done
-                    while next_page is not None and next_page in waiting:
-                        emit(waiting.pop(next_page))
+                    self.bounds.check_page_time(page.number, started)
+                    tracker.add(page.number, page.bands)
+                    parsed[page.number] = page
+                    while next_page in parsed and not tracker.undecided(next_page, parsed[next_page].bands):
+                        emit(self._pdf_page_done(job, name, parsed.pop(next_page), tracker, started))
                         emitted += 1
                         next_page = next(upcoming, None)
                         started = time.perf_counter()
+                while next_page in parsed:  # every page parsed: the rest, in order
+                    emit(self._pdf_page_done(job, name, parsed.pop(next_page), tracker, started))
+                    next_page = next(upcoming, None)
+                    started = time.perf_counter()
             finally:
                 pages.close()  # type: ignore[attr-defined]
         finally:
             backend.unload()
 
-    def _pdf_page(self, job: DocumentInput, name: str, page_backend: Any) -> PageDone:
+    def _parse_pdf_page(self, job: DocumentInput, page_backend: Any) -> ParsedPage:
         page_no = page_backend.page_no
         size = page_backend.get_size()
         width, height = float(size.width), float(size.height)
         lines: list[Line] = []
         figures: list[Figure] = []
+        ocr = False
         if page_backend.is_valid():
             parsed = page_backend.get_segmented_page()
-            for cell in parsed.textline_cells:
+            words = []
+            for cell in parsed.word_cells or parsed.textline_cells:
                 if not cell.text.strip():
                     continue
                 box = cell.rect.to_bounding_box().to_top_left_origin(page_height=height)
-                lines.append(Line(cell.text, box.l, box.t, box.r, box.b))
+                words.append(Line(cell.text, box.l, box.t, box.r, box.b, cell.font_name or cell.font_key or ""))
+            lines = segments_of_words(words)
             for bitmap in parsed.bitmap_resources:
                 box = bitmap.rect.to_bounding_box().to_top_left_origin(page_height=height)
                 figures.append(Figure(box.l, box.t, box.r, box.b, bitmap.image))
         if not lines and job.ocr:
-            lines = self.ocr_lines(self._render(job.data, page_no), OCR_SCALE)
+            scale = self.bounds.ocr_scale(page_no, width, height)
+            lines = self.ocr_lines(self._render(job.data, page_no, scale), scale)
+            ocr = bool(lines)
             if lines:  # a scan: the page-sized bitmap is the page itself, not a picture in it
                 figures = [f for f in figures if (f.right - f.left) * (f.bottom - f.top) < 0.8 * width * height]
-        return self._page_done(job, name, page_no, (width, height), lines, figures)
+        fill_missing_images(job.data, page_no, height, figures)
+        return ParsedPage(page_no, (width, height), lines, figures, ocr, bands_of(lines, height))
 
-    def _render(self, data: bytes, page_no: int) -> Any:
+    def _pdf_page_done(
+        self, job: DocumentInput, name: str, page: ParsedPage, tracker: FurnitureTracker, started: float
+    ) -> PageDone:
+        furniture = tracker.furniture(page.number, page.bands)
+        lines = [line for line in page.lines if not any(line is other for other in furniture)]
+        done = self._page_done(job, name, page.number, page.size, lines, page.figures, furniture, page.ocr)
+        done.ms = round((time.perf_counter() - started) * 1000, 3)
+        return done
+
+    def _render(self, data: bytes, page_no: int, scale: float) -> Any:
         import pypdfium2
 
         pdf = pypdfium2.PdfDocument(data)
         try:
-            return pdf[page_no - 1].render(scale=OCR_SCALE).to_pil()
+            return pdf[page_no - 1].render(scale=scale).to_pil()
         finally:
             pdf.close()
 
     def _page_done(
         self, job: DocumentInput, name: str, page_no: int, size: tuple[float, float], lines: list[Line],
-        figures: list[Figure],
+        figures: list[Figure], furniture: list[Line] | None = None, ocr: bool = False,
     ) -> PageDone:  # fmt: skip
-        doc = page_document(name, page_no, size, lines, figures)
+        doc = page_document(name, page_no, size, lines, figures, furniture=furniture, ocr=ocr)
         return PageDone(
             page=page_no,
-            markdown=doc.export_to_markdown(page_no=page_no),
+            markdown=doc.export_to_markdown(page_no=page_no, escape_html=False),
             tables=len(doc.tables),
             pictures=pictures_of(doc, page_no),
             ms=0.0,
@@ -251,7 +291,7 @@ class Converter:
         lines = self.ocr_lines(rgb, 1.0) if job.ocr else []
         width, height = float(rgb.width), float(rgb.height)
         figures = [] if lines else [Figure(0.0, 0.0, width, height, ImageRef.from_pil(rgb, dpi=72))]
-        done = self._page_done(job, job.filename or "image", 1, (width, height), lines, figures)
+        done = self._page_done(job, job.filename or "image", 1, (width, height), lines, figures, ocr=bool(lines))
         done.ms = round((time.perf_counter() - started) * 1000, 3)
         emit(done)
 
@@ -263,7 +303,8 @@ class Converter:
 
         backend_type, input_format = _declarative_backend(kind, InputFormat)
         name = job.filename or f"document.{kind}"
-        source = InputDocument(io.BytesIO(job.data), input_format, backend_type, filename=name)
+        data = main_content(job.data) if kind == "html" else job.data
+        source = InputDocument(io.BytesIO(data), input_format, backend_type, filename=name)
         if not source.valid or not source._backend.is_valid():
             raise invalid_request(f"The {kind.upper()} document could not be read")
         self._page_numbers(job, 1)
@@ -272,14 +313,15 @@ class Converter:
         check_cancelled(cancel)
         try:
             doc = source._backend.convert()
-        except Exception as error:
-            raise invalid_request(f"The {kind.upper()} document could not be converted: {error}") from None
+        except Exception as error:  # the library's text (paths, reprs) stays in the log
+            logger.info("docling could not convert a %s document: %r", kind, error)
+            raise invalid_request(f"The {kind.upper()} document could not be converted") from None
         finally:
             source._backend.unload()
         emit(
             PageDone(
                 page=1,
-                markdown=doc.export_to_markdown(),
+                markdown=doc.export_to_markdown(escape_html=False),
                 tables=len(doc.tables),
                 pictures=pictures_of(doc, 1),
                 ms=round((time.perf_counter() - started) * 1000, 3),

@@ -67,9 +67,18 @@ class DoclingEngine(StagedEngine):
 
     def build(self, plan: LayerPlacementPlan) -> None:
         """The converter, on the CPU."""
+        from hypnos_docling.bounds import DocumentBounds
         from hypnos_docling.convert import Converter
 
-        self._converter = Converter(threads=max(1, self.options.threads), max_pages=self.options.max_pages)
+        limits = self.context.limits
+        bounds = DocumentBounds(
+            max_image_pixels=limits.max_image_pixels,
+            max_inflated_bytes=limits.max_document_inflated_bytes,
+            page_timeout_secs=self.options.page_timeout_secs,
+        )
+        self._converter = Converter(
+            threads=max(1, self.options.threads), max_pages=self.options.max_pages, bounds=bounds
+        )
         self.device = "cpu"
 
     def release_device(self) -> None:

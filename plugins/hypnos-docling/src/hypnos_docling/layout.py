@@ -1,31 +1,20 @@
-"""One page's text lines (native or OCR) and pictures assembled into a DoclingDocument in reading order.
+"""One page's text runs (native or OCR) and pictures assembled into a DoclingDocument in reading order.
 
-The native PDF pipeline hands out one text item per line in the parser's order; a reader wants paragraphs,
-headings and tables, top to bottom. Lines are grouped into rows (same baseline), rows into tables (two or more
-rows with the same number of cells) or paragraphs (rows close together at the same size); a row set noticeably
-larger than the page's body text is a heading.
+The native PDF pipeline hands out words in the parser's order; a reader wants headings, paragraphs, lists, code,
+tables and captioned pictures, top to bottom and column by column. Words become segments and rows
+(layout_lines), rows become blocks (layout_blocks, layout_tables); running headers and page numbers found across
+pages (layout_furniture) go to the document's furniture layer, out of the Markdown.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from hypnos_docling.layout_blocks import CAPTION, Block, blocks_of, ocr_blocks
+from hypnos_docling.layout_lines import Line, column_split, fonts_of, rows_of
 
-@dataclass
-class Line:
-    """A text line in top-left page coordinates (points)."""
-
-    text: str
-    left: float
-    top: float
-    right: float
-    bottom: float
-
-    @property
-    def height(self) -> float:
-        """The line's height (about its font size)."""
-        return max(self.bottom - self.top, 0.1)
+__all__ = ["Figure", "Line", "page_document"]
 
 
 @dataclass
@@ -39,68 +28,60 @@ class Figure:
     image: Any = None
 
 
-@dataclass
-class _Block:
-    kind: str  # "heading", "paragraph", "table", "picture"
-    top: float
-    rows: list[list[Line]] = field(default_factory=list)
-    figure: Figure | None = None
+def _regions(lines: list[Line], width: float) -> list[list[Line]]:
+    """The page's runs in reading order of their regions: full width above, left column, right column, below."""
+    gutter = column_split(lines, width)
+    if gutter is None:
+        return [lines]
+    left = [line for line in lines if line.right <= gutter + 2]
+    right = [line for line in lines if line.left >= gutter - 2]
+    spanning = [line for line in lines if line.right > gutter + 2 and line.left < gutter - 2]
+    column_top = min((line.top for line in left + right), default=0.0)
+    above = [line for line in spanning if line.top < column_top]
+    below = [line for line in spanning if line.top >= column_top]
+    return [region for region in (above, left, right, below) if region]
 
 
-def _rows(lines: list[Line]) -> list[list[Line]]:
-    rows: list[list[Line]] = []
-    for line in sorted(lines, key=lambda item: (item.top, item.left)):
-        if rows and abs(line.top - rows[-1][0].top) < 0.5 * min(line.height, rows[-1][0].height):
-            rows[-1].append(line)
-        else:
-            rows.append([line])
-    return [sorted(row, key=lambda item: item.left) for row in rows]
+def page_blocks(lines: list[Line], figures: list[Figure], width: float, *, ocr: bool = False) -> list[Block]:
+    """The page's blocks in reading order, pictures placed by position within their column."""
+    if ocr:
+        blocks = ocr_blocks(rows_of(lines))
+        blocks += [Block("picture", figure.top, figure=figure) for figure in figures]
+        return sorted(blocks, key=lambda block: block.top)
+    fonts = fonts_of(lines)
+    regions = _regions(lines, width) if lines else []
+    ordered: list[Block] = []
+    unplaced = list(figures)
+    for region in regions:
+        blocks = blocks_of(rows_of(region), fonts)
+        left = min(line.left for line in region)
+        right = max(line.right for line in region)
+        mine = (
+            [f for f in unplaced if left - 4 <= (f.left + f.right) / 2 <= right + 4] if len(regions) > 1 else unplaced
+        )
+        unplaced = [f for f in unplaced if f not in mine]
+        blocks += [Block("picture", figure.top, figure=figure) for figure in mine]
+        ordered += sorted(blocks, key=lambda block: block.top)
+    ordered += [Block("picture", figure.top, figure=figure) for figure in unplaced]
+    return ordered
 
 
-def _body_height(lines: list[Line]) -> float:
-    """The height of the page's body text: the median line height weighted by characters."""
-    if not lines:
-        return 10.0
-    weighted = sorted((line.height, len(line.text)) for line in lines)
-    half, seen = sum(chars for _, chars in weighted) / 2, 0
-    for height, chars in weighted:
-        seen += chars
-        if seen >= half:
-            return height
-    return weighted[-1][0]
-
-
-def _blocks(lines: list[Line], figures: list[Figure]) -> list[_Block]:
-    rows = _rows(lines)
-    body = _body_height(lines)
-    blocks: list[_Block] = []
-    for row in rows:
-        height = max(line.height for line in row)
-        previous = blocks[-1] if blocks else None
-        if len(row) >= 2:
-            last = previous.rows[-1] if previous and previous.rows else None
-            gap = row[0].top - max(line.bottom for line in last) if last else 0.0
-            if previous and previous.kind == "table" and len(last or []) == len(row) and gap < 2.5 * height:
-                previous.rows.append(row)
-            else:
-                blocks.append(_Block("table", row[0].top, [row]))
-            continue
-        if height >= 1.3 * body:
-            blocks.append(_Block("heading", row[0].top, [row]))
-            continue
-        if previous and previous.kind == "paragraph":
-            last = previous.rows[-1]
-            gap = row[0].top - max(line.bottom for line in last)
-            same_size = abs(height - max(line.height for line in last)) < 0.2 * height
-            if gap < 0.9 * height and same_size:
-                previous.rows.append(row)
-                continue
-        blocks.append(_Block("paragraph", row[0].top, [row]))
-    for block in blocks:  # a "table" of one row is just a line of text
-        if block.kind == "table" and len(block.rows) < 2:
-            block.kind = "paragraph"
-    blocks.extend(_Block("picture", figure.top, figure=figure) for figure in figures)
-    return sorted(blocks, key=lambda block: block.top)
+def link_captions(blocks: list[Block]) -> dict[int, Block]:
+    """Each picture's nearest `Figure N` caption (by vertical distance), each caption used once: picture id -> it."""
+    captions = [block for block in blocks if block.kind == "caption" and CAPTION.match(block.text)]
+    linked: dict[int, Block] = {}
+    for picture in (block for block in blocks if block.kind == "picture"):
+        figure = picture.figure
+        best, best_distance = None, 1e9
+        for caption in captions:
+            top, bottom = caption.lines[0].top, max(line.bottom for line in caption.lines)
+            distance = max(top - figure.bottom, figure.top - bottom, 0.0)  # type: ignore[attr-defined]
+            if distance < best_distance and caption.text.lower().startswith("fig"):
+                best, best_distance = caption, distance
+        if best is not None and best_distance < 80:
+            linked[id(picture)] = best
+            captions.remove(best)
+    return linked
 
 
 def _prov(page_no: int, box: tuple[float, float, float, float], height: float, chars: int) -> Any:
@@ -120,44 +101,74 @@ def _box(lines: list[Line]) -> tuple[float, float, float, float]:
     )
 
 
-def page_document(name: str, page_no: int, size: tuple[float, float], lines: list[Line], figures: list[Figure]) -> Any:
-    """A DoclingDocument holding this one page: headings, paragraphs, tables and pictures top to bottom."""
-    from docling_core.types.doc import DocItemLabel, DoclingDocument, Size, TableCell, TableData
+def page_document(
+    name: str, page_no: int, size: tuple[float, float], lines: list[Line], figures: list[Figure], *,
+    furniture: list[Line] | None = None, ocr: bool = False,
+) -> Any:  # fmt: skip
+    """A DoclingDocument holding this one page: its blocks in reading order, its furniture in the furniture layer."""
+    from docling_core.types.doc import ContentLayer, DocItemLabel, DoclingDocument, Size
 
     width, height = size
     doc = DoclingDocument(name=name)
     doc.add_page(page_no=page_no, size=Size(width=width, height=height))
-    for block in _blocks(lines, figures):
-        if block.kind == "picture" and block.figure is not None:
-            figure = block.figure
-            box = (figure.left, figure.top, figure.right, figure.bottom)
-            doc.add_picture(image=figure.image, prov=_prov(page_no, box, height, 0))
+    for line in furniture or []:
+        label = DocItemLabel.PAGE_HEADER if line.top < height / 2 else DocItemLabel.PAGE_FOOTER
+        prov = _prov(page_no, _box([line]), height, len(line.text))
+        doc.add_text(label=label, text=line.text, prov=prov, content_layer=ContentLayer.FURNITURE)
+    blocks = page_blocks(lines, figures, width, ocr=ocr)
+    captions = link_captions(blocks)
+    linked = {id(block) for block in captions.values()}
+    group: Any = None
+    group_kind: tuple[str, bool] | None = None
+    for block in blocks:
+        if id(block) in linked:
             continue
-        cells = [line for row in block.rows for line in row]
-        prov_box = _box(cells)
-        if block.kind == "table":
-            columns = len(block.rows[0])
-            table_cells = [
-                TableCell(
-                    text=line.text,
-                    start_row_offset_idx=r,
-                    end_row_offset_idx=r + 1,
-                    start_col_offset_idx=c,
-                    end_col_offset_idx=c + 1,
-                    column_header=r == 0,
-                )
-                for r, row in enumerate(block.rows)
-                for c, line in enumerate(row)
-            ]
-            data = TableData(num_rows=len(block.rows), num_cols=columns, table_cells=table_cells)
-            doc.add_table(data=data, prov=_prov(page_no, prov_box, height, 0))
-            continue
-        text = " ".join(" ".join(line.text for line in row) for row in block.rows).strip()
-        if not text:
-            continue
-        prov = _prov(page_no, prov_box, height, len(text))
-        if block.kind == "heading":
-            doc.add_heading(text=text, level=1, prov=prov)
-        else:
-            doc.add_text(label=DocItemLabel.PARAGRAPH, text=text, prov=prov)
+        kind = (block.kind, block.enumerated)
+        if block.kind in ("list_item", "toc") and kind != group_kind:
+            group, group_kind = doc.add_list_group(), kind
+        elif block.kind not in ("list_item", "toc"):
+            group, group_kind = None, None
+        _add_block(doc, block, page_no, height, group, captions.get(id(block)))
     return doc
+
+
+def _add_block(doc: Any, block: Block, page_no: int, height: float, group: Any, caption: Block | None) -> None:
+    from docling_core.types.doc import DocItemLabel, TableCell, TableData
+
+    if block.kind == "picture":
+        figure = block.figure
+        box = (figure.left, figure.top, figure.right, figure.bottom)  # type: ignore[attr-defined]
+        caption_item = None
+        if caption is not None:
+            prov = _prov(page_no, _box(caption.lines), height, len(caption.text))
+            caption_item = doc.add_text(label=DocItemLabel.CAPTION, text=caption.text, prov=prov)
+        doc.add_picture(image=figure.image, prov=_prov(page_no, box, height, 0), caption=caption_item)  # type: ignore[attr-defined]
+        return
+    prov = _prov(page_no, _box(block.lines), height, len(block.text))
+    if block.kind == "table":
+        cells = [
+            TableCell(
+                text=text,
+                start_row_offset_idx=r,
+                end_row_offset_idx=r + 1,
+                start_col_offset_idx=c,
+                end_col_offset_idx=c + 1,
+                column_header=r == 0,
+            )
+            for r, row in enumerate(block.cells)
+            for c, text in enumerate(row)
+        ]
+        data = TableData(num_rows=len(block.cells), num_cols=len(block.cells[0]), table_cells=cells)
+        doc.add_table(data=data, prov=prov)
+    elif block.kind == "toc":
+        for title, page in block.entries:
+            doc.add_list_item(text=f"{title} \u2026 {page}", enumerated=False, parent=group, prov=prov)
+    elif block.kind == "list_item":
+        doc.add_list_item(text=block.text, enumerated=block.enumerated, parent=group, prov=prov)
+    elif block.kind == "code":
+        doc.add_code(text=block.text, prov=prov)
+    elif block.kind == "heading":
+        doc.add_heading(text=block.text, level=block.level, prov=prov)
+    elif block.text:
+        label = DocItemLabel.CAPTION if block.kind == "caption" else DocItemLabel.PARAGRAPH
+        doc.add_text(label=label, text=block.text, prov=prov)

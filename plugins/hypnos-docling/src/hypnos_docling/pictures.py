@@ -20,11 +20,12 @@ STORE_KEY = "hypnos_docling_pictures"
 
 @dataclass
 class StoredDocument:
-    """One document's pictures (1-based in markdown order) and when they expire (wall clock)."""
+    """One document's pictures (1-based in markdown order), when they expire (wall clock) and the key that owns them."""
 
     id: str
     expires_at: float
     pictures: list[Picture]
+    owner: str | None = None
 
     @property
     def bytes(self) -> int:
@@ -47,9 +48,9 @@ class PictureStore:
         self._lock = threading.Lock()
         self._documents: OrderedDict[str, StoredDocument] = OrderedDict()
 
-    def open(self) -> StoredDocument:
-        """A new, empty document entry (pictures are added as its pages arrive)."""
-        document = StoredDocument("doc-" + secrets.token_hex(12), self._clock() + self.ttl_secs, [])
+    def open(self, owner: str | None = None) -> StoredDocument:
+        """A new, empty document entry of the key `owner` (pictures are added as its pages arrive)."""
+        document = StoredDocument("doc-" + secrets.token_hex(12), self._clock() + self.ttl_secs, [], owner)
         with self._lock:
             self._documents[document.id] = document
         return document
@@ -73,27 +74,27 @@ class PictureStore:
             if key != keep:
                 total -= self._documents.pop(key).bytes
 
-    def get(self, document_id: str) -> StoredDocument:
-        """The live document, or 404 not_found (unknown, expired or deleted)."""
+    def get(self, document_id: str, owner: str | None = None) -> StoredDocument:
+        """The live document of the key `owner`, or 404 not_found (unknown, expired, deleted or another key's)."""
         with self._lock:
             document = self._documents.get(document_id)
             if document is not None and document.expires_at <= self._clock():
                 del self._documents[document_id]
                 document = None
-        if document is None:
+        if document is None or document.owner != owner:
             raise not_found(f"No stored pictures for document `{document_id}` (unknown, expired or deleted)")
         return document
 
-    def picture(self, document_id: str, index: int) -> Picture:
+    def picture(self, document_id: str, index: int, owner: str | None = None) -> Picture:
         """One picture by its 1-based index, or 404."""
-        document = self.get(document_id)
+        document = self.get(document_id, owner)
         if not 1 <= index <= len(document.pictures):
             raise not_found(f"Document `{document_id}` has no picture {index}")
         return document.pictures[index - 1]
 
-    def delete(self, document_id: str) -> None:
+    def delete(self, document_id: str, owner: str | None = None) -> None:
         """Release a document's pictures, or 404."""
-        self.get(document_id)
+        self.get(document_id, owner)
         with self._lock:
             self._documents.pop(document_id, None)
 

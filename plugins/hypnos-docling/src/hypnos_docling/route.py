@@ -46,6 +46,12 @@ def picture_store(request: Request[Any, Any, Any]) -> PictureStore:
     return store
 
 
+def caller(request: Request[Any, Any, Any]) -> str | None:
+    """The label of the key that calls (the owner of the pictures it stores); None when the server has no keys."""
+    key = request_context(request).key
+    return key.label if key is not None else None
+
+
 class Conversion:
     """One request's conversion: page objects, stored pictures, descriptions and usage, event by event."""
 
@@ -53,8 +59,8 @@ class Conversion:
         self.body = body
         self.scheduler = hypnos_state(request).scheduler
         self.prompt = prompt
-        self.stored: StoredDocument | None = picture_store(request).open() if body.return_pictures else None
         self.store = picture_store(request) if body.return_pictures else None
+        self.stored: StoredDocument | None = self.store.open(caller(request)) if self.store is not None else None
         self.started: DocumentStarted | None = None
         self.pages: list[dict[str, Any]] = []
         self.usage = {"pages": 0, "pictures": 0, "tables": 0, "pictures_described": 0}
@@ -185,8 +191,9 @@ async def convert(request: Request[Any, Any, Any]) -> Response[Any]:
 
 @get("/v1/documents/{document_id:str}/pictures", status_code=200)
 async def list_pictures(request: Request[Any, Any, Any], document_id: str) -> Response[bytes]:
-    """The stored pictures of a converted document (records without images); open during staging."""
-    document = picture_store(request).get(document_id)
+    """The stored pictures of a converted document (records without images); open during staging; 404 for a
+    document another key converted."""
+    document = picture_store(request).get(document_id, caller(request))
     data = [picture_record(document, index, False) for index in range(1, len(document.pictures) + 1)]
     answer = {"object": "list", "document_id": document.id, "expires_at": iso(document.expires_at), "data": data}
     return json_response(answer)
@@ -198,20 +205,21 @@ async def get_picture(request: Request[Any, Any, Any], document_id: str, index: 
     store = picture_store(request)
     if not index.isdigit():
         raise HypnosError(404, "not_found", f"Document `{document_id}` has no picture {index}")
-    picture = store.picture(document_id, int(index))
+    owner = caller(request)
+    picture = store.picture(document_id, int(index), owner)
     fmt = request.query_params.get("format")
     if fmt == "image":
         headers = {"Cache-Control": "private, no-store"}
         return Response(content=picture.png or b"", media_type="image/png", headers=headers)
     if fmt not in (None, "json"):
         raise invalid_request(f"Invalid value for `format`: `{fmt}` (image or json)")
-    return json_response(picture_record(store.get(document_id), int(index), True))
+    return json_response(picture_record(store.get(document_id, owner), int(index), True))
 
 
 @delete("/v1/documents/{document_id:str}", status_code=200)
 async def delete_document(request: Request[Any, Any, Any], document_id: str) -> Response[bytes]:
     """Release a document's stored pictures."""
-    picture_store(request).delete(document_id)
+    picture_store(request).delete(document_id, caller(request))
     return json_response({"object": "document.deleted", "id": document_id, "deleted": True})
 
 

@@ -84,9 +84,9 @@ class BatchLoop:
                 self._admit()
                 if self._active():
                     self._step()
-        except Exception as error:  # a broken context fails every request it holds
+        except Exception:  # a broken context fails every request it holds
             logger.exception("llama batch loop failed")
-            self._ended = server_error(f"the llama engine failed: {error}")
+            self._ended = server_error("the llama engine failed; the server log has the cause")
         else:
             self._ended = server_error("the model was unloaded while the request waited")
         self._fail_all(self._ended)
@@ -231,7 +231,7 @@ class BatchLoop:
             logger.warning("mtmd prefill failed: %s", error)
             self.context.seq_trim(slot.seq_id, 0)
             slot.cached, slot.pending = [], []
-            _send(job, server_error(f"the llama engine could not read the prompt's media: {error}"))
+            _send(job, server_error("the llama engine could not read the prompt's media"))
             return False
         finally:
             media.close()

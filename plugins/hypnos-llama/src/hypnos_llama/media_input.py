@@ -55,8 +55,8 @@ def decode_image(data: bytes, *, max_bytes: int, max_pixels: int) -> MediaItem:
             return MediaItem(IMAGE, width, height, rgb.tobytes())
     except HypnosError:
         raise
-    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as error:
-        raise invalid_request(f"the image could not be decoded: {error}") from None
+    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError):  # PIL's text: a BytesIO repr
+        raise invalid_request("the image could not be decoded; send a PNG, JPEG, WebP, GIF or BMP image") from None
 
 
 def decode_audio(data: bytes, *, sample_rate: int, max_bytes: int) -> MediaItem:

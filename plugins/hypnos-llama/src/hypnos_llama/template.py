@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from hypnos.chat import ChatInput, InputMessage, TextPart
 from hypnos.errors import HypnosError
+
+logger = logging.getLogger(__name__)
 
 CHATML_FALLBACK = (
     "{% for message in messages %}"
@@ -104,8 +107,9 @@ class ChatTemplate:
             return self._compiled.render(**variables)
         except HypnosError:
             raise
-        except Exception as error:  # jinja errors, sandbox violations
-            raise TemplateError(str(error)) from error
+        except Exception as error:  # jinja errors, sandbox violations: their text (Python names) stays in the log
+            logger.info("the chat template failed: %s", error)
+            raise TemplateError("it cannot render this conversation") from error
 
 
 def _function_dict(function: Any) -> dict[str, Any]:

@@ -23,10 +23,15 @@ UNKNOWN_KEY = "Invalid API key. Send one of the server's keys as `Authorization:
 
 OPEN_PATHS = frozenset({"/health", "/ready", "/", "/schema"})  # "/": the playground page (its calls send the key)
 OPEN_PREFIXES = ("/playground/", "/schema/")  # the playground's assets, the OpenAPI schema
+# The routes that change what every key gets: the model pool, a model's service and placement, the request log.
 _ADMIN_PATHS = (
     ("POST", re.compile(r"^/v1/models/?$")),
     ("PUT", re.compile(r"^/v1/models/[^/]+/?$")),
     ("DELETE", re.compile(r"^/v1/models/[^/]+/?$")),
+    ("POST", re.compile(r"^/v1/models/[^/]+/(enable|disable|moe-offload)/?$")),
+    ("POST", re.compile(r"^/v1/memory/(tier|kv-park)/?$")),
+    ("POST", re.compile(r"^/v1/logs/level/?$")),
+    ("DELETE", re.compile(r"^/v1/logs/?$")),
 )
 
 
@@ -97,13 +102,13 @@ def unauthorized(message: str) -> HypnosError:
     )
 
 
-def forbidden(path: str) -> HypnosError:
-    """403 for a non-admin key on a route that changes the model pool."""
-    return HypnosError(403, "permission_denied", f"Changing the model pool ({path}) needs an admin key")
+def forbidden(method: str, path: str) -> HypnosError:
+    """403 for a non-admin key on a route that changes the pool, a model's service or placement, or the log."""
+    return HypnosError(403, "permission_denied", f"{method} {path} needs an admin key")
 
 
 def needs_admin(method: str, path: str) -> bool:
-    """True for the routes that change the model pool (POST /v1/models, PUT/DELETE /v1/models/{id})."""
+    """True for the admin routes: the pool, enable/disable, moe-offload, tier moves, KV parking, log level and clear."""
     return any(method == m and pattern.match(path) for m, pattern in _ADMIN_PATHS)
 
 
@@ -133,12 +138,14 @@ class AuthLayer:
             return
         context = request_context(scope)  # type: ignore[arg-type]
         header = _header(scope, b"authorization")
+        if header is None and (api_key := _header(scope, b"x-api-key")) is not None:
+            header = f"Bearer {api_key}"  # Anthropic's clients send the key as x-api-key
         try:
             key = self.keys.authenticate(header)
             context.key = key
             context.record.key = key.label
             if needs_admin(scope["method"], path) and not key.admin:
-                raise forbidden(path)
+                raise forbidden(scope["method"], path)
             permit = self.limiter.admit(key)
         except HypnosError as error:
             if error.status == 429:

@@ -1,4 +1,4 @@
-"""The body-size layer (413) and the timeout layer (408 until the response headers are sent)."""
+"""The body-size layer (413), the body read timeout (408) and the timeout layer (408 until the headers are sent)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
-from hypnos_server.errors import payload_too_large, request_timeout, send_error
+from hypnos_server.errors import body_timeout, payload_too_large, request_timeout, send_error
 
 
 def _is_multipart(scope: Scope) -> bool:
@@ -76,3 +76,45 @@ class TimeoutLayer:
             if started or deadline is None or not deadline.expired():
                 raise
             await send_error(scope, send, request_timeout(self.timeout_secs))
+
+
+class BodyTimeoutLayer:
+    """Answers 408 (plain text, Connection: close) when a request body stalls for limits.body_timeout_secs.
+
+    Each wait for the next part of the body is bounded; the handler's read fails, so the request ends and its key's
+    concurrency permit is given back. When the handler swallowed the failure, the 408 is still sent here.
+    """
+
+    def __init__(self, app: ASGIApp, timeout_secs: float) -> None:
+        self.app = app
+        self.timeout_secs = timeout_secs
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass the request on with a receive whose body reads are bounded."""
+        body_done = False
+        stalled = False
+        started = False
+
+        async def bounded_receive() -> Message:
+            nonlocal body_done, stalled
+            if body_done or stalled:
+                return await receive()
+            try:
+                async with asyncio.timeout(self.timeout_secs):
+                    message = await receive()
+            except TimeoutError:
+                stalled = True
+                raise body_timeout(self.timeout_secs) from None
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                body_done = True
+            return message
+
+        async def send_marking(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        await self.app(scope, bounded_receive, send_marking)
+        if stalled and not started:
+            await send_error(scope, send, body_timeout(self.timeout_secs))

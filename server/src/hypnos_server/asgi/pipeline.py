@@ -10,7 +10,7 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from hypnos_server.asgi.auth import AuthLayer
 from hypnos_server.asgi.cors import CorsLayer, OriginPolicy
-from hypnos_server.asgi.limits import BodyLimitLayer, TimeoutLayer
+from hypnos_server.asgi.limits import BodyLimitLayer, BodyTimeoutLayer, TimeoutLayer
 from hypnos_server.asgi.paths import is_canonical, non_canonical
 from hypnos_server.errors import as_hypnos_error, send_error
 from hypnos_server.state import CONTEXT_KEY, RequestContext, RequestRecord, new_request_id
@@ -30,6 +30,7 @@ class RequestPipeline:
         app: ASGIApp = AuthLayer(inner, settings, state.keys, state.limiter)
         app = TimeoutLayer(app, settings.limits.request_timeout_secs)
         app = BodyLimitLayer(app, settings.limits.max_body_bytes)
+        app = BodyTimeoutLayer(app, settings.limits.body_timeout_secs)
         self.app: ASGIApp = CorsLayer(app, OriginPolicy(settings.server.allowed_origins))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

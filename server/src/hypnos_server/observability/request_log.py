@@ -223,12 +223,12 @@ class RequestLog:
             record.truncated = True
         return text
 
-    def get(self, request_id: str) -> LogRecord | None:
-        """The record with this x-request-id, or None."""
+    def get(self, request_id: str, tenant: str | None = None) -> LogRecord | None:
+        """The record with this x-request-id, or None (also when `tenant` is given and the record is another key's)."""
         with self._lock:
             records = list(self._records)
         for record in reversed(records):
-            if record.id == request_id:
+            if record.id == request_id and (tenant is None or record.key == tenant):
                 return record
         return None
 
@@ -240,14 +240,18 @@ class RequestLog:
         status: str | None = None,
         key: str | None = None,
         limit: int | None = None,
+        tenant: str | None = None,
     ) -> LogPage:
-        """Stored records matching every given filter, newest first, at most `limit` (400 on a bad filter)."""
+        """Stored records matching every given filter, newest first, at most `limit` (400 on a bad filter).
+
+        With `tenant` (a non-admin key's label) only that key's records exist, for the filters and for `stored`.
+        """
         if status is not None and status not in STATUS_FILTERS:
             raise invalid_request(f"status must be one of {', '.join(STATUS_FILTERS)}, got `{status}`")
         if limit is not None and limit < 1:
             raise invalid_request(f"limit must be a positive integer, got {limit}")
         with self._lock:
-            records = list(self._records)
+            records = [record for record in self._records if tenant is None or record.key == tenant]
         stored = len(records)
         selected: list[LogRecord] = []
         for record in reversed(records):

@@ -10,6 +10,7 @@ from litestar import Request, Response, delete, get, post
 
 from hypnos_server.observability.hub import Observability
 from hypnos_server.observability.metrics import CONTENT_TYPE
+from hypnos_server.state import request_context
 
 
 class LevelBody(msgspec.Struct):
@@ -31,6 +32,12 @@ def _limit(raw: str | None) -> int | None:
         raise invalid_request(f"limit must be a positive integer, got `{raw}`") from None
 
 
+def tenant_of(request: Request[Any, Any, Any]) -> str | None:
+    """The label whose records a caller may read: a non-admin key's own; None (every record) for admins or no auth."""
+    key = request_context(request).key
+    return key.label if key is not None and not key.admin else None
+
+
 def observability_routes(obs: Observability) -> list[Any]:
     """The route handlers bound to one app's Observability."""
 
@@ -43,11 +50,13 @@ def observability_routes(obs: Observability) -> list[Any]:
             from hypnos_server.cluster.metrics import node_metrics_text
 
             text += node_metrics_text(await cluster.node_statuses())
-        return Response(content=text, media_type=CONTENT_TYPE)
+        # the header is set whole: Litestar appends `; charset=utf-8` to a text/ media_type, repeating the parameter
+        return Response(content=text, media_type=CONTENT_TYPE, headers={"content-type": CONTENT_TYPE})
 
     @get("/v1/logs", sync_to_thread=False)
     def list_logs(request: Request[Any, Any, Any]) -> Response[bytes]:
-        """Stored records matching ?model=&route=&status=ok|error|4xx|5xx&key=&limit=, newest first."""
+        """Stored records matching ?model=&route=&status=ok|error|4xx|5xx&key=&limit=, newest first (a non-admin
+        key's own only)."""
         query = request.query_params
         page = obs.log.query(
             model=query.get("model") or None,
@@ -55,14 +64,15 @@ def observability_routes(obs: Observability) -> list[Any]:
             status=query.get("status") or None,
             key=query.get("key") or None,
             limit=_limit(query.get("limit")),
+            tenant=tenant_of(request),
         )
         return _json(page)
 
     @get("/v1/logs/{id:str}", sync_to_thread=False)
     def get_log(request: Request[Any, Any, Any]) -> Response[bytes]:
-        """One record by its x-request-id, or 404 not_found."""
+        """One record by its x-request-id, or 404 not_found (also for another key's record, asked by a non-admin)."""
         request_id = request.path_params["id"]
-        record = obs.log.get(request_id)
+        record = obs.log.get(request_id, tenant=tenant_of(request))
         if record is None:
             raise not_found(f"No request log record with id `{request_id}` (it may have been evicted or cleared)")
         return _json(record)

@@ -92,7 +92,7 @@ export function el(tag, attrs = {}, ...children) {
     if (value === undefined || value === null || value === false) continue;
     if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
     else if (name === "text") node.textContent = value;
-    else if (name === "style") node.style.cssText = value; // CSSOM, which a CSP without 'unsafe-inline' allows
+    else if (name === "style") node.style.cssText = value; // CSSOM, not the attribute: the CSP allows no inline style
     else node.setAttribute(name, value === true ? "" : value);
   }
   for (const child of children.flat()) {

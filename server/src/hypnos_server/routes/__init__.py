@@ -4,7 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypnos_server.routes import audio, chat, embeddings, health, images, memory, models, playground, pool
+from hypnos_server.routes import (
+    audio,
+    chat,
+    embeddings,
+    health,
+    images,
+    memory,
+    messages,
+    models,
+    playground,
+    pool,
+    rerank,
+    responses,
+    responses_stored,
+)
 
 
 def server_routes() -> list[Any]:
@@ -15,7 +29,11 @@ def server_routes() -> list[Any]:
         *pool.ROUTES,
         *memory.ROUTES,
         *chat.ROUTES,
+        *responses.ROUTES,
+        *responses_stored.ROUTES,
+        *messages.ROUTES,
         *embeddings.ROUTES,
+        *rerank.ROUTES,
         *audio.ROUTES,
         *images.ROUTES,
         *playground.ROUTES,

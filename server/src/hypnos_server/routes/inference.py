@@ -107,6 +107,13 @@ def engine_failed_message(model: str) -> str:
     return f"The model `{clip(model)}` failed; report it with the x-request-id of this response"
 
 
+def engine_timeout(model: str, seconds: float) -> HypnosError:
+    """504 timeout: the engine call outlasted limits.engine_timeout_secs while the client waited."""
+    return HypnosError(
+        504, "timeout", f"The model `{clip(model)}` did not answer within {seconds:g} s (limits.engine_timeout_secs)"
+    )
+
+
 def client_gone() -> HypnosError:
     """What a request whose client hung up ends with (nobody reads it; the record keeps it)."""
     return HypnosError(499, "cancelled", "the client went away")
@@ -216,16 +223,21 @@ class InferenceRun:
     # ---- whole answers -------------------------------------------------------------------------------------------
 
     async def call(self, work: Callable[[Engine], Awaitable[T]]) -> T:
-        """Run `work(engine)` (once more after a device OOM) while watching the client; a hang-up cancels it."""
+        """Run `work(engine)` (once more after a device OOM) while watching the client; a hang-up cancels it, and so
+        does limits.engine_timeout_secs passing first (504 timeout once the engine stopped)."""
         lease = self.lease
         self._started = started = self._start_clock()
         task = asyncio.ensure_future(self._with_oom_retry(work))
         watcher = asyncio.ensure_future(self._client_hung_up())
+        bound = self.state.settings.limits.engine_timeout_secs
         try:
-            await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
-            if not task.done():  # the client hung up: stop the engine at its next check, then let the model go
-                self._gone = True
+            await asyncio.wait({task, watcher}, timeout=bound or None, return_when=asyncio.FIRST_COMPLETED)
+            if not task.done():  # stop the engine at its next check, then let the model go
                 lease.cancel.cancel()
+                if not watcher.done():  # the bound passed with the client still waiting
+                    await self._settle(task)
+                    raise engine_timeout(lease.model_id, bound)
+                self._gone = True  # the client hung up
                 await self._settle(task)
                 raise client_gone()
             return task.result()

@@ -15,13 +15,16 @@ from hypnos_server.state import hypnos_state, request_context
 
 
 def model_entry(state: ModelState, created: int) -> dict[str, Any]:
-    """One entry of GET /v1/models; a speech model's entry also lists its voices."""
+    """One entry of GET /v1/models (with the API's engine kind and the backend); a speech model's also its voices."""
+    engine, backend = state.wire_engine
     entry = {
         "id": state.id,
         "object": "model",
         "created": created,
         "owned_by": "hypnos",
         "modality": str(state.config.modality),
+        "engine": engine,
+        "backend": backend,
         "current_tier": str(state.tier),
         "placement": state.placement,
         "active_leases": state.active_leases,

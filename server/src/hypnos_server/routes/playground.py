@@ -16,7 +16,20 @@ MEDIA_TYPES = {
     "css": "text/css",
     "svg": "image/svg+xml",
 }
-HEADERS = {"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"}
+# Only the playground's own files run: no inline script or style attribute, no framing. Images and audio may be
+# data: or blob: URLs (generated pictures, synthesized speech); API calls go to this origin.
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
+    "media-src 'self' data: blob:; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
+    "frame-ancestors 'none'"
+)
+HEADERS = {
+    "Cache-Control": "no-cache",
+    "X-Content-Type-Options": "nosniff",
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+}
 
 
 def asset(name: str) -> Response[bytes]:

@@ -6,6 +6,7 @@ from typing import Any
 
 import msgspec
 from hypnos.errors import invalid_request, not_found
+from hypnos.wire_kind import wire_engine
 from litestar import Request, Response, delete, get, post, put
 
 from hypnos_server.advisor import AdvisorRequest, advise, config_text, machine_for
@@ -109,6 +110,7 @@ def catalog_entry(state: HypnosState, catalog: Catalog, entry: CatalogEntry) -> 
         if problem is not None:
             out["problem"] = problem
         variants.append(out)
+    engine, backend = wire_engine(entry.engine, entry.modality, state.scheduler.engine_kinds)
     answer: dict[str, Any] = {
         "id": entry.id,
         "name": entry.name,
@@ -116,7 +118,8 @@ def catalog_entry(state: HypnosState, catalog: Catalog, entry: CatalogEntry) -> 
         "license": entry.license,
         "modality": entry.modality,
         "additional_modalities": entry.additional_modalities,
-        "engine": entry.engine,
+        "engine": engine,
+        "backend": backend,
         "capabilities": entry.capabilities,
         "summary": entry.summary,
         "lineup": entry.lineup,

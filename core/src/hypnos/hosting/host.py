@@ -1,0 +1,231 @@
+"""The engine host: `python -m hypnos.hosting FD ASK_FD` runs one model's engine for the server that started it.
+
+It builds the engine from the factory the server names (the engine object itself never crosses the socket), runs
+the calls the server sends, relays cancellations, tells the server which calls reach their cancellation checks
+(progress), and exits as soon as the server is gone: the socket closes, and on Linux the kernel sends SIGKILL
+(PR_SET_PDEATHSIG) even while the engine is stuck in native code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import importlib
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hypnos.config import LimitsConfig, ModelConfig
+from hypnos.engine import CancelToken, Engine, EngineContext, ParkedSlot
+from hypnos.errors import HypnosError, clip, server_error
+from hypnos.hosting.frames import Failure, Kind, decode_frame, failure_of, pack, payload_of, read_frame
+
+logger = logging.getLogger("hypnos.hosting.host")
+
+PROGRESS_SECS = 0.5  # how often the host reports which calls made progress
+PR_SET_PDEATHSIG = 1
+HOST_ENV = "HYPNOS_ENGINE_HOST"  # set in every engine host (the model id): code may tell it runs in one
+# calls that take the model's cancellation token as their last argument (the lifecycle ones take none)
+LIFECYCLE = frozenset({"load", "demote", "unload", "capabilities", "served_modalities", "estimate"})
+STREAMED = frozenset({"chat", "speak", "convert_document"})
+
+
+@dataclass
+class HostStart:
+    """What the server sends first: the model, the engine factory's import path and the engine context's facts."""
+
+    model: ModelConfig
+    factory: str  # "module:qualname"
+    models_dir: str
+    limits: LimitsConfig
+    accelerator: str
+    kv_idle_timeout_secs: int | None
+    options: dict[str, Any]
+    share_dir: str
+    kv_park: bool = True  # whether the server offers KV parking
+    cache_dir: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def resolve_factory(path: str) -> Callable[..., Engine]:
+    """The engine factory named `module:qualname`."""
+    module_name, _, qualname = path.partition(":")
+    target: Any = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        target = getattr(target, part)
+    return target
+
+
+class AskChannel:
+    """The engine's synchronous questions to the server (KV parking), from any thread, one at a time."""
+
+    def __init__(self, sock: socket.socket, share_dir: Path) -> None:
+        self._sock, self._share, self._lock = sock, share_dir, threading.Lock()
+        self._file = sock.makefile("rb")
+
+    def ask(self, name: str, payload: Any) -> Any:
+        """Send a question and wait for its answer (raises when the server is gone)."""
+        with self._lock:
+            self._sock.sendall(pack(Kind.ASK, 0, name, payload, share_in=self._share))
+            head = self._file.read(4)
+            if len(head) < 4:
+                raise ConnectionError("the server is gone")
+            return payload_of(decode_frame(self._file.read(int.from_bytes(head, "big"))))
+
+
+class RemoteKvPark:
+    """The server's KV parking store, asked through the ask channel (engines call it from their worker threads)."""
+
+    def __init__(self, channel: AskChannel) -> None:
+        self._channel = channel
+
+    @property
+    def enabled(self) -> bool:
+        """Whether parking is on at the server now."""
+        return bool(self._channel.ask("kv_enabled", None))
+
+    def park(self, model_id: str, layout: Hashable, slots: list[ParkedSlot]) -> bool:
+        """Park the slots at the server (their states travel through shared memory)."""
+        return bool(self._channel.ask("kv_park", (model_id, layout, slots)))
+
+    def take(self, model_id: str, layout: Hashable) -> list[ParkedSlot]:
+        """The model's parked slots, removed from the server's store."""
+        return list(self._channel.ask("kv_take", (model_id, layout)) or [])
+
+
+class WatchedToken(CancelToken):
+    """A cancellation token that remembers being checked: a check is the engine's proof of progress."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.checked = False
+
+    @property
+    def cancelled(self) -> bool:  # type: ignore[override]
+        """True once cancelled; every read counts as progress."""
+        self.checked = True
+        return self._event.is_set()
+
+
+class EngineHost:
+    """Serves one engine over the server's socket until the server closes it."""
+
+    def __init__(self, main: socket.socket, ask: socket.socket) -> None:
+        self._main, self._ask_sock = main, ask
+        self.engine: Engine | None = None
+        self.calls: dict[int, WatchedToken] = {}
+        self._writer: asyncio.StreamWriter | None = None
+        self._share = Path(".")
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def serve(self) -> None:
+        """Read frames until the server goes away, then leave at once (the server owns this process's life)."""
+        reader, self._writer = await asyncio.open_connection(sock=self._main)
+        progress = asyncio.create_task(self._report_progress())
+        try:
+            while (frame := await read_frame(reader)) is not None:
+                if frame.kind == Kind.CALL:
+                    task = asyncio.create_task(self._run(frame.id, frame.name, payload_of(frame)))
+                    self._tasks.add(task)
+                    task.add_done_callback(self._tasks.discard)
+                elif frame.kind == Kind.CANCEL and frame.id in self.calls:
+                    self.calls[frame.id].cancel()
+        finally:
+            progress.cancel()
+        os._exit(0)  # the server closed the socket: nothing here is worth a clean shutdown
+
+    def _send(self, kind: Kind, call_id: int, payload: Any = None) -> None:
+        assert self._writer is not None
+        self._writer.write(pack(kind, call_id, "", payload, share_in=self._share))
+
+    async def _report_progress(self) -> None:
+        while True:
+            await asyncio.sleep(PROGRESS_SECS)
+            moved = [call_id for call_id, token in self.calls.items() if token.checked]
+            for call_id in moved:
+                self.calls[call_id].checked = False
+            if moved:
+                self._send(Kind.PROGRESS, 0, moved)
+
+    async def _run(self, call_id: int, name: str, args: tuple[Any, ...]) -> None:
+        token = WatchedToken()
+        self.calls[call_id] = token
+        try:
+            if name == "start":
+                self._start(args[0])
+                result: Any = None
+            elif name in LIFECYCLE:
+                result = getattr(self.engine, name)(*args)
+                if asyncio.iscoroutine(result):
+                    result = await result
+            elif name in STREAMED:
+                async for item in getattr(self.engine, name)(*args, token):
+                    self._send(Kind.ITEM, call_id, item)
+                    token.checked = True
+                    if self._writer is not None:
+                        await self._writer.drain()
+                result = None
+            else:
+                result = await getattr(self.engine, name)(*args, token)
+            self._send(Kind.DONE, call_id, result)
+        except HypnosError as error:
+            self._send(Kind.FAIL, call_id, failure_of(error))
+        except Exception:
+            logger.exception("the engine's %s failed", name)
+            model = self.engine.model.id if self.engine is not None else "?"
+            message = f"the engine of `{clip(model)}` failed while serving {name}; the server log has the details"
+            failure: Failure = failure_of(server_error(message))
+            self._send(Kind.FAIL, call_id, failure)
+        finally:
+            self.calls.pop(call_id, None)
+        if self._writer is not None:
+            with contextlib.suppress(ConnectionError):
+                await self._writer.drain()
+
+    def _start(self, start: HostStart) -> None:
+        self._share = Path(start.share_dir)
+        channel = AskChannel(self._ask_sock, self._share)
+        context = EngineContext(
+            models_dir=Path(start.models_dir),
+            limits=start.limits,
+            accelerator=start.accelerator,
+            cache_dir=Path(start.cache_dir) if start.cache_dir else None,
+            extra=start.extra,
+            kv_park=RemoteKvPark(channel) if start.kv_park else None,
+            context_resized=lambda model_id, cells: self._send(Kind.NOTE, 0, ("context_resized", model_id, cells)),
+            kv_idle_timeout_secs=start.kv_idle_timeout_secs,
+            options={start.model.id: start.options},
+        )
+        self.engine = resolve_factory(start.factory)(start.model, context)
+
+
+def tie_to_server() -> None:
+    """SIGKILL this process when the server that started it dies (Linux), even mid native call."""
+    parent = os.getppid()
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent or parent == 1:
+        os._exit(1)
+
+
+def main(argv: list[str]) -> None:
+    """Entry point of a host process: the two inherited socket descriptors in argv."""
+    tie_to_server()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C in the server's terminal is the server's to handle
+    logging.basicConfig(
+        level=os.environ.get("HYPNOS_HOST_LOG_LEVEL", "WARNING"),
+        format=f"%(asctime)s engine-host[{os.environ.get(HOST_ENV, '?')}] %(levelname)s %(name)s: %(message)s",
+    )
+    main_sock = socket.socket(fileno=int(argv[1]))
+    ask_sock = socket.socket(fileno=int(argv[2]))
+    ask_sock.setblocking(True)
+    asyncio.run(EngineHost(main_sock, ask_sock).serve())

@@ -1,0 +1,286 @@
+"""HostedEngine: the Engine the scheduler drives for a model whose engine runs in a host process of its own.
+
+Tier 3 is no host at all; a load starts one (and builds the engine there), a demotion to tier 2 keeps it with the
+weights warm, a demotion to tier 3 or an unload ends it, which frees everything the library held. Memory estimates,
+modalities and capabilities come from a local instance of the engine, which never loads anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from hypnos.chat import ChatInput
+from hypnos.config import ModelConfig
+from hypnos.engine import (
+    AudioChunk,
+    CancelToken,
+    ChatEvent,
+    DocumentInput,
+    EmbeddingInput,
+    EmbeddingResult,
+    Engine,
+    EngineCapabilities,
+    EngineContext,
+    EngineKind,
+    EntityInput,
+    EntityResult,
+    ImageInput,
+    ImageResult,
+    MemoryEstimate,
+    SpeechInput,
+    TranscriptionInput,
+    TranscriptionResult,
+)
+from hypnos.hosting.host import HOST_ENV, HostStart
+from hypnos.hosting.process import HostProcess
+from hypnos.hosting.supervision import CrashPolicy, EngineProcessInfo, rss_bytes
+from hypnos.types import LayerPlacementPlan, MemoryTier, Modality, TierSwitchPhases
+
+logger = logging.getLogger(__name__)
+
+UNLOAD_SECS = 30.0  # how long a host may take to unload before it is ended anyway
+
+
+def host_factory_path(factory: Callable[..., Any]) -> str | None:
+    """`module:qualname` of an engine factory a host process can import, or None (a lambda, a local function)."""
+    module, qualname = getattr(factory, "__module__", None), getattr(factory, "__qualname__", "")
+    if not module or not qualname or "<" in qualname or module == "__main__":
+        return None
+    return f"{module}:{qualname}"
+
+
+def host_environment(model: ModelConfig, kind: EngineKind) -> dict[str, str]:
+    """The host's environment: the server's, the engine kind's measured defaults, then the model's own settings."""
+    env = dict(os.environ)
+    env.update(kind.process_env)
+    process = model.process
+    if process.omp_wait_policy is not None:
+        env["OMP_WAIT_POLICY"] = process.omp_wait_policy
+    if process.threads is not None:
+        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(process.threads)
+    env.update(process.env)
+    env[HOST_ENV] = model.id
+    return env
+
+
+class HostedEngine(Engine):
+    """The scheduler's engine for a model served from a host process; `on_exit(model_id, reason, exhausted)` hears
+    of a host that died on its own (exhausted: too many crashes in the window, no restart until re-enabled)."""
+
+    isolation = "process"
+
+    def __init__(
+        self,
+        model: ModelConfig,
+        context: EngineContext,
+        kind: EngineKind,
+        factory_path: str,
+        on_exit: Callable[[str, str, bool], None] | None = None,
+    ) -> None:
+        super().__init__(model, context)
+        self.kind, self.factory_path, self.on_exit = kind, factory_path, on_exit
+        self.local = kind.factory(model, context)  # estimates and capabilities; never loaded
+        self.policy = CrashPolicy.of(model.process)
+        self.host: HostProcess | None = None
+        self.last_exit: str | None = None  # why the last host ended on its own
+        self.quarantined = False  # too many crashes: no restart until an admin enables the model
+        self._capabilities: EngineCapabilities | None = None
+        self._hosts_started = 0
+
+    # ---- what the server asks before any load ---------------------------------------------------------------------
+
+    def served_modalities(self) -> list[Modality]:
+        """The local instance's answer (it reads the model's files)."""
+        return self.local.served_modalities()
+
+    def estimate(self) -> MemoryEstimate:
+        """The local instance's estimate (headers only)."""
+        return self.local.estimate()
+
+    def capabilities(self) -> EngineCapabilities:
+        """What the loaded engine reported, else the local instance's answer."""
+        return self._capabilities or self.local.capabilities()
+
+    @property
+    def unavailable_reason(self) -> str | None:
+        """Why the model has no host now when its last one died on its own (None while one runs)."""
+        return None if self.host is not None and self.host.alive else self.last_exit
+
+    def process_info(self) -> EngineProcessInfo | None:
+        """`engine_process` for the status: pid, measured RSS, restarts, start time (None while no host runs)."""
+        host = self.host
+        pid = host.pid if host is not None else None
+        if host is None or pid is None:
+            return None
+        return EngineProcessInfo(
+            pid=pid, rss_bytes=rss_bytes(pid), restarts=self.policy.restarts, started_at=round(host.started_at, 3)
+        )
+
+    # ---- lifecycle --------------------------------------------------------------------------------------------------
+
+    async def _ensure_host(self) -> HostProcess:
+        host = self.host
+        if host is not None and host.alive:
+            return host
+        wait = self.policy.backoff_secs(time.monotonic())
+        if wait > 0:
+            logger.info("restarting the engine host of %s in %.1f s", self.model.id, wait)
+            await asyncio.sleep(wait)
+        host = HostProcess(
+            self.model.id,
+            self.model.process,
+            host_environment(self.model, self.kind),
+            on_ask=self._answer,
+            on_note=self._note,
+            on_exit=lambda reason: self._exited(host, reason),
+        )
+        self.host = host
+        if self._hosts_started:
+            self.policy.restarts += 1
+        self._hosts_started += 1
+        try:
+            await host.start(self._start_message())
+        except BaseException:
+            await host.stop(1.0)
+            if self.host is host:
+                self.host = None
+            raise
+        self.last_exit = None
+        return host
+
+    def _start_message(self) -> HostStart:
+        context = self.context
+        return HostStart(
+            model=self.model,
+            factory=self.factory_path,
+            models_dir=str(context.models_dir),
+            limits=context.limits,
+            accelerator=context.accelerator,
+            kv_idle_timeout_secs=context.kv_idle_timeout_secs,
+            options=dict(context.options.get(self.model.id, {})),
+            share_dir="",
+            kv_park=context.kv_park is not None,
+            cache_dir=str(context.cache_dir) if context.cache_dir else None,
+            extra=dict(context.extra),
+        )
+
+    def _exited(self, host: HostProcess, reason: str) -> None:
+        """A host died on its own: count the crash and let the scheduler drop the model to tier 3."""
+        if self.host is not host:
+            return
+        self.host = None
+        self._capabilities = None
+        self.last_exit = reason
+        now = time.monotonic()
+        self.policy.record(now)
+        self.quarantined = self.policy.exhausted(now)
+        if self.on_exit is not None:
+            self.on_exit(self.model.id, reason, self.quarantined)
+
+    def _answer(self, name: str, payload: Any) -> Any:
+        """The engine's questions, answered from the server's side (KV parking)."""
+        store = self.context.kv_park
+        if store is None:
+            return None if name != "kv_take" else []
+        if name == "kv_enabled":
+            return store.enabled
+        if name == "kv_park":
+            model_id, layout, slots = payload
+            return store.park(model_id, layout, slots)
+        if name == "kv_take":
+            model_id, layout = payload
+            return store.take(model_id, layout)
+        return None
+
+    def _note(self, payload: Any) -> None:
+        if isinstance(payload, tuple) and payload and payload[0] == "context_resized":
+            _, model_id, cells = payload
+            if self.context.context_resized is not None:
+                self.context.context_resized(model_id, cells)
+
+    async def load(self, plan: LayerPlacementPlan) -> TierSwitchPhases:
+        """Start a host when none runs, and load the model there as the plan says."""
+        host = await self._ensure_host()
+        phases = await host.call("load", (plan,))
+        self._capabilities = await host.call("capabilities", ())
+        return phases
+
+    async def demote(self, tier: MemoryTier) -> None:
+        """Tier 2: the host keeps the weights warm; tier 3: the host ends."""
+        if tier == MemoryTier.TIER3:
+            await self.unload()
+            return
+        host = self.host
+        if host is not None and host.alive:
+            await host.call("demote", (tier,))
+
+    async def unload(self) -> None:
+        """Unload in the host (bounded), then end it: every byte the library held goes with the process."""
+        host, self.host = self.host, None
+        self._capabilities = None
+        if host is None:
+            return
+        if host.alive:
+            try:
+                await asyncio.wait_for(host.call("unload", ()), UNLOAD_SECS)
+            except Exception as error:
+                logger.warning("unloading %s in its host failed (%s); ending the host", self.model.id, error)
+        await host.stop(self.context_grace())
+
+    def context_grace(self) -> float:
+        """How long a host may take to leave once asked."""
+        return 5.0
+
+    async def kill(self) -> None:
+        """End the host now, whatever it is doing (server shutdown past its grace)."""
+        host, self.host = self.host, None
+        if host is not None:
+            host.stopping = True
+            host.kill("the server is shutting down")
+            await host.exited.wait()
+
+    # ---- modalities -------------------------------------------------------------------------------------------------
+
+    def _running(self) -> HostProcess:
+        host = self.host
+        if host is None or not host.alive:
+            from hypnos.errors import server_error
+
+            raise server_error(f"the engine host of `{self.model.id}` is not running; retry")
+        return host
+
+    async def chat(self, request: ChatInput, cancel: CancelToken) -> AsyncIterator[ChatEvent]:  # type: ignore[override]
+        """Chat events from the host."""
+        async for event in self._running().stream("chat", (request,), cancel):
+            yield event
+
+    async def speak(self, speech: SpeechInput, cancel: CancelToken) -> AsyncIterator[AudioChunk]:  # type: ignore[override]
+        """Speech chunks from the host."""
+        async for chunk in self._running().stream("speak", (speech,), cancel):
+            yield chunk
+
+    async def convert_document(self, document: DocumentInput, cancel: CancelToken) -> AsyncIterator[Any]:  # type: ignore[override]
+        """Document events from the host."""
+        async for event in self._running().stream("convert_document", (document,), cancel):
+            yield event
+
+    async def embed(self, texts: list[EmbeddingInput], cancel: CancelToken) -> EmbeddingResult:
+        """Embeddings computed in the host."""
+        return await self._running().call("embed", (texts,), cancel)
+
+    async def transcribe(self, audio: TranscriptionInput, cancel: CancelToken) -> TranscriptionResult:
+        """A transcription made in the host."""
+        return await self._running().call("transcribe", (audio,), cancel)
+
+    async def generate_images(self, job: ImageInput, cancel: CancelToken) -> ImageResult:
+        """Images generated in the host."""
+        return await self._running().call("generate_images", (job,), cancel)
+
+    async def extract_entities(self, job: EntityInput, cancel: CancelToken) -> EntityResult:
+        """Entities extracted in the host."""
+        return await self._running().call("extract_entities", (job,), cancel)

@@ -1,0 +1,88 @@
+"""What the server keeps of each engine host: its process figures, its crashes and how soon it may start again."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections import deque
+from dataclasses import dataclass, field
+
+import msgspec
+
+from hypnos.config import ProcessConfig
+
+BACKOFF_BASE_SECS = 0.5  # the wait before a restart doubles with each crash in the window, from this
+BACKOFF_MAX_SECS = 30.0
+
+
+class EngineProcessInfo(msgspec.Struct, kw_only=True):
+    """`engine_process` of a model in /v1/memory/status: the host's pid, its measured memory, restarts, start time."""
+
+    pid: int
+    rss_bytes: int
+    restarts: int
+    started_at: float  # unix seconds
+    vram_bytes: int | None = None  # what NVML reports for this process, on a GPU
+
+
+def rss_bytes(pid: int) -> int:
+    """The resident memory of a process (0 once it is gone), from /proc."""
+    try:
+        with open(f"/proc/{pid}/statm", encoding="ascii") as handle:
+            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def exit_reason(returncode: int | None) -> str:
+    """How a host ended, in words: `killed by SIGKILL`, `exited with status 3`."""
+    if returncode is None:
+        return "closed its connection"
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exited with status {returncode}"
+
+
+@dataclass
+class CrashPolicy:
+    """Crashes of one model's host within a sliding window: the restart backoff, and when to stop restarting."""
+
+    max_crashes: int = 5
+    window_secs: float = 600.0
+    crashes: deque[float] = field(default_factory=deque)
+    restarts: int = 0  # hosts started after the first
+
+    @classmethod
+    def of(cls, process: ProcessConfig) -> CrashPolicy:
+        """The policy a model's [models.process] table sets."""
+        return cls(max_crashes=process.max_crashes, window_secs=process.crash_window_secs)
+
+    def record(self, now: float) -> None:
+        """Count a crash at `now` (monotonic seconds)."""
+        self.crashes.append(now)
+        self._trim(now)
+
+    def _trim(self, now: float) -> None:
+        while self.crashes and now - self.crashes[0] > self.window_secs:
+            self.crashes.popleft()
+
+    def exhausted(self, now: float) -> bool:
+        """True once max_crashes happened within the window: no more restarts until an admin enables the model."""
+        self._trim(now)
+        return len(self.crashes) >= self.max_crashes
+
+    def backoff_secs(self, now: float) -> float:
+        """How long to wait before the next start: nothing after no or one crash, then doubling per recent crash."""
+        self._trim(now)
+        if len(self.crashes) <= 1:
+            return 0.0
+        since = now - self.crashes[-1]
+        wait = min(BACKOFF_MAX_SECS, BACKOFF_BASE_SECS * 2 ** (len(self.crashes) - 2))
+        return max(0.0, wait - since)
+
+    def reset(self) -> None:
+        """Forget the crashes (an admin enabled the model again)."""
+        self.crashes.clear()

@@ -1,0 +1,154 @@
+"""Bounded decoding of a document before and while it converts: pixels, inflated bytes and time per page.
+
+Every check reads headers and dictionaries or inflates with the output thrown away, so a hostile file is refused
+before docling, pdfium or Pillow allocates what it declares (limits.max_image_pixels,
+limits.max_document_inflated_bytes); pages rendered for OCR get the DPI that keeps them under max_image_pixels.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+import re
+import time
+import zipfile
+import zlib
+from dataclasses import dataclass
+
+from hypnos.errors import HypnosError, invalid_request
+from hypnos.image_header import check_image_pixels, check_pixel_count
+
+OCR_SCALE = 2.0  # 144 DPI: what a page without a text layer is rendered at when it fits
+MIN_OCR_SCALE = 0.25  # 18 DPI: below it a page's text is no longer readable, so the page is refused instead
+INFLATE_CHUNK = 1 << 20
+# Text-showing operators one content stream may hold: a dense real page has a few thousand; docling-parse spends
+# minutes and a GiB on 200k (measured), and cannot be interrupted mid-page, so such a page is refused up front.
+MAX_TEXT_OPERATORS = 20_000
+_TEXT_OPERATOR = re.compile(rb"(?<![A-Za-z])T[jJ](?![A-Za-z])")
+_STREAM = re.compile(rb"<<((?:[^<>]|<<(?:[^<>]|<<[^<>]*>>)*>>|<[^<>]*>)*)>>\s*stream\r?\n", re.S)
+_NUMBER = rb"\s*(\d+)(?!\d)"
+_DATA_IMAGE = re.compile(rb"data:image/[a-z+]+;base64,([A-Za-z0-9+/=\s]{16,128})", re.I)
+_ZIP_IMAGE = (".png", ".jpg", ".jpeg", ".webp")
+
+
+@dataclass(frozen=True)
+class DocumentBounds:
+    """The limits one conversion is held to (from [limits] and the model's [models.docling])."""
+
+    max_image_pixels: int
+    max_inflated_bytes: int
+    page_timeout_secs: float
+
+    def check_document(self, kind: str, data: bytes) -> None:
+        """400 before any conversion when the file declares an image or inflates beyond the limits."""
+        if kind == "pdf":
+            self._check_pdf(data)
+        elif kind == "image":
+            check_image_pixels(data, self.max_image_pixels, "the image")
+        elif kind in ("docx", "pptx", "xlsx"):
+            self._check_zip(data)
+        elif kind == "html":
+            for match in _DATA_IMAGE.finditer(data):
+                head = re.sub(rb"\s", b"", match.group(1))
+                head = head[: len(head) // 4 * 4]
+                check_image_pixels(base64.b64decode(head), self.max_image_pixels, "an image in the document")
+
+    def _check_pdf(self, data: bytes) -> None:
+        """Every stream's dictionary: images by their /Width x /Height, the others inflated (output discarded)."""
+        for match in _STREAM.finditer(data):
+            dictionary = match.group(1)
+            if re.search(rb"/Subtype\s*/Image", dictionary):
+                width, height = _dict_int(dictionary, b"Width"), _dict_int(dictionary, b"Height")
+                if width is not None and height is not None:
+                    check_pixel_count(width, height, self.max_image_pixels, "an image in the document")
+                continue
+            length = _dict_int(dictionary, b"Length")
+            start = match.end()
+            raw = data[start : start + length] if length is not None else data[start : data.find(b"endstream", start)]
+            if re.search(rb"/FlateDecode|/Fl\b", dictionary):
+                self._inflate_bounded(raw)
+            else:
+                _check_text_operators(len(_TEXT_OPERATOR.findall(raw)))
+
+    def _inflate_bounded(self, raw: bytes) -> None:
+        """Inflate one stream a chunk at a time (output discarded), counting bytes and text operators."""
+        inflater = zlib.decompressobj()
+        inflated = operators = 0
+        try:
+            for offset in range(0, len(raw), INFLATE_CHUNK):
+                piece = raw[offset : offset + INFLATE_CHUNK]
+                while piece:
+                    out = inflater.decompress(piece, INFLATE_CHUNK)
+                    inflated += len(out)
+                    operators += len(_TEXT_OPERATOR.findall(out))
+                    piece = inflater.unconsumed_tail
+                    self._check_inflated(inflated)
+                    _check_text_operators(operators)
+        except zlib.error:
+            return  # a damaged stream: the PDF reader decides what it makes of it
+        inflated += len(inflater.flush())
+        self._check_inflated(inflated)
+
+    def _check_inflated(self, inflated: int) -> None:
+        if inflated > self.max_inflated_bytes:
+            raise invalid_request(
+                f"a stream of the document inflates to more than {self.max_inflated_bytes} bytes "
+                "(limits.max_document_inflated_bytes)"
+            )
+
+    def _check_zip(self, data: bytes) -> None:
+        """The container's members: their declared and actual inflated sizes, and their images' headers."""
+        try:
+            archive = zipfile.ZipFile(io.BytesIO(data))
+        except zipfile.BadZipFile:
+            return  # detect_format has refused a damaged container already
+        declared = sum(member.file_size for member in archive.infolist())
+        if declared > self.max_inflated_bytes:
+            raise invalid_request(
+                f"the document's parts inflate to {declared} bytes, above limits.max_document_inflated_bytes "
+                f"({self.max_inflated_bytes})"
+            )
+        for member in archive.infolist():
+            with archive.open(member) as part:
+                head = part.read(64 * 1024)
+                inflated = len(head)
+                while chunk := part.read(INFLATE_CHUNK):  # the sizes in the directory may lie
+                    inflated += len(chunk)
+                    self._check_inflated(inflated)
+            if member.filename.lower().endswith(_ZIP_IMAGE):
+                check_image_pixels(head, self.max_image_pixels, f"the image {member.filename[:80]}")
+
+    def ocr_scale(self, page_no: int, width_pt: float, height_pt: float) -> float:
+        """The render scale for OCR: 2 (144 DPI) when it fits max_image_pixels, lower when not; 400 past 18 DPI."""
+        area = max(width_pt, 1.0) * max(height_pt, 1.0)
+        scale = min(OCR_SCALE, math.sqrt(self.max_image_pixels / area))
+        if scale < MIN_OCR_SCALE:
+            raise invalid_request(
+                f"page {page_no} is {width_pt:g}x{height_pt:g} pt: rendered for OCR at the lowest readable "
+                f"resolution ({MIN_OCR_SCALE * 72:g} DPI) it is above limits.max_image_pixels ({self.max_image_pixels})"
+            )
+        return scale
+
+    def check_page_time(self, page_no: int, started: float) -> None:
+        """504 timeout when a page took longer than page_timeout_secs; the conversion stops there."""
+        if time.perf_counter() - started > self.page_timeout_secs:
+            raise HypnosError(
+                504,
+                "timeout",
+                f"page {page_no} took longer than {self.page_timeout_secs:g} s to convert "
+                "([models.docling] page_timeout_secs); the conversion stopped there",
+            )
+
+
+def _check_text_operators(count: int) -> None:
+    if count > MAX_TEXT_OPERATORS:
+        raise invalid_request(
+            f"a page's content has more than {MAX_TEXT_OPERATORS} text operators; split the document or send it "
+            "as images"
+        )
+
+
+def _dict_int(dictionary: bytes, key: bytes) -> int | None:
+    found = re.search(rb"/" + key + _NUMBER + rb"(?!\s+\d+\s+R)", dictionary)
+    return int(found.group(1)) if found else None

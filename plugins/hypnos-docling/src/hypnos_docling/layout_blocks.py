@@ -1,0 +1,235 @@
+"""Rows of one text column read as a person would: headings, paragraphs, list items, code, tables, a table of
+contents and captions, top to bottom.
+
+A heading is a short row set apart from the text around it, larger than the body text or in a bold face at its
+size, or numbered (`2.2`, `A.1`) in a face other than the body's; a row that carries a paragraph on is never one.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from hypnos_docling.layout_lines import Fonts, Line, pitch
+from hypnos_docling.layout_tables import DOT_LEADER, LIST_MARKER, table_run
+
+BULLET = re.compile(r"^([\u2022\u25cf\u25e6\u25aa\u25a0\u2023\u2043\u2219\u00b7*\-\u2013])\s*(.*)$")
+ENUMERATOR = re.compile(r"^(\(?\d{1,2}[.)]|\(?[a-z][.)])\s+(.*)$|^(\d{1,2}[.)])$")
+NUMBERING = re.compile(r"^((?:\d{1,2}|[A-Z])(?:\.\d{1,2}){0,4})\.?\s+\S")
+CAPTION = re.compile(r"^(Figure|Fig\.|Table|Listing)\s+[\dA-Z]+[.:\-\u2013]?\s", re.IGNORECASE)
+TOC_ENTRY = re.compile(r"^(.*?)\s*(?:(?:\.\s?){3,}|\u2026+|\s{2,})\s*(\d{1,4}|[ivxlc]{1,6})$")
+
+
+@dataclass
+class Block:
+    """A piece of the page: kind is heading, paragraph, list_item, code, table, toc, caption or picture."""
+
+    kind: str
+    top: float
+    lines: list[Line] = field(default_factory=list)
+    text: str = ""
+    level: int = 1
+    enumerated: bool = False
+    cells: list[list[str]] = field(default_factory=list)
+    entries: list[tuple[str, str]] = field(default_factory=list)
+    rows: list[list[Line]] = field(default_factory=list)
+    figure: object = None
+
+
+def _text(row: list[Line]) -> str:
+    return " ".join(line.text for line in row).strip()
+
+
+def _height(row: list[Line]) -> float:
+    return max(line.height for line in row)
+
+
+def _font(row: list[Line]) -> str:
+    weights: dict[str, int] = {}
+    for line in row:
+        weights[line.font] = weights.get(line.font, 0) + len(line.text)
+    return max(weights, key=lambda key: weights[key])
+
+
+def _gap(above: list[Line], below: list[Line]) -> float:
+    """Baseline distance in font sizes of the lower row."""
+    return pitch(above, below) / _height(below)
+
+
+def heading_level(text: str, height: float, fonts: Fonts) -> int:
+    """1-3: the depth of the numbering when there is one, else the size relative to the body text."""
+    number = NUMBERING.match(text)
+    if number and not number.group(1).isalpha():
+        return min(number.group(1).count(".") + 1, 3)
+    ratio = height / fonts.body_height  # sizes come from advances, which a bold face widens by a fifth or so
+    return 1 if ratio >= 1.8 else 2 if ratio >= 1.4 else 3
+
+
+def _heading_like(row: list[Line], fonts: Fonts) -> bool:
+    text = _text(row)
+    if not text or len(text) > 120 or len(text.split()) > 14 or (text.endswith((".", ",", ";")) and len(text) > 40):
+        return False
+    if CAPTION.match(text) or TOC_ENTRY.match(text) or BULLET.match(text) or DOT_LEADER.search(text):
+        return False
+    if not any(ch.isalpha() for ch in text):
+        return False
+    if len(row) >= 2 and LIST_MARKER.match(row[0].text.strip()):  # judged by its text, not by its marker's font
+        row = row[1:]
+    font = _font(row)
+    if font in fonts.mono:
+        return False
+    ratio = _height(row) / fonts.body_height
+    distinct = font != fonts.body and bool(font)
+    if ratio >= 1.15:
+        return True
+    return ratio >= 0.9 and distinct and (font in fonts.bold or NUMBERING.match(text) is not None or ratio >= 1.0)
+
+
+def _code_text(rows: list[list[Line]]) -> str:
+    left = min(line.left for row in rows for line in row)
+    widths = [(line.right - line.left) / len(line.text) for row in rows for line in row if len(line.text) >= 3]
+    advance = sorted(widths)[len(widths) // 2] if widths else 5.0
+    out = []
+    for row in rows:
+        text, column = "", 0
+        for line in row:
+            start = max(round((line.left - left) / advance), column + (1 if text else 0))
+            text += " " * (start - column) + line.text
+            column = start + len(line.text)
+        out.append(text.rstrip())
+    return "\n".join(out)
+
+
+def _text_left(lines: list[Line]) -> float:
+    """Where a list item's text starts (after a marker set apart)."""
+    if len(lines) >= 2 and LIST_MARKER.match(lines[0].text.strip()):
+        return lines[1].left
+    return lines[0].left + 6
+
+
+def _list_start(row: list[Line]) -> tuple[bool, str] | None:
+    first = row[0].text.strip()
+    rest = " ".join(line.text for line in row[1:]).strip()
+    if bullet := BULLET.match(first):
+        body = (bullet.group(2) + " " + rest).strip()
+        if body and (len(first) == 1 or first[1] == " " or first[0] in "\u2022\u25cf\u25e6\u25aa\u25a0"):
+            return False, body
+    if enum := ENUMERATOR.match(first):
+        body = ((enum.group(2) or "") + " " + rest).strip()
+        if body:
+            return True, body
+    return None
+
+
+def blocks_of(rows: list[list[Line]], fonts: Fonts) -> list[Block]:
+    """The column's rows as blocks in reading order."""
+    blocks: list[Block] = []
+    body_rows = [row for row in rows if _font(row) == fonts.body]
+    margin = min((row[0].left for row in body_rows), default=0.0)
+    right_edge = max((row[-1].right for row in body_rows), default=0.0)
+    index = 0
+    while index < len(rows):
+        row = rows[index]
+        text = _text(row)
+        height = _height(row)
+        previous = blocks[-1] if blocks else None
+        prev_row = rows[index - 1] if index else None
+        gap = _gap(prev_row, row) if prev_row else 1e9
+        font = _font(row)
+        if all(line.font in fonts.mono for line in row):
+            if not (previous and previous.kind == "code" and gap < 1.8):
+                blocks.append(Block("code", row[0].top))
+            blocks[-1].lines.extend(row)
+            blocks[-1].rows.append(row)
+            index += 1
+            continue
+        if table := table_run(rows, index, fonts.mono):
+            cells, end = table
+            blocks.append(Block("table", row[0].top, [x for r in rows[index:end] for x in r], cells=cells))
+            index = end
+            continue
+        toc = TOC_ENTRY.match(text)
+        if toc and (DOT_LEADER.search(text) or len(row) >= 2):
+            if previous and previous.kind == "toc":
+                previous.entries.append((toc.group(1).strip(), toc.group(2)))
+                previous.lines.extend(row)
+            else:
+                blocks.append(Block("toc", row[0].top, list(row), entries=[(toc.group(1).strip(), toc.group(2))]))
+            index += 1
+            continue
+        continues = (
+            previous is not None
+            and previous.kind in ("paragraph", "list_item", "caption")
+            and gap < 1.6
+            and font == _font(previous.lines[-1:])
+            and abs(height - previous.lines[-1].height) < 0.2 * height
+        )
+        if (
+            not continues
+            and _heading_like(row, fonts)
+            and (
+                index + 1 >= len(rows)
+                or _font(rows[index + 1]) != font
+                or abs(_height(rows[index + 1]) - height) > 0.1 * height
+                or _gap(row, rows[index + 1]) >= 1.6
+                or _heading_like(rows[index + 1], fonts)
+            )
+        ):
+            if previous and previous.kind == "heading" and gap < 1.5 and _font(previous.lines) == font:
+                previous.text += " " + text
+                previous.lines.extend(row)
+            else:
+                blocks.append(Block("heading", row[0].top, list(row), text=text,
+                                    level=heading_level(text, height, fonts)))  # fmt: skip
+            index += 1
+            continue
+        item = _list_start(row)
+        if item is not None and not (continues and previous is not None and previous.kind == "paragraph"):
+            blocks.append(Block("list_item", row[0].top, list(row), text=item[1], enumerated=item[0]))
+            index += 1
+            continue
+        if continues and previous is not None:
+            if previous.kind == "list_item" and row[0].left < _text_left(previous.lines) - 2:
+                continues = False
+            else:
+                joined = previous.text
+                joined = joined[:-1] + text if joined.endswith("-") and text[:1].islower() else joined + " " + text
+                previous.text = joined
+                previous.lines.extend(row)
+                index += 1
+                continue
+        if _unmarked_item(rows, index, margin, right_edge, fonts):
+            blocks.append(Block("list_item", row[0].top, list(row), text=text))
+            index += 1
+            continue
+        kind = "caption" if CAPTION.match(text) else "paragraph"
+        blocks.append(Block(kind, row[0].top, list(row), text=text))
+        index += 1
+    for block in blocks:
+        if block.kind == "code":
+            block.text = _code_text(block.rows)
+    return blocks
+
+
+def _unmarked_item(rows: list[list[Line]], index: int, margin: float, right_edge: float, fonts: Fonts) -> bool:
+    """An item of a list whose markers are drawn, not written (Chromium's discs): one of two or more short body
+    rows in a run indented past the column's margin."""
+
+    def indented(at: int) -> bool:
+        if at < 0 or at >= len(rows):
+            return False
+        row = rows[at]
+        offset = row[0].left - margin
+        short = row[-1].right < right_edge - 0.15 * (right_edge - margin)
+        return len(row) == 1 and _font(row) == fonts.body and 10 <= offset <= 60 and short
+
+    if not indented(index):
+        return False
+    near = [at for at in (index - 1, index + 1) if indented(at)]
+    return any(abs(rows[at][0].left - rows[index][0].left) < 2 and abs(_gap(rows[min(at, index)], rows[max(at, index)]))
+               < 1.8 for at in near)  # fmt: skip
+
+
+def ocr_blocks(rows: list[list[Line]]) -> list[Block]:
+    """OCR rows kept as the lines they are: one paragraph a line (the reader keeps the scan's line breaks)."""
+    return [Block("paragraph", row[0].top, list(row), text=_text(row)) for row in rows if _text(row)]

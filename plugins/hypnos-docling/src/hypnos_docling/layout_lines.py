@@ -1,0 +1,149 @@
+"""Text segments and rows of a page: words on one baseline joined while the gap between them is a word space.
+
+A segment is what a reader sees as one run of text (a cell of a table, a line of a paragraph, a list marker); a row
+is the segments sharing a baseline in one column of the page. Fonts are told apart by their key: the body font is
+the one carrying most characters, monospace fonts by their name or their constant advance per character.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from dataclasses import dataclass
+
+_MONO_NAME = re.compile(r"mono|courier|consol|code|typewriter|cmtt|menlo", re.IGNORECASE)
+_BOLD_NAME = re.compile(r"bold|black|heavy|semibold|demi", re.IGNORECASE)
+WORD_GAP = 0.8  # a gap wider than this many font sizes ends a segment (a monospace space is 0.6)
+
+
+@dataclass
+class Line:
+    """A text run in top-left page coordinates (points), with its font key ("" when unknown, e.g. OCR)."""
+
+    text: str
+    left: float
+    top: float
+    right: float
+    bottom: float
+    font: str = ""
+    size: float = 0.0  # the font size as calibrate() estimates it; the box height until then
+
+    @property
+    def height(self) -> float:
+        """The run's font size: calibrated, else its box height."""
+        return self.size or max(self.bottom - self.top, 0.1)
+
+
+def calibrate(words: list[Line]) -> None:
+    """Set each run's size from its box height, scaled per font so that it matches the font's advance per character
+    (PDF writers give boxes from the baseline to the x-height or from the font's whole bounding box alike)."""
+    ratios: dict[str, list[float]] = {}
+    for word in words:
+        text = word.text.strip()
+        if len(text) >= 4 and word.bottom > word.top:
+            ratios.setdefault(word.font, []).append(
+                2.0 * (word.right - word.left) / len(text) / (word.bottom - word.top)
+            )
+    scale = {font: sorted(values)[len(values) // 2] for font, values in ratios.items() if len(values) >= 3}
+    every = [ratio for values in ratios.values() for ratio in values]
+    fallback = sorted(every)[len(every) // 2] if len(every) >= 3 else 1.0
+    for word in words:
+        word.size = max(word.bottom - word.top, 0.1) * scale.get(word.font, fallback)
+
+
+def pitch(above: list[Line], below: list[Line]) -> float:
+    """The distance between two rows' baselines (their runs' lowest bottoms)."""
+    return max(line.bottom for line in below) - max(line.bottom for line in above)
+
+
+@dataclass
+class Fonts:
+    """What the page's fonts look like: the body font and height, the monospace and bold keys."""
+
+    body: str
+    body_height: float
+    mono: set[str]
+    bold: set[str]
+
+
+def fonts_of(lines: list[Line]) -> Fonts:
+    """The body font (most characters), its typical height, and which fonts are monospace or bold by name/advance."""
+    chars: dict[str, int] = {}
+    advances: dict[str, list[float]] = {}
+    for line in lines:
+        chars[line.font] = chars.get(line.font, 0) + len(line.text)
+        if len(line.text) >= 4:
+            advances.setdefault(line.font, []).append((line.right - line.left) / len(line.text))
+    body = max(chars, key=lambda key: chars[key]) if chars else ""
+    body_lines = [line for line in lines if line.font == body] or lines
+    body_height = _weighted_median([(line.height, len(line.text)) for line in body_lines]) if body_lines else 10.0
+    mono = {key for key in chars if key and _MONO_NAME.search(key)}
+    for key, values in advances.items():
+        if key != body and len(values) >= 4 and _spread(values) < 0.02 and key not in mono:
+            mono.add(key)
+    bold = {key for key in chars if _BOLD_NAME.search(key)}
+    return Fonts(body=body, body_height=body_height, mono=mono, bold=bold)
+
+
+def _spread(values: list[float]) -> float:
+    mean = statistics.fmean(values)
+    return statistics.pstdev(values) / mean if mean else 1.0
+
+
+def _weighted_median(pairs: list[tuple[float, int]]) -> float:
+    pairs = sorted(pairs)
+    half, seen = sum(weight for _, weight in pairs) / 2, 0
+    for value, weight in pairs:
+        seen += weight
+        if seen >= half:
+            return value
+    return pairs[-1][0] if pairs else 10.0
+
+
+def segments_of_words(words: list[Line]) -> list[Line]:
+    """Words joined into segments: same baseline, same font size, gap below WORD_GAP line heights."""
+    calibrate(words)
+    segments: list[Line] = []
+    for row in rows_of(words):
+        current: Line | None = None
+        for word in row:
+            if current is not None and word.left - current.right < WORD_GAP * min(word.height, current.height):
+                current.text += ("" if word.left - current.right < 0.05 * word.height else " ") + word.text
+                current.right = max(current.right, word.right)
+                current.top, current.bottom = min(current.top, word.top), max(current.bottom, word.bottom)
+                current.size = max(current.size, word.size)
+                continue
+            current = Line(word.text, word.left, word.top, word.right, word.bottom, word.font, word.size)
+            segments.append(current)
+    return segments
+
+
+def rows_of(lines: list[Line]) -> list[list[Line]]:
+    """Runs grouped by baseline (vertical overlap), each row sorted left to right; rows top to bottom."""
+    rows: list[list[Line]] = []
+    for line in sorted(lines, key=lambda item: (item.bottom, item.left)):
+        if rows:
+            last = rows[-1]
+            anchor = max(last, key=lambda item: item.height)
+            if abs(line.bottom - anchor.bottom) < 0.3 * min(line.height, anchor.height):
+                last.append(line)
+                continue
+        rows.append([line])
+    return [sorted(row, key=lambda item: item.left) for row in sorted(rows, key=lambda row: min(i.top for i in row))]
+
+
+def column_split(lines: list[Line], width: float) -> float | None:
+    """The x of a gutter between two text columns when the page has one (long runs keep to either side), else None."""
+    long_runs = [line for line in lines if len(line.text) >= 25]
+    if len(long_runs) < 8:
+        return None
+    best: tuple[int, float] | None = None
+    for step in range(30, 71, 2):
+        x = width * step / 100
+        crossing = sum(1 for line in long_runs if line.left < x - 2 and line.right > x + 2)
+        left = sum(1 for line in long_runs if line.right <= x + 2)
+        right = sum(1 for line in long_runs if line.left >= x - 2)
+        if left >= 3 and right >= 3 and crossing <= 0.1 * len(long_runs):
+            if best is None or crossing < best[0]:
+                best = (crossing, x)
+    return best[1] if best else None

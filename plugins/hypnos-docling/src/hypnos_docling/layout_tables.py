@@ -1,0 +1,67 @@
+"""Tables from aligned columns: consecutive rows of two or more segments whose segments fall into the same columns;
+a cell wrapped over lines is one cell; the first row is the header row. Code and dot-leader lines are no tables."""
+
+from __future__ import annotations
+
+import re
+
+from hypnos_docling.layout_lines import Line, pitch
+
+DOT_LEADER = re.compile(r"(?:\.\s?){4,}|(?:\u2026\s?){2,}|(?:_\s?){6,}")
+LIST_MARKER = re.compile(
+    r"^(?:[\u2022\u25cf\u25e6\u25aa\u25a0\u2023\u2043\u2219\u00b7*\-\u2013]|\(?\d{1,2}[.)]|\(?[a-z][.)])$"
+)
+
+
+def _overlap(a: tuple[float, float], b: tuple[float, float]) -> float:
+    return min(a[1], b[1]) - max(a[0], b[0])
+
+
+def _column_of(segment: Line, columns: list[tuple[float, float]]) -> int | None:
+    best, best_overlap = None, 0.0
+    for index, span in enumerate(columns):
+        overlap = _overlap((segment.left, segment.right), span)
+        if overlap > best_overlap or (best is None and overlap > -4):
+            best, best_overlap = index, max(overlap, best_overlap)
+    return best
+
+
+def is_table_row(row: list[Line], mono: set[str]) -> bool:
+    """Two or more segments, not monospace, not a dot-leader line."""
+    if len(row) < 2 or all(line.font in mono for line in row) or LIST_MARKER.match(row[0].text.strip()):
+        return False
+    return not any(DOT_LEADER.search(line.text) for line in row)
+
+
+def table_run(rows: list[list[Line]], start: int, mono: set[str]) -> tuple[list[list[str]], int] | None:
+    """The table starting at rows[start] (its cells, row by row) and the index after it; None if none starts there."""
+    if not is_table_row(rows[start], mono):
+        return None
+    columns = [(line.left, line.right) for line in rows[start]]
+    grid: list[list[list[str]]] = [[[line.text] for line in rows[start]]]
+    end = start + 1
+    previous = rows[start]
+    while end < len(rows):
+        row = rows[end]
+        height = max(line.height for line in row)
+        gap = pitch(previous, row) / height
+        if gap > 3.2 or any(line.font in mono for line in row) or any(DOT_LEADER.search(x.text) for x in row):
+            break
+        placed = [_column_of(line, columns) for line in row]
+        if any(index is None for index in placed) or len(set(placed)) != len(placed):
+            break
+        if len(row) >= 2 or (placed[0] != 0 and gap < 1.5):
+            new_row = len(row) >= 2 and (0 in placed or gap >= 1.5)
+            if new_row:
+                grid.append([[] for _ in columns])
+            for line, index in zip(row, placed, strict=True):
+                assert index is not None
+                grid[-1][index].append(line.text)
+                columns[index] = (min(columns[index][0], line.left), max(columns[index][1], line.right))
+            previous = row
+            end += 1
+            continue
+        break
+    if len(grid) < 2 and end < len(rows):  # one row: a table only at the foot of the page (its body follows)
+        return None
+    return [[" ".join(parts) for parts in cells] for cells in grid], end

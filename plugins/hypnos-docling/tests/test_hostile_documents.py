@@ -1,0 +1,97 @@
+"""Hostile documents are bounded: refused before decoding, or converted within the RSS the README documents.
+
+Each file is generated here and converted in a fresh interpreter whose RSS peak is measured (memory is behaviour
+here); the bounds asserted are the ones in the plugin README's table.
+"""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from pathlib import Path
+
+import pytest
+from hypnos.errors import HypnosError
+from hypnos_docling.bounds import MAX_TEXT_OPERATORS, DocumentBounds
+
+from . import hostile
+
+MiB = 1024 * 1024
+BOUNDS = DocumentBounds(max_image_pixels=32 * MiB, max_inflated_bytes=64 * MiB, page_timeout_secs=120)
+REFUSED_GROWTH_MIB = 64  # a refused file costs at most this above the loaded libraries
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["page_200000pt", "image_12000px", "flate_bomb_600mib", "text_operators_200k"],
+)
+def test_a_hostile_pdf_is_refused_before_it_is_decoded(tmp_path: Path, name: str) -> None:
+    make = {
+        "page_200000pt": lambda: hostile.giant_page(200_000),
+        "image_12000px": lambda: hostile.giant_image(12_000),
+        "flate_bomb_600mib": hostile.flate_bomb,
+        "text_operators_200k": hostile.text_operators,
+    }[name]
+    path = tmp_path / f"{name}.pdf"
+    path.write_bytes(make())
+    result = hostile.measure(str(path))
+    assert result["status"] == 400
+    assert result["peak_mib"] - result["baseline_mib"] <= REFUSED_GROWTH_MIB
+
+
+def test_a_giant_page_is_read_at_a_lower_dpi_within_its_bound(tmp_path: Path) -> None:
+    path = tmp_path / "page_14400pt.pdf"
+    path.write_bytes(hostile.giant_page(14_400))
+    result = hostile.measure(str(path))
+    assert result["status"] == 200 and result["pages"] == 1
+    assert result["peak_mib"] <= 1600  # README: 1.3 GiB measured at max_image_pixels = 32 Mi
+
+
+def test_a_dense_page_under_the_operator_cap_converts_within_its_bound(tmp_path: Path) -> None:
+    path = tmp_path / "text_operators_19k.pdf"
+    path.write_bytes(hostile.text_operators(MAX_TEXT_OPERATORS - 1000))
+    result = hostile.measure(str(path))
+    assert result["status"] == 200 and result["pages"] == 1
+    assert result["peak_mib"] <= 512  # README: 272 MiB measured
+
+
+def test_the_ocr_scale_drops_to_fit_and_refuses_past_the_readable_floor() -> None:
+    assert BOUNDS.ocr_scale(1, 612, 792) == 2.0
+    lowered = BOUNDS.ocr_scale(1, 14_400, 14_400)
+    assert 0.25 <= lowered < 2.0 and (14_400 * lowered) ** 2 <= 32 * MiB
+    with pytest.raises(HypnosError) as refused:
+        BOUNDS.ocr_scale(3, 200_000, 200_000)
+    assert refused.value.status == 400 and "page 3" in refused.value.message
+
+
+def refused(kind: str, data: bytes) -> HypnosError:
+    with pytest.raises(HypnosError) as caught:
+        BOUNDS.check_document(kind, data)
+    assert caught.value.status == 400
+    return caught.value
+
+
+def test_an_uploaded_image_is_checked_from_its_header() -> None:
+    assert "20000x20000" in refused("image", hostile.png_header(20_000, 20_000)).message
+    BOUNDS.check_document("image", hostile.png_header(640, 480))
+
+
+def test_images_and_parts_inside_a_docx_are_checked_before_decoding() -> None:
+    def docx(name: str, data: bytes) -> bytes:
+        out = io.BytesIO()
+        with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+            archive.writestr(name, data)
+        return out.getvalue()
+
+    picture = docx("word/media/image1.png", hostile.png_header(12_000, 12_000))
+    assert "max_image_pixels" in refused("docx", picture).message
+    bomb = docx("word/document.xml", b" " * (65 * MiB))
+    assert "max_document_inflated_bytes" in refused("docx", bomb).message
+    BOUNDS.check_document("docx", docx("word/document.xml", b"<w:document/>"))
+
+
+def test_a_data_url_image_in_html_is_checked_from_its_header() -> None:
+    import base64
+
+    page = b'<html><img src="data:image/png;base64,' + base64.b64encode(hostile.png_header(12_000, 12_000)) + b'">'
+    assert "max_image_pixels" in refused("html", page).message

@@ -1,0 +1,67 @@
+"""Anthropic Messages (issue 29) with the real Qwen starter through the real server and the `anthropic` Python SDK:
+messages.create, messages.stream, a tool_use / tool_result round trip, count_tokens, an error as its typed exception."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from .qwen_openai import MODEL
+
+pytestmark = pytest.mark.model
+QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
+WEATHER = {
+    "name": "get_weather",
+    "description": "Current weather for a city",
+    "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}
+
+
+@pytest.fixture
+def client(qwen_server: str) -> Any:
+    anthropic = pytest.importorskip("anthropic", reason="the `anthropic` SDK is in the plugin's test extra")
+    return anthropic.Anthropic(base_url=qwen_server, api_key="unused", max_retries=0, timeout=300)
+
+
+def test_messages_create_answers(client: Any) -> None:
+    message = client.messages.create(model=MODEL, max_tokens=24, messages=QUESTION, system="Be brief.", temperature=0)
+    assert message.stop_reason == "end_turn" and "Paris" in message.content[0].text
+    assert message.usage.input_tokens + message.usage.cache_read_input_tokens > 0 and message.usage.output_tokens > 0
+
+
+def test_messages_stream_is_the_text_joined(client: Any) -> None:
+    with client.messages.stream(model=MODEL, max_tokens=24, messages=QUESTION, temperature=0) as stream:
+        pieces = list(stream.text_stream)
+        final = stream.get_final_message()
+    assert pieces and "".join(pieces) == final.content[0].text and "Paris" in final.content[0].text
+
+
+def test_a_tool_use_and_tool_result_round_trip(client: Any) -> None:
+    ask = [{"role": "user", "content": "What's the weather in Paris?"}]
+    first = client.messages.create(
+        model=MODEL, max_tokens=64, messages=ask, tools=[WEATHER], tool_choice={"type": "any"}, temperature=0
+    )
+    assert first.stop_reason == "tool_use"
+    (use,) = [block for block in first.content if block.type == "tool_use"]
+    assert use.name == "get_weather" and "city" in use.input
+    result = {"type": "tool_result", "tool_use_id": use.id, "content": '{"temperature": 18, "sky": "sunny"}'}
+    history = [*ask, {"role": "assistant", "content": first.content}, {"role": "user", "content": [result]}]
+    second = client.messages.create(model=MODEL, max_tokens=48, messages=history, tools=[WEATHER], temperature=0)
+    assert second.stop_reason == "end_turn" and "18" in second.content[0].text
+
+
+def test_count_tokens_matches_what_the_answer_used(client: Any) -> None:
+    counted = client.messages.count_tokens(model=MODEL, messages=QUESTION)
+    message = client.messages.create(model=MODEL, max_tokens=4, messages=QUESTION, temperature=0)
+    assert counted.input_tokens == message.usage.input_tokens + message.usage.cache_read_input_tokens > 0
+
+
+def test_errors_are_the_sdks_typed_exceptions(client: Any) -> None:
+    import anthropic
+
+    with pytest.raises(anthropic.NotFoundError) as raised:
+        client.messages.create(model="no-such-model", max_tokens=4, messages=QUESTION)
+    assert raised.value.body["error"]["type"] == "not_found_error"
+    with pytest.raises(anthropic.BadRequestError):
+        client.messages.create(model=MODEL, max_tokens=4, messages=[{"role": "system", "content": "x"}])

@@ -1,0 +1,223 @@
+"""POST /v1/messages (Anthropic Messages) and /v1/messages/count_tokens on chat's runner: one ChatInput, Anthropic's
+message and event stream shapes (errors in Anthropic's shape on these paths, see errors.py)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+from collections.abc import AsyncIterator
+from typing import Any
+
+import msgspec
+from hypnos.chat import ChatInput
+from hypnos.engine import ChatFinished, ContentDelta, ReasoningDelta, ToolCallEvent
+from hypnos.errors import HypnosError, clip, invalid_request
+from hypnos.openai import ToolCall
+from litestar import Request, Response, post
+from litestar.response import Stream
+
+from hypnos_server.routes.chat_input import build_chat_input, required_modalities
+from hypnos_server.routes.chat_stream import ChatAccumulator, Choice
+from hypnos_server.routes.inference import InferenceRun, decode_json, engine_failed_message, json_response, ready_guard
+from hypnos_server.routes.messages_input import MessagesRequest, apply_thinking, chat_request
+from hypnos_server.state import hypnos_state, request_context
+
+logger = logging.getLogger(__name__)
+
+STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
+
+
+def usage_of(finished: ChatFinished) -> dict[str, Any]:
+    """Anthropic usage: uncached input tokens, tokens read from the prefix cache, output tokens."""
+    return {
+        "input_tokens": finished.prompt_tokens - finished.cached_tokens,
+        "cache_read_input_tokens": finished.cached_tokens,
+        "cache_creation_input_tokens": 0,
+        "output_tokens": finished.completion_tokens,
+    }
+
+
+def _input(call: ToolCall) -> Any:
+    try:
+        return json.loads(call.function.arguments or "{}")
+    except ValueError:
+        return {}
+
+
+def content_blocks(choice: Choice) -> list[dict[str, Any]]:
+    """A whole answer's blocks: thinking, text, tool_use."""
+    blocks: list[dict[str, Any]] = []
+    if choice.thoughts:
+        blocks.append({"type": "thinking", "thinking": "".join(choice.thoughts), "signature": ""})
+    if choice.text:
+        blocks.append({"type": "text", "text": "".join(choice.text)})
+    blocks.extend({"type": "tool_use", "id": c.id, "name": c.function.name, "input": _input(c)} for c in choice.calls)
+    return blocks
+
+
+async def _prepared(request: Request[Any, Any, Any], counting: bool) -> tuple[MessagesRequest, InferenceRun, ChatInput]:
+    limits = hypnos_state(request).settings.limits
+    body = await decode_json(request, MessagesRequest)
+    record = request_context(request).record
+    record.model, record.stream = body.model, body.stream and not counting
+    if not counting and body.max_tokens is None:
+        raise invalid_request("Missing required field `max_tokens`")
+    wire = chat_request(body, 1 if counting else body.max_tokens)
+    run = InferenceRun(request, body.model, required_modalities(wire, limits))
+    chat = await build_chat_input(wire, limits)
+    if not counting:
+        apply_thinking(chat, body.thinking)
+    return body, run, chat
+
+
+@post("/v1/messages", guards=[ready_guard], status_code=200)
+async def create_message(request: Request[Any, Any, Any]) -> Response[Any]:
+    """Answer a Messages request, whole or as Anthropic's event stream."""
+    body, run, chat = await _prepared(request, counting=False)
+    message_id = "msg_" + secrets.token_hex(12)
+    answer = ChatAccumulator(body.model)
+    await run.open(stream=("chat", chat))
+    if body.stream:
+        chunks = run.stream(lambda _lease: _events(run, chat, answer, message_id))
+        first = await anext(chunks)
+        return Stream(
+            _prepend(first, chunks),
+            media_type="text/event-stream",
+            headers={"cache-control": "no-cache", **run.headers()},
+        )
+    try:
+        try:
+            finished = await run.call(lambda engine: answer.collect(engine.chat(chat, run.lease.cancel)))
+        finally:
+            answer.record_usage(run, chat)
+        telemetry = run.telemetry(finished.timing)
+        headers = run.headers()
+    finally:
+        await run.close()
+    message = {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": body.model,
+        "content": content_blocks(answer.choice(0)),
+        "stop_reason": STOP_REASONS.get(finished.finish_reason, "end_turn"),
+        "stop_sequence": None,
+        "usage": usage_of(finished),
+        "hypnos_telemetry": telemetry,
+    }
+    return json_response(message, headers=headers)
+
+
+@post("/v1/messages/count_tokens", guards=[ready_guard], status_code=200)
+async def count_tokens(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """How many input tokens a Messages request takes: the model renders and reads its prompt (one token made)."""
+    _, run, chat = await _prepared(request, counting=True)
+    answer = ChatAccumulator(run.model)
+    async with run:
+        try:
+            finished = await run.call(lambda engine: answer.collect(engine.chat(chat, run.lease.cancel)))
+        finally:
+            answer.record_usage(run, chat)
+        run.telemetry(finished.timing)
+    return json_response({"input_tokens": finished.prompt_tokens})
+
+
+def _sse(kind: str, **fields: Any) -> bytes:
+    return b"event: " + kind.encode() + b"\ndata: " + msgspec.json.encode({"type": kind, **fields}) + b"\n\n"
+
+
+class _Blocks:
+    """The content blocks of one stream, opened and closed as the kind of output changes."""
+
+    def __init__(self) -> None:
+        self.index = -1
+        self.open: str | None = None
+
+    def start(self, kind: str, block: dict[str, Any]) -> list[bytes]:
+        out = self.stop()
+        self.index += 1
+        self.open = kind
+        out.append(_sse("content_block_start", index=self.index, content_block=block))
+        return out
+
+    def stop(self) -> list[bytes]:
+        if self.open is None:
+            return []
+        out = []
+        if self.open == "thinking":
+            out.append(
+                _sse("content_block_delta", index=self.index, delta={"type": "signature_delta", "signature": ""})
+            )
+        self.open = None
+        out.append(_sse("content_block_stop", index=self.index))
+        return out
+
+    def add(self, event: Any) -> list[bytes]:
+        if event.index != 0:
+            return []
+        if isinstance(event, ReasoningDelta) and event.text:
+            out = (
+                []
+                if self.open == "thinking"
+                else self.start("thinking", {"type": "thinking", "thinking": "", "signature": ""})
+            )
+            delta = {"type": "thinking_delta", "thinking": event.text}
+            return [*out, _sse("content_block_delta", index=self.index, delta=delta)]
+        if isinstance(event, ContentDelta) and event.text:
+            out = [] if self.open == "text" else self.start("text", {"type": "text", "text": ""})
+            return [
+                *out,
+                _sse("content_block_delta", index=self.index, delta={"type": "text_delta", "text": event.text}),
+            ]
+        if isinstance(event, ToolCallEvent):
+            call = event.call
+            out = self.start("tool_use", {"type": "tool_use", "id": call.id, "name": call.function.name, "input": {}})
+            delta = {"type": "input_json_delta", "partial_json": call.function.arguments}
+            return [*out, _sse("content_block_delta", index=self.index, delta=delta), *self.stop()]
+        return []
+
+
+async def _events(run: InferenceRun, chat: ChatInput, answer: ChatAccumulator, message_id: str) -> AsyncIterator[bytes]:
+    """Anthropic's event stream of one answer; nothing goes out before the engine's first event."""
+    blocks, record = _Blocks(), run.record
+    events = run.engine.chat(chat, run.lease.cancel).__aiter__()
+    try:
+        event = await anext(events, None)
+        start = {"input_tokens": 0, "output_tokens": 0}
+        message = {"id": message_id, "type": "message", "role": "assistant", "model": run.model, "content": []}
+        yield _sse("message_start", message={**message, "stop_reason": None, "stop_sequence": None, "usage": start})
+        yield _sse("ping")
+        try:
+            while event is not None:
+                answer.add(event)
+                for chunk in blocks.add(event):
+                    yield chunk
+                event = await anext(events, None)
+            finished = answer.final()
+        except Exception as error:
+            if isinstance(error, HypnosError):
+                message_text = error.message
+            else:
+                logger.error("messages stream on %s failed", clip(run.model), exc_info=error)
+                message_text = engine_failed_message(run.model)
+            record.error, record.error_type = message_text, "api_error"
+            yield _sse("error", error={"type": "api_error", "message": message_text})
+            return
+    finally:
+        answer.record_usage(run, chat)
+    telemetry = run.telemetry(finished.timing)
+    for chunk in blocks.stop():
+        yield chunk
+    delta = {"stop_reason": STOP_REASONS.get(finished.finish_reason, "end_turn"), "stop_sequence": None}
+    yield _sse("message_delta", delta=delta, usage=usage_of(finished), hypnos_telemetry=telemetry)
+    yield _sse("message_stop")
+
+
+async def _prepend(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    yield first
+    async for chunk in rest:
+        yield chunk
+
+
+ROUTES = [create_message, count_tokens]

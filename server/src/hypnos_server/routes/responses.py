@@ -1,0 +1,194 @@
+"""POST /v1/responses: a Responses request read as chat (one ChatInput), answered whole or as `response.*` events."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypnos.chat import ChatInput
+from hypnos.errors import HypnosError, clip, invalid_request, not_found
+from litestar import Request, Response, post
+from litestar.response import Stream
+
+from hypnos_server.responses_store import StoredResponse
+from hypnos_server.routes.chat_input import build_chat_input, required_modalities
+from hypnos_server.routes.chat_stream import ChatAccumulator
+from hypnos_server.routes.inference import InferenceRun, decode_json, engine_failed_message, json_response, ready_guard
+from hypnos_server.routes.responses_input import ResponsesRequest, chat_messages, chat_request, input_items
+from hypnos_server.routes.responses_output import ResponseMeta, conversation_items, output_items, status_of, usage_of
+from hypnos_server.routes.responses_stream import ResponseEvents
+from hypnos_server.state import HypnosState, RequestContext, hypnos_state, request_context
+
+logger = logging.getLogger(__name__)
+
+
+def owner_of(context: RequestContext) -> str:
+    """Whose stored responses a request sees: its key's label ("" when the server has no keys)."""
+    return context.key.label if context.key is not None else ""
+
+
+@dataclass
+class LiveResponse:
+    """A response being generated: who may cancel it, its cancel switch, and what it has output so far."""
+
+    owner: str
+    meta: ResponseMeta
+    run: InferenceRun
+    events: ResponseEvents | None = None
+    cancelled: bool = False
+    answer: ChatAccumulator | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def cancel(self) -> dict[str, Any]:
+        """Stop the generation at its next token; the Response as it stands, status cancelled."""
+        self.cancelled = True
+        self.run.lease.cancel.cancel()
+        output = list(self.events.output) if self.events is not None else []
+        return self.meta.response("cancelled", output)
+
+
+class Conversation:
+    """One request's place in its stored conversation: what came before, its own items, and how to save it."""
+
+    def __init__(self, state: HypnosState, owner: str, body: ResponsesRequest) -> None:
+        self.state, self.owner, self.body = state, owner, body
+        self.history: list[dict[str, Any]] = []
+        self.items = input_items(body)
+
+    async def load_history(self) -> None:
+        """The conversation of previous_response_id (404 when this key has no such stored response)."""
+        previous = self.body.previous_response_id
+        if previous is None:
+            return
+        store = self.state.responses
+        stored = None if store is None else await store.aget(previous, self.owner)
+        if stored is None:
+            raise not_found(f"No stored response `{clip(previous)}` (unknown, expired, deleted or another key's)")
+        self.history = stored.conversation
+
+    async def save(self, meta: ResponseMeta, response: dict[str, Any]) -> None:
+        """Store the response (when `store`) in one transaction, before the client hears that it completed."""
+        store = self.state.responses
+        if not self.body.store or store is None:
+            return
+        conversation = [*self.history, *self.items, *conversation_items(response["output"])]
+        stored = StoredResponse(
+            id=meta.id,
+            owner=self.owner,
+            created_at=time.time(),
+            response=response,
+            input_items=self.items,
+            conversation=conversation,
+        )
+        await store.aput(stored)
+
+
+@post("/v1/responses", guards=[ready_guard], status_code=200)
+async def create_response(request: Request[Any, Any, Any]) -> Response[Any]:
+    """Answer a Responses request, whole or as the Responses event stream; stored unless `store` is false."""
+    state = hypnos_state(request)
+    limits = state.settings.limits
+    context = request_context(request)
+    body = await decode_json(request, ResponsesRequest)
+    context.record.model, context.record.stream = body.model, body.stream
+    if body.background:
+        raise invalid_request("`background` responses are not supported; use `stream` (POST .../cancel stops one)")
+    conversation = Conversation(state, owner_of(context), body)
+    await conversation.load_history()
+    wire = chat_request(body, chat_messages(body.instructions, [*conversation.history, *conversation.items]))
+    run = InferenceRun(request, body.model, required_modalities(wire, limits))
+    chat = await build_chat_input(wire, limits)
+    meta = ResponseMeta(body)
+    answer = ChatAccumulator(body.model)
+    summary = bool((body.reasoning or {}).get("summary"))
+    await run.open(stream=("chat", chat))
+    live = LiveResponse(owner=conversation.owner, meta=meta, run=run, answer=answer)
+    state.live_responses[meta.id] = live
+    context.defer(_forget(state, meta.id))
+    if body.stream:
+        live.events = ResponseEvents(summary)
+        chunks = run.stream(lambda _lease: _events_body(run, chat, answer, live, conversation))
+        first = await anext(chunks)  # an error known before the first token is still an HTTP error
+        return Stream(
+            _prepend(first, chunks),
+            media_type="text/event-stream",
+            headers={"cache-control": "no-cache", **run.headers()},
+        )
+    try:
+        try:
+            finished = await run.call(lambda engine: answer.collect(engine.chat(chat, run.lease.cancel)))
+        finally:
+            answer.record_usage(run, chat)
+        telemetry = run.telemetry(finished.timing)
+        headers = run.headers()
+    finally:
+        await run.close()
+    status, reason = ("cancelled", None) if live.cancelled else status_of(finished.finish_reason)
+    output = output_items(answer.choice(0), summary)
+    response = meta.response(status, output, usage_of(finished), incomplete=reason, hypnos_telemetry=telemetry)
+    await conversation.save(meta, response)
+    return json_response(response, headers=headers)
+
+
+def _forget(state: HypnosState, response_id: str):  # type: ignore[no-untyped-def]
+    async def forget() -> None:
+        state.live_responses.pop(response_id, None)
+
+    return forget
+
+
+async def _events_body(
+    run: InferenceRun, chat: ChatInput, answer: ChatAccumulator, live: LiveResponse, conversation: Conversation
+) -> AsyncIterator[bytes]:
+    """The Responses event stream of one answer; nothing goes out before the engine's first event."""
+    meta, events, record = live.meta, live.events, run.record
+    assert events is not None
+    engine_events = run.engine.chat(chat, run.lease.cancel).__aiter__()
+    try:
+        event = await anext(engine_events, None)
+        yield events.event("response.created", response=meta.response("in_progress"))
+        yield events.event("response.in_progress", response=meta.response("in_progress"))
+        try:
+            while event is not None:
+                answer.add(event)
+                for chunk in events.add(event):
+                    yield chunk
+                event = await anext(engine_events, None)
+            finished = answer.final()
+        except Exception as error:
+            if isinstance(error, HypnosError):
+                message, kind = error.message, error.type
+            else:
+                logger.error("responses stream on %s failed", clip(run.model), exc_info=error)
+                message, kind = engine_failed_message(run.model), "server_error"
+            record.error, record.error_type = message, kind
+            for chunk in events.close("incomplete"):
+                yield chunk
+            status = "cancelled" if live.cancelled else "failed"
+            response = meta.response(status, events.output, error={"code": kind, "message": message})
+            await conversation.save(meta, response)
+            yield events.event("response.failed", response=response)
+            return
+    finally:
+        answer.record_usage(run, chat)
+    telemetry = run.telemetry(finished.timing)
+    status, reason = ("cancelled", None) if live.cancelled else status_of(finished.finish_reason)
+    for chunk in events.finish(status):
+        yield chunk
+    usage = usage_of(finished)
+    response = meta.response(status, events.output, usage, incomplete=reason, hypnos_telemetry=telemetry)
+    await conversation.save(meta, response)
+    kind = {"completed": "response.completed", "incomplete": "response.incomplete"}.get(status, "response.failed")
+    yield events.event(kind, response=response)
+
+
+async def _prepend(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    yield first
+    async for chunk in rest:
+        yield chunk
+
+
+ROUTES = [create_response]

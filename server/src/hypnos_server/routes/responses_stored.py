@@ -1,0 +1,96 @@
+"""Stored responses: GET /v1/responses/{id}, its input_items, DELETE, and POST .../cancel of one in progress."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypnos.errors import HypnosError, clip, invalid_request, not_found
+from litestar import Request, Response, delete, get, post
+
+from hypnos_server.responses_store import StoredResponse
+from hypnos_server.routes.inference import json_response
+from hypnos_server.routes.responses import owner_of
+from hypnos_server.state import hypnos_state, request_context
+
+MAX_LIST_LIMIT = 100
+
+
+def _unknown(response_id: str) -> HypnosError:
+    return not_found(f"No stored response `{clip(response_id)}` (unknown, expired, deleted or another key's)")
+
+
+async def _stored(request: Request[Any, Any, Any], response_id: str) -> StoredResponse:
+    store = hypnos_state(request).responses
+    stored = None if store is None else await store.aget(response_id, owner_of(request_context(request)))
+    if stored is None:
+        raise _unknown(response_id)
+    return stored
+
+
+@get("/v1/responses/{response_id:str}")
+async def retrieve_response(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """A stored response of the caller's key."""
+    response_id = request.path_params["response_id"]
+    return json_response((await _stored(request, response_id)).response)
+
+
+@get("/v1/responses/{response_id:str}/input_items")
+async def list_input_items(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """The input items of a stored response, as a cursor page (`limit`, `order`, `after`)."""
+    response_id = request.path_params["response_id"]
+    stored = await _stored(request, response_id)
+    query = request.query_params
+    order = query.get("order", "desc")
+    if order not in ("asc", "desc"):
+        raise invalid_request("Invalid value for `order`: `asc` or `desc`")
+    try:
+        limit = int(query.get("limit", "20"))
+    except ValueError:
+        limit = 0
+    if not 1 <= limit <= MAX_LIST_LIMIT:
+        raise invalid_request(f"Invalid value for `limit`: an integer 1..{MAX_LIST_LIMIT}")
+    items = list(stored.input_items) if order == "asc" else list(reversed(stored.input_items))
+    after = query.get("after")
+    if after is not None:
+        ids = [item.get("id") for item in items]
+        if after not in ids:
+            raise invalid_request(f"Invalid value for `after`: no input item `{clip(after)}`")
+        items = items[ids.index(after) + 1 :]
+    page = items[:limit]
+    body = {
+        "object": "list",
+        "data": page,
+        "first_id": page[0]["id"] if page else None,
+        "last_id": page[-1]["id"] if page else None,
+        "has_more": len(items) > limit,
+    }
+    return json_response(body)
+
+
+@delete("/v1/responses/{response_id:str}", status_code=200)
+async def delete_response(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """Delete a stored response of the caller's key."""
+    response_id = request.path_params["response_id"]
+    store = hypnos_state(request).responses
+    deleted = store is not None and await store.adelete(response_id, owner_of(request_context(request)))
+    if not deleted:
+        raise _unknown(response_id)
+    return json_response({"id": response_id, "object": "response.deleted", "deleted": True})
+
+
+@post("/v1/responses/{response_id:str}/cancel", status_code=200)
+async def cancel_response(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """Stop a response of the caller's key that is being generated; its Response, status cancelled."""
+    response_id = request.path_params["response_id"]
+    state = hypnos_state(request)
+    owner = owner_of(request_context(request))
+    live = state.live_responses.get(response_id)
+    if live is not None and live.owner == owner:
+        return json_response(live.cancel())
+    store = state.responses
+    if store is not None and await store.aget(response_id, owner) is not None:
+        raise invalid_request(f"The response `{clip(response_id)}` is no longer in progress; nothing to cancel")
+    raise _unknown(response_id)
+
+
+ROUTES = [retrieve_response, list_input_items, delete_response, cancel_response]

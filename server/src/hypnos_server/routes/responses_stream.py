@@ -1,0 +1,110 @@
+"""The Responses event stream: chat engine events as `response.*` SSE events, with items opened and closed in order."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from hypnos.engine import ChatEvent, ContentDelta, ReasoningDelta, ToolCallEvent
+
+from hypnos_server.routes.responses_input import item_id
+from hypnos_server.routes.responses_output import call_item, message_item, reasoning_item
+
+
+class ResponseEvents:
+    """Builds one stream's events; `output` holds every item closed so far, in output order."""
+
+    def __init__(self, summary: bool) -> None:
+        self.summary = summary
+        self.sequence = 0
+        self.output: list[dict[str, Any]] = []
+        self._open: dict[str, Any] | None = None  # the item being written: its kind, id and text so far
+        self.text: list[str] = []
+
+    def event(self, kind: str, **fields: Any) -> bytes:
+        """One `event:` / `data:` SSE event with the next sequence number."""
+        payload = {"type": kind, "sequence_number": self.sequence, **fields}
+        self.sequence += 1
+        return b"event: " + kind.encode() + b"\ndata: " + msgspec.json.encode(payload) + b"\n\n"
+
+    def add(self, event: ChatEvent) -> list[bytes]:
+        """The events of one engine event (opening and closing items as the kind of output changes)."""
+        if isinstance(event, ReasoningDelta) and event.index == 0 and event.text:
+            return [*self._ensure("reasoning"), self._delta("response.reasoning_text.delta", event.text)]
+        if isinstance(event, ContentDelta) and event.index == 0 and event.text:
+            return [*self._ensure("message"), self._delta("response.output_text.delta", event.text, logprobs=[])]
+        if isinstance(event, ToolCallEvent) and event.index == 0:
+            out = self.close()
+            index, item = len(self.output), call_item(item_id("fc"), event.call)
+            arguments = item["arguments"]
+            out.append(
+                self.event(
+                    "response.output_item.added",
+                    output_index=index,
+                    item={**item, "arguments": "", "status": "in_progress"},
+                )
+            )
+            common = {"item_id": item["id"], "output_index": index}
+            out.append(self.event("response.function_call_arguments.delta", **common, delta=arguments))
+            out.append(
+                self.event("response.function_call_arguments.done", **common, arguments=arguments, name=item["name"])
+            )
+            out.append(self.event("response.output_item.done", output_index=index, item=item))
+            self.output.append(item)
+            return out
+        return []
+
+    def _ensure(self, kind: str) -> list[bytes]:
+        if self._open is not None and self._open["kind"] == kind:
+            return []
+        out = self.close()
+        index = len(self.output)
+        if kind == "reasoning":
+            ident = item_id("rs")
+            item = {"type": "reasoning", "id": ident, "summary": [], "content": []}
+            out.append(self.event("response.output_item.added", output_index=index, item=item))
+        else:
+            ident = item_id("msg")
+            item = {"type": "message", "id": ident, "status": "in_progress", "role": "assistant", "content": []}
+            out.append(self.event("response.output_item.added", output_index=index, item=item))
+            part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+            out.append(
+                self.event("response.content_part.added", item_id=ident, output_index=index, content_index=0, part=part)
+            )
+        self._open = {"kind": kind, "id": ident, "index": index, "text": []}
+        return out
+
+    def _delta(self, kind: str, text: str, **extra: Any) -> bytes:
+        current = self._open
+        assert current is not None
+        current["text"].append(text)
+        where = {"item_id": current["id"], "output_index": current["index"], "content_index": 0}
+        return self.event(kind, **where, delta=text, **extra)
+
+    def close(self, status: str = "completed") -> list[bytes]:
+        """Close the item being written (the message with `status`); nothing when none is open."""
+        current, self._open = self._open, None
+        if current is None:
+            return []
+        text, index, ident = "".join(current["text"]), current["index"], current["id"]
+        where = {"item_id": ident, "output_index": index, "content_index": 0}
+        if current["kind"] == "reasoning":
+            item = reasoning_item(ident, text, self.summary)
+            out = [self.event("response.reasoning_text.done", **where, text=text)]
+        else:
+            item = message_item(ident, text, status)
+            out = [
+                self.event("response.output_text.done", **where, text=text, logprobs=[]),
+                self.event("response.content_part.done", **where, part=item["content"][0]),
+            ]
+        out.append(self.event("response.output_item.done", output_index=index, item=item))
+        self.output.append(item)
+        return out
+
+    def finish(self, status: str) -> list[bytes]:
+        """Close the open item; an answer without any output gets its (empty) message item."""
+        out = self.close("incomplete" if status == "incomplete" else "completed")
+        if not any(item["type"] in ("message", "function_call") for item in self.output):
+            out.extend(self._ensure("message"))
+            out.extend(self.close("incomplete" if status == "incomplete" else "completed"))
+        return out

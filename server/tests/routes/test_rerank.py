@@ -1,0 +1,48 @@
+"""POST /v1/rerank over the fake engine: the Cohere / Jina shape, top_n, return_documents, errors, tokens charged."""
+
+from __future__ import annotations
+
+from litestar.testing import TestClient
+from server_kit import build_app, config, error_of, wait_ready
+
+DOCS = ["the cat sat", {"text": "a red cat and a dog"}, "nothing here"]
+
+
+def test_results_are_best_first_with_index_and_relevance_score() -> None:
+    with TestClient(build_app()) as client:
+        wait_ready(client)
+        body = {"model": "fake-embed", "query": "red cat", "documents": DOCS, "top_n": 2, "return_documents": True}
+        response = client.post("/v1/rerank", json=body)
+        assert response.status_code == 200, response.text
+        answer = response.json()
+        assert [r["index"] for r in answer["results"]] == [1, 0]
+        assert answer["results"][0]["relevance_score"] > answer["results"][1]["relevance_score"]
+        assert answer["results"][0]["document"] == {"text": "a red cat and a dog"}
+        assert answer["usage"]["prompt_tokens"] > 0 and "hypnos_telemetry" in answer
+        plain = client.post("/v1/rerank", json={"model": "fake-embed", "query": "red cat", "documents": DOCS}).json()
+        assert len(plain["results"]) == 3 and "document" not in plain["results"][0]
+
+
+def test_bad_requests_are_400s_and_a_chat_model_refuses() -> None:
+    with TestClient(build_app()) as client:
+        wait_ready(client)
+        for body in (
+            {"model": "fake-embed", "query": "q", "documents": []},
+            {"model": "fake-embed", "query": "q", "documents": [{"title": "x"}]},
+            {"model": "fake-embed", "query": "q", "documents": ["a"], "top_n": 0},
+            {"model": "fake-embed", "documents": ["a"]},
+        ):
+            response = client.post("/v1/rerank", json=body)
+            assert response.status_code == 400 and error_of(response)["type"] == "invalid_request_error", body
+        assert client.post("/v1/rerank", json={"model": "nope", "query": "q", "documents": ["a"]}).status_code == 404
+
+
+def test_a_keys_daily_tokens_count_rerank() -> None:
+    keys = [{"key": "k", "label": "ranker", "tokens_per_day": 5}]
+    with TestClient(build_app(config(server={"keys": keys}))) as client:
+        wait_ready(client)
+        headers = {"authorization": "Bearer k"}
+        body = {"model": "fake-embed", "query": "red cat", "documents": DOCS}
+        assert client.post("/v1/rerank", json=body, headers=headers).status_code == 200
+        refused = client.post("/v1/rerank", json=body, headers=headers)
+        assert refused.status_code == 429 and error_of(refused)["code"] == "tokens_per_day"
