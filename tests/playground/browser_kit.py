@@ -163,10 +163,14 @@ window.fetch = async (url, init = {}) => {
 };
 """
 
-# Downloads and copies the page makes, kept instead of done: window.downloads [{name, href}], window.copied.
+# Downloads and copies the page makes, kept instead of done: window.downloads [{name, href}], window.copied, and
+# window.blobs[href] (the saved Blob: the CSP's connect-src keeps fetch() off blob: URLs).
 CATCH_SAVES = """
 window.downloads = [];
 window.copied = null;
+window.blobs = {};
+const objectUrl = URL.createObjectURL;
+URL.createObjectURL = (blob) => { const url = objectUrl(blob); window.blobs[url] = blob; return url; };
 HTMLAnchorElement.prototype.click = function () {
   if (this.download) window.downloads.push({name: this.download, href: this.href});
 };
@@ -175,7 +179,7 @@ Object.defineProperty(navigator, "clipboard", {value: {writeText: async (text) =
 
 READ_DOWNLOAD = """
 const done = arguments[arguments.length - 1];
-fetch(arguments[0]).then((r) => r.arrayBuffer()).then((b) => done(Array.from(new Uint8Array(b))));
+window.blobs[arguments[0]].arrayBuffer().then((b) => done(Array.from(new Uint8Array(b))));
 """
 
 
