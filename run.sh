@@ -5,6 +5,11 @@
 #                     the nox session installs Debian's chromium and chromium-driver with apt-get when missing)
 #   ./run.sh install  only install (no serve)
 #   ./run.sh models <id>[:<quant>]  download a catalog model's files into the models folder (hypnos models pull)
+#   ./run.sh serve --with images,entities  also add image generation and entity extraction: the CPU torch build, the
+#                     plugins' engine extras and their tiny local models (written whole or not at all), which the
+#                     starter config then serves (tiny-sd, gliner-tiny). `./run.sh with images,entities` only adds them.
+#                     HYPNOS_TORCH (default torch==2.13.0) and HYPNOS_TORCH_INDEX (a pip index URL, e.g.
+#                     https://download.pytorch.org/whl/cpu where pip finds no CPU build) choose the torch build.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -59,8 +64,62 @@ install_all() {
   done < <(plugin_dirs)
 }
 
+# The add-ons of `--with`: name -> plugin folder. Each folder has addon-requirements.txt (and maybe
+# addon-nodeps-requirements.txt); its model writer is `python -m <package>.testing MODELS_DIR`.
+addon_dir() {
+  case "$1" in
+    images) echo plugins/hypnos-diffusion ;;
+    entities) echo plugins/hypnos-gliner ;;
+    *) log "unknown add-on '$1' (known: images, entities)"; return 2 ;;
+  esac
+}
+
+# with [--dry-run] images,entities: install torch, then each add-on's engine libraries, then write its tiny model.
+# --dry-run only resolves the whole install (pip --dry-run) in the venv, installing and writing nothing.
+with_addons() {
+  local dry=""
+  [ "${1:-}" = "--dry-run" ] && { dry=1; shift; }
+  [ -n "${1:-}" ] || { log "usage: ./run.sh with [--dry-run] images,entities"; exit 2; }
+  local names dir torch_args=()
+  IFS=',' read -r -a names <<< "$1"
+  [ -n "${HYPNOS_TORCH_INDEX:-}" ] && torch_args=(--index-url "$HYPNOS_TORCH_INDEX")
+  local torch="${HYPNOS_TORCH:-torch==2.13.0}" reqs=() nodeps=() dirs=()
+  for name in "${names[@]}"; do
+    dir="$(addon_dir "$name")" || exit 2
+    dirs+=("$dir")
+    reqs+=(-r "$dir/addon-requirements.txt")
+    [ -f "$dir/addon-nodeps-requirements.txt" ] && nodeps+=(-r "$dir/addon-nodeps-requirements.txt")
+  done
+  if [ -n "$dry" ]; then
+    ensure_venv
+    log "resolving $torch ${reqs[*]} ${nodeps[*]}"
+    "$VENV/bin/python" -m pip install --dry-run -e core -e server "$torch" "${reqs[@]}" | grep '^Would install'
+    [ ${#nodeps[@]} -eq 0 ] || "$VENV/bin/python" -m pip install --dry-run --no-deps "${nodeps[@]}" | grep '^Would install'
+    return 0
+  fi
+  [ -x "$VENV/bin/hypnos" ] || install_all
+  log "installing $torch on its own first (nothing later may swap in another build)"
+  "$VENV/bin/python" -m pip install -q "${torch_args[@]}" "$torch"
+  "$VENV/bin/python" -m pip install -q "${reqs[@]}"
+  [ ${#nodeps[@]} -eq 0 ] || "$VENV/bin/python" -m pip install -q --no-deps "${nodeps[@]}"
+  mkdir -p "$MODELS_DIR"
+  for dir in "${dirs[@]}"; do
+    local package
+    package="$(basename "$dir" | tr '-' '_')"
+    log "writing the tiny local model of $dir into $MODELS_DIR"
+    HF_HUB_OFFLINE=1 "$VENV/bin/python" -m "$package.testing" "$MODELS_DIR" > /dev/null
+  done
+}
+
 serve() {
-  install_all
+  if [ "${1:-}" = "--with" ]; then
+    [ -n "${2:-}" ] || { log "usage: ./run.sh serve --with images,entities"; exit 2; }
+    install_all
+    with_addons "$2"
+    shift 2
+  else
+    install_all
+  fi
   log "preparing the starter lineup in $MODELS_DIR"
   "$VENV/bin/hypnos" starter --models-dir "$MODELS_DIR" --out "$STARTER_CONFIG"
   log "serving on port ${HYPNOS_PORT:-9999}"
@@ -87,6 +146,7 @@ case "${1:-serve}" in
   test) shift; run_tests "$@" ;;
   install) install_all ;;
   models) shift; models "$@" ;;
+  with) shift; with_addons "$@" ;;
   serve) [ $# -gt 0 ] && shift; serve "$@" ;;
   *) serve "$@" ;;
 esac

@@ -387,3 +387,22 @@ def test_a_restored_conversation_leaves_tier2() -> None:
         status = client.get("/v1/memory/status").json()
         assert status["kv_park"] == {"enabled": True, "max_bytes": 4 * GiB, "used_bytes": 0, "models": []}
         assert status["tier2_pinned_ram_used_bytes"] == 0
+
+
+def test_the_request_log_names_the_model_of_admin_routes(memory_client: TestClient[Any]) -> None:
+    memory_client.delete("/v1/logs")
+    assert memory_client.post("/v1/models/chat/disable").status_code == 200
+    assert memory_client.post("/v1/models/chat/enable").status_code == 200
+    assert memory_client.post("/v1/models/chat/moe-offload", json={"mode": "off"}).status_code == 200
+    moved = memory_client.post("/v1/memory/tier", json={"model": "chat", "target_tier": "tier2_pinned_ram"})
+    assert moved.status_code == 200
+    assert memory_client.post("/v1/models/nope/disable").status_code == 404
+    records = memory_client.get("/v1/logs").json()["records"]
+    seen = sorted((r["route"], r["model"]) for r in records)
+    assert seen == [
+        ("/v1/memory/tier", "chat"),
+        ("/v1/models/{model_id}/disable", "chat"),
+        ("/v1/models/{model_id}/disable", "nope"),
+        ("/v1/models/{model_id}/enable", "chat"),
+        ("/v1/models/{model_id}/moe-offload", "chat"),
+    ]

@@ -92,3 +92,112 @@ window.fetch = async (url, init) => {
   return new Response(body, {headers: {"content-type": "text/event-stream"}});
 };
 """
+
+
+def set_viewport(browser: Any, width: int, height: int) -> None:
+    """Emulate a viewport of exactly width x height CSS pixels (a phone's when narrow: its viewport meta applies)."""
+    browser.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600},
+    )
+
+
+def reset_viewport(browser: Any) -> None:
+    """Back to the browser window's own size."""
+    browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+# [what, right edge, the right edge it must stay within] for every element the layout must keep in view.
+CLIPPED = """
+const limit = document.documentElement.clientWidth;
+const inside = (selector, box) => [...document.querySelectorAll(selector)]
+  .filter((node) => node.getClientRects().length)
+  .map((node) => [selector + " " + node.textContent.trim().slice(0, 20), node.getBoundingClientRect().right,
+                   Math.min(limit, document.querySelector(box).getBoundingClientRect().right)]);
+return [
+  ...inside("#tier-models .toggle", "#tiers"), ...inside("#tier-models th", "#tiers"),
+  ...inside("#log-table th", "#log"), ...inside("#log-table tbody td", "#log"),
+  ...inside("#tabs button", "#work"), ...inside(".panel:not([hidden]) button", "#work"),
+  ...inside("header button", "header"),
+].filter(([, right, edge]) => right > edge + 0.5);
+"""
+
+
+def overflow(browser: Any) -> dict[str, Any]:
+    """The page's scroll width against its client width, and the elements cut off at their box's right edge."""
+    widths = browser.execute_script(
+        "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+    )
+    return {"scroll": widths[0], "client": widths[1], "clipped": browser.execute_script(CLIPPED)}
+
+
+# Several routes answered in the page (the rest go to the server): {path: {"events": [...], "delay": ms}} streams SSE,
+# {"json": value} answers JSON, {"png": base64} answers image bytes. window.sentTo[path] keeps each request's body.
+STUB_ROUTES = """
+const routes = arguments[0];
+const original = window.fetch;
+window.sentTo = {};
+window.fetch = async (url, init = {}) => {
+  const path = String(url);
+  const route = routes[path];
+  if (!route) return original(url, init);
+  const body = init.body instanceof FormData
+    ? Object.fromEntries([...init.body.entries()].map(([k, v]) => [k, String(v.name || v)]))
+    : init.body ? JSON.parse(init.body) : null;
+  (window.sentTo[path] = window.sentTo[path] || []).push(body);
+  if (route.png) {
+    const bytes = Uint8Array.from(atob(route.png), (c) => c.charCodeAt(0));
+    return new Response(bytes, {headers: {"content-type": "image/png"}});
+  }
+  if (!route.events) return new Response(JSON.stringify(route.json), {headers: {"content-type": "application/json"}});
+  const encoder = new TextEncoder();
+  const stream = new ReadableStream({async start(controller) {
+    for (const event of [...route.events, "[DONE]"]) {
+      if (init.signal && init.signal.aborted) { controller.error(new DOMException("aborted", "AbortError")); return; }
+      controller.enqueue(encoder.encode(`data: ${typeof event === "string" ? event : JSON.stringify(event)}\\n\\n`));
+      await new Promise((resolve) => setTimeout(resolve, route.delay || 0));
+    }
+    controller.close();
+  }});
+  return new Response(stream, {headers: {"content-type": "text/event-stream"}});
+};
+"""
+
+# Downloads and copies the page makes, kept instead of done: window.downloads [{name, href}], window.copied, and
+# window.blobs[href] (the saved Blob: the CSP's connect-src keeps fetch() off blob: URLs).
+CATCH_SAVES = """
+window.downloads = [];
+window.copied = null;
+window.blobs = {};
+const objectUrl = URL.createObjectURL;
+URL.createObjectURL = (blob) => { const url = objectUrl(blob); window.blobs[url] = blob; return url; };
+HTMLAnchorElement.prototype.click = function () {
+  if (this.download) window.downloads.push({name: this.download, href: this.href});
+};
+Object.defineProperty(navigator, "clipboard", {value: {writeText: async (text) => { window.copied = text; }}});
+"""
+
+READ_DOWNLOAD = """
+const done = arguments[arguments.length - 1];
+window.blobs[arguments[0]].arrayBuffer().then((b) => done(Array.from(new Uint8Array(b))));
+"""
+
+
+def chat_chunks(*pieces: str, finish: str = "stop") -> list[dict[str, Any]]:
+    """The SSE chunks of a streamed chat answer made of `pieces`, then its finish reason."""
+    base = {"id": "chatcmpl-stub", "object": "chat.completion.chunk", "created": 0, "model": "fake-chat"}
+    chunks = [{**base, "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]} for p in pieces]
+    return [*chunks, {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}]
+
+
+# Requests the page sends to these paths, recorded on their way to the server: window.spied[path] = [JSON body, ...].
+SPY_FETCH = """
+const paths = arguments[0];
+const original = window.fetch;
+window.spied = {};
+window.fetch = async (url, init = {}) => {
+  const path = String(url);
+  if (paths.includes(path)) (window.spied[path] = window.spied[path] || []).push(JSON.parse(init.body));
+  return original(url, init);
+};
+"""

@@ -39,6 +39,8 @@ engine = "fake"
 id = "fake-tts"
 modality = "text_to_speech"
 engine = "fake"
+[models.fake]
+voices = ["af_heart", "bf_emma", "am_adam"]
 
 [[models]]
 id = "fake-embed"
@@ -104,6 +106,26 @@ def keyed_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def full_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The lineup plus a document converter and an entity extractor, no keys."""
     yield from _serve(tmp_path_factory, {"HYPNOS_API_KEYS": ""}, LINEUP + MORE_MODELS)
+
+
+# No chat model: the page must open on the first modality it serves (Images), not on a struck-through Chat.
+CHATLESS = """
+[[models]]
+id = "fake-image"
+modality = "image_generation"
+engine = "fake"
+
+[[models]]
+id = "fake-embed"
+modality = "embeddings"
+engine = "fake"
+"""
+
+
+@pytest.fixture(scope="session")
+def chatless_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """An image model and an embedder, no chat model, no keys."""
+    yield from _serve(tmp_path_factory, {"HYPNOS_API_KEYS": ""}, CHATLESS)
 
 
 @pytest.fixture

@@ -97,6 +97,22 @@ def test_modalities_the_lineup_lacks_are_disabled(browser: Any, server: str, sho
         assert "unserved" not in css(browser, f'#tabs button[data-tab="{name}"]').get_attribute("class")
 
 
+def test_without_a_chat_model_the_page_opens_on_the_first_served_tab(browser: Any, chatless_server: str) -> None:
+    open_page(browser, chatless_server)
+    wait(browser, lambda b: css(b, "#images-model").get_attribute("value") == "fake-image")
+    wait(browser, lambda b: css(b, "#panel-images").is_displayed())
+    assert css(browser, "#tabs button.active").get_attribute("data-tab") == "images"
+    assert not css(browser, "#panel-chat").is_displayed()
+    assert "unserved" in css(browser, '#tabs button[data-tab="chat"]').get_attribute("class")
+
+
+def test_with_a_chat_model_the_page_opens_on_chat(browser: Any, server: str) -> None:
+    open_page(browser, server)
+    wait_lineup(browser)
+    assert css(browser, "#tabs button.active").get_attribute("data-tab") == "chat"
+    assert css(browser, "#panel-chat").is_displayed()
+
+
 def test_the_page_runs_under_its_content_security_policy(browser: Any, server: str) -> None:
     page = httpx.get(f"{server}/")
     assert "frame-ancestors 'none'" in page.headers["content-security-policy"]

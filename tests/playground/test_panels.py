@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
-from browser_kit import STUB_FETCH, css, open_page, tab, wait, wait_lineup
+from browser_kit import SPY_FETCH, STUB_FETCH, css, open_page, tab, wait, wait_lineup
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
@@ -49,6 +49,28 @@ def test_voice_turn_from_a_wav_file(browser: Any, server: str, shot: Any, tmp_pa
     # The chat named the speech model as the next stage, so it was loaded while the answer streamed.
     assert "from Tier 1 (VRAM)" in css(browser, '#voice-steps li[data-step="speech"] .tele').text
     shot("voice")
+
+
+def test_the_voice_is_picked_from_the_speech_models_voices(browser: Any, server: str, tmp_path: Path) -> None:
+    listed = {m["id"]: m for m in httpx.get(f"{server}/v1/models").json()["data"]}
+    assert listed["fake-tts"]["voices"] == ["af_heart", "bf_emma", "am_adam"]
+    open_page(browser, server)
+    wait_lineup(browser)
+    tab(browser, "voice")
+    picker = css(browser, "#voice-voice")
+    assert picker.tag_name == "select"
+    wait(
+        browser,
+        lambda b: (
+            [o.get_attribute("value") for o in Select(css(b, "#voice-voice")).options] == listed["fake-tts"]["voices"]
+        ),
+    )
+    Select(picker).select_by_value("bf_emma")
+    browser.execute_script(SPY_FETCH, ["/v1/audio/speech"])
+    css(browser, "#voice-file").send_keys(str(_wav(tmp_path / "hi.wav", seconds=0.3)))
+    css(browser, "#voice-run").click()
+    wait(browser, lambda b: css(b, '#voice-steps li[data-step="speech"]').get_attribute("class") == "done")
+    assert browser.execute_script("return window.spied['/v1/audio/speech'][0].voice") == "bf_emma"
 
 
 def test_voice_turn_from_a_recording(browser: Any, server: str) -> None:
@@ -138,10 +160,18 @@ def test_document_pages_appear_as_they_stream(browser: Any, full_server: str, sh
     wait(browser, lambda b: b.execute_script(pages) == ["2", "3"])
     wait(browser, lambda b: css(b, "#documents-status").text.startswith("done"))
     assert css(browser, "#documents-status").text == "done: 2 pages, 2 tables, 0 pictures"
-    assert css(browser, '.doc-page[data-page="3"] pre').text == "## Page 3\n\nText of page 3."
+    assert css(browser, '.doc-page[data-page="3"] h2').text == "Page 3"
+    assert css(browser, '.doc-page[data-page="3"] p').text == "Text of page 3."
     assert "310 ms/page" in css(browser, "#documents-tele").text
     sent = browser.execute_script("return window.sent")
-    assert sent == {"model": "fake-docs", "file": "report.pdf", "ocr": "true", "stream": "true", "pages": "2-3"}
+    assert sent == {
+        "model": "fake-docs",
+        "file": "report.pdf",
+        "ocr": "true",
+        "stream": "true",
+        "pages": "2-3",
+        "return_pictures": "true",
+    }
     shot("documents")
 
 

@@ -31,14 +31,39 @@ def test_tier_move_button_moves_the_model(browser: Any, server: str, shot: Any) 
 def test_disabling_a_model_disables_its_panel(browser: Any, server: str) -> None:
     open_page(browser, server)
     wait_lineup(browser)
+    assert httpx.delete(f"{server}/v1/logs").json() == {"cleared": True}
     toggle = '#tier-models tr[data-model="fake-image"] .toggle'
     wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, toggle))[0].click()
+    # the first click only asks: nothing is sent until the second one
+    wait(browser, lambda b: css(b, toggle).text == "Really disable?")
+    assert status_of(server, "fake-image")["enabled"] is True
+    assert "unserved" not in css(browser, '#tabs button[data-tab="images"]').get_attribute("class")
+    css(browser, toggle).click()
     wait(browser, lambda b: "unserved" in css(b, '#tabs button[data-tab="images"]').get_attribute("class"))
     assert status_of(server, "fake-image")["enabled"] is False
     assert css(browser, "#panel-images fieldset").get_attribute("disabled") is not None
-    css(browser, toggle).click()
+    assert css(browser, toggle).text == "Enable"
+    css(browser, toggle).click()  # enabling needs no second click
     wait(browser, lambda b: "unserved" not in css(b, '#tabs button[data-tab="images"]').get_attribute("class"))
     assert status_of(server, "fake-image")["enabled"] is True
+    # the log names the model each call acted on, beside the route template
+    rows = wait(browser, lambda b: [r[1:3] for r in log_rows(b) if r[1].startswith("/v1/models/")] or None)
+    assert sorted(rows) == [
+        ["/v1/models/{model_id}/disable", "fake-image"],
+        ["/v1/models/{model_id}/enable", "fake-image"],
+    ]
+
+
+def test_an_armed_disable_lapses(browser: Any, server: str) -> None:
+    open_page(browser, server)
+    wait_lineup(browser)
+    toggle = '#tier-models tr[data-model="fake-embed"] .toggle'
+    wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, toggle))[0].click()
+    wait(browser, lambda b: css(b, toggle).text == "Really disable?")
+    wait(browser, lambda b: css(b, toggle).text == "Disable", timeout=10)  # unconfirmed, it goes back
+    css(browser, toggle).click()
+    wait(browser, lambda b: css(b, toggle).text == "Really disable?")
+    assert status_of(server, "fake-embed")["enabled"] is True
 
 
 def test_kv_parking_is_switched_from_the_visualizer(browser: Any, server: str) -> None:

@@ -6,8 +6,9 @@ import base64
 import hashlib
 import importlib.metadata
 import os
+import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -90,3 +91,31 @@ def copy_verified(dist: str, relative: str, dest: Path) -> Path:
     source = package_file(dist, relative)
     digest = record_sha256(dist, relative) or file_sha256(source)
     return join_parts([source], dest, digest)
+
+
+def write_folder_atomically(dest: Path, build: Callable[[Path], object]) -> Path:
+    """Let `build` fill a temp folder beside dest, fsync its files, then rename it to dest (replacing an old one).
+
+    A build that raises leaves nothing behind: neither a half-written dest nor the temp folder.
+    """
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    temp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        build(temp)
+        for path in sorted(temp.rglob("*")):
+            if path.is_file():
+                with path.open("rb") as handle:
+                    os.fsync(handle.fileno())
+        temp.chmod(0o755)  # mkdtemp makes 0700 folders; a model folder is a plain readable one
+        if dest.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old.", dir=dest.parent))
+            os.replace(dest, old / dest.name)
+            os.replace(temp, dest)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(temp, dest)
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
+    return dest

@@ -79,6 +79,7 @@ class FakeOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     park_bytes: int = 0
     # a chat at tier 1 grows the context to this many cells and says so (context_resized), as llama.cpp's engine does
     grow_context_to: int = 0
+    voices: list[str] | None = None  # a speech model's voices, reported as a capability (GET /v1/models lists them)
     # faults of an engine host process (isolation "process"; in the server's own process they raise instead):
     crash_after_tokens: int = 0  # SIGKILL itself after this many chat tokens (0: never), as a native crash does
     exit_on_load: bool = False  # exit (status 3) while loading
@@ -157,8 +158,8 @@ class FakeEngine(Engine):
         self._conversation = False  # a chat ran since the last load: there is a conversation to park
 
     def capabilities(self) -> EngineCapabilities:
-        """Edits images when `[models.image] edit = true`."""
-        return EngineCapabilities(image_edit=self.image_options.edit)
+        """Edits images when `[models.image] edit = true`; speaks the configured voices."""
+        return EngineCapabilities(image_edit=self.image_options.edit, voices=self.options.voices)
 
     def estimate(self) -> MemoryEstimate:
         """Sizes as configured."""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
+from typing import Any
 
 from hypnos.config import ModelConfig
 from hypnos.engine import Engine, EngineContext, EngineKind, missing_library
@@ -34,3 +36,13 @@ def hypnos_engine_kinds() -> list[EngineKind]:
                    description="diffusers pipelines on torch: image generation and image-to-image edits",
                    options={"image": ImageOptions}, spec_kind="ggml_diffusion"),  # the API's image engine kind
     ]  # fmt: skip
+
+
+@hookimpl
+def hypnos_starter_models(models_dir: Path) -> list[dict[str, Any]]:
+    """The tiny local pipeline once `python -m hypnos_diffusion.testing DIR` (./run.sh --with images) wrote it."""
+    from hypnos_diffusion.testing import MODEL_ID, model_table
+
+    if not (Path(models_dir) / MODEL_ID / "model_index.json").is_file():
+        return []
+    return [model_table(MODEL_ID)]

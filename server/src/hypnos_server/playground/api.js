@@ -85,7 +85,7 @@ export async function* sse(response) {
   }
 }
 
-// A small element builder: el("div", {class: "x", onclick}, child, "text", ...).
+// A small element builder: el("div", {class: "x", onclick}, child, "text", ...); never inline handlers or styles.
 export function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
   for (const [name, value] of Object.entries(attrs)) {
@@ -160,4 +160,28 @@ export const PALETTE = ["#4b5bd6", "#2e9d6a", "#d08a1c", "#c23b7a", "#1f93b8", "
 
 export function randomId() {
   return Array.from(crypto.getRandomValues(new Uint8Array(8)), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+// Save a Blob as a file named `filename` (the browser's download, no server round trip).
+export function download(blob, filename) {
+  const link = el("a", { href: URL.createObjectURL(blob), download: filename, hidden: true });
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(link.href), 60000);
+}
+
+// Put text on the clipboard (the async Clipboard API, or a selected textarea where that is missing).
+export async function copyText(text) {
+  if (navigator.clipboard?.writeText) {
+    await navigator.clipboard.writeText(text);
+    return;
+  }
+  const box = el("textarea", { readonly: true });
+  box.value = text;
+  document.body.append(box);
+  box.select();
+  const copied = document.execCommand("copy");
+  box.remove();
+  if (!copied) throw new Error("the browser refused to copy");
 }

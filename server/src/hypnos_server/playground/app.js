@@ -5,18 +5,29 @@ import { setupChat } from "./chat.js";
 import { setupDocuments, setupImages } from "./media.js";
 import { setupEmbeddings, setupEntities } from "./text.js";
 import { startTiers } from "./tiers.js";
-import { setupVoice } from "./voice.js";
+import { refreshVoices, setupVoice } from "./voice.js";
 
 const $ = (id) => document.getElementById(id);
 
+function showTab(button) {
+  for (const other of document.querySelectorAll("#tabs button")) other.classList.toggle("active", other === button);
+  for (const panel of document.querySelectorAll(".panel")) panel.hidden = panel.id !== `panel-${button.dataset.tab}`;
+}
+
 function setupTabs() {
-  const buttons = document.querySelectorAll("#tabs button");
-  for (const button of buttons) {
-    button.addEventListener("click", () => {
-      for (const other of buttons) other.classList.toggle("active", other === button);
-      for (const panel of document.querySelectorAll(".panel")) panel.hidden = panel.id !== `panel-${button.dataset.tab}`;
-    });
-  }
+  for (const button of document.querySelectorAll("#tabs button")) button.addEventListener("click", () => showTab(button));
+}
+
+let opened = false;
+
+// The page's first lineup picks the tab: the first one served when the open one (Chat) is not.
+function openServedTab() {
+  if (opened) return;
+  opened = true;
+  const active = document.querySelector("#tabs button.active");
+  if (!active.classList.contains("unserved")) return;
+  const served = document.querySelector("#tabs button:not(.unserved)");
+  if (served) showTab(served);
 }
 
 function fillSelect(select, models) {
@@ -40,6 +51,7 @@ function applyLineup(models, reason) {
   if (signature === lineupSignature) return;
   lineupSignature = signature;
   for (const select of document.querySelectorAll("select[data-modality]")) fillSelect(select, enabled);
+  refreshVoices();
   for (const panel of document.querySelectorAll(".panel")) {
     const missing = panel.dataset.needs.split(" ").filter((need) => !enabled.some((m) => m.modalities.includes(need)));
     const blocked = Boolean(reason) || missing.length > 0;
@@ -51,6 +63,7 @@ function applyLineup(models, reason) {
     tab.classList.toggle("unserved", blocked);
     tab.title = blocked ? notice.textContent : "";
   }
+  if (!reason) openServedTab();
 }
 
 async function showServerInfo() {

@@ -5,6 +5,7 @@ import { PALETTE, TIERS, bytes, call, clearError, el, getJson, ms, showError, ti
 
 const $ = (id) => document.getElementById(id);
 const SHORT = { tier1_gpu_vram: "T1", tier2_pinned_ram: "T2", tier3_nvme_ssd: "T3" };
+const CONFIRM_MS = 4000;
 const sleep = (delay) => new Promise((resolve) => setTimeout(resolve, delay));
 const colours = new Map();
 
@@ -80,9 +81,25 @@ function renderBars(status) {
 
 export function startTiers({ onStatus }) {
   const rows = new Map();
+  const lastSeen = new Map();
   const tiers = new Map();
   const pending = new Set();
   let kvDirty = false;
+
+  // Disable asks first: the first click arms the button ("Really disable?") for a few seconds, a second one acts.
+  const armed = new Map();
+  function toggled(model, node) {
+    const path = `/v1/models/${encodeURIComponent(model)}`;
+    if (node.dataset.enabled !== "true") return act(model, `${path}/enable`);
+    if ((armed.get(model) || 0) > Date.now()) {
+      armed.delete(model);
+      return act(model, `${path}/disable`);
+    }
+    armed.set(model, Date.now() + CONFIRM_MS);
+    row(lastSeen.get(model));
+    setTimeout(() => lastSeen.has(model) && row(lastSeen.get(model)), CONFIRM_MS + 50);
+    return null;
+  }
 
   async function act(model, path, json) {
     clearError($("tiers-error"));
@@ -104,7 +121,7 @@ export function startTiers({ onStatus }) {
       const moves = TIERS.map((tier) =>
         el("button", { type: "button", class: "small move", "data-target": tier, title: `Move to ${tierName(tier)}`, onclick: () => act(model.id, "/v1/memory/tier", { model: model.id, target_tier: tier }) }, `→${SHORT[tier]}`),
       );
-      const toggle = el("button", { type: "button", class: "small secondary toggle", onclick: () => act(model.id, `/v1/models/${encodeURIComponent(model.id)}/${node.dataset.enabled === "true" ? "disable" : "enable"}`) });
+      const toggle = el("button", { type: "button", class: "small secondary toggle", onclick: () => toggled(model.id, node) });
       node = el(
         "tr",
         { "data-model": model.id },
@@ -129,8 +146,12 @@ export function startTiers({ onStatus }) {
     node.querySelector(".served-cell").textContent = `${model.total_requests_served}${model.requests_per_minute ? ` · ${model.requests_per_minute.toFixed(1)}/min` : ""}`;
     for (const button of node.querySelectorAll(".move")) button.disabled = busy || !model.enabled || button.dataset.target === model.current_tier;
     const toggle = node.querySelector(".toggle");
+    const asking = model.enabled && (armed.get(model.id) || 0) > Date.now();
     toggle.disabled = busy;
-    toggle.textContent = model.enabled ? "Disable" : "Enable";
+    toggle.textContent = model.enabled ? (asking ? "Really disable?" : "Disable") : "Enable";
+    toggle.classList.toggle("confirm", asking);
+    toggle.title = asking ? `Click again to take ${model.id} out of service` : "";
+    lastSeen.set(model.id, model);
     const before = tiers.get(model.id);
     if (before && before !== model.current_tier) {
       node.classList.remove("moved");
@@ -209,6 +230,13 @@ export function startTiers({ onStatus }) {
   return { refresh };
 }
 
+// A path with a line-break opportunity after each slash (long routes wrap there, not mid-word).
+function breakable(path) {
+  return String(path).split("/").flatMap((part, i) => (i ? ["/", el("wbr"), part] : [part]));
+}
+
+const LOG_CELL_CLASSES = ["time", "route", "model", "status", "total", "tokens", "rate", "from"];
+
 function logRow(record) {
   const failed = record.status >= 400 || record.error;
   const cached = record.cached_tokens ? ` (${record.cached_tokens} cached)` : "";
@@ -216,7 +244,7 @@ function logRow(record) {
   const tokens = flow && flow + cached;
   const cells = [
     new Date(record.started_at).toLocaleTimeString([], { hour12: false }),
-    record.route,
+    breakable(record.route),
     record.model || "",
     String(record.status ?? ""),
     ms(record.duration_ms),
@@ -226,7 +254,7 @@ function logRow(record) {
   ];
   const facts = [record.id, record.key && `key ${record.key}`, record.stream && "stream",
     record.inference_ms != null && `inference ${ms(record.inference_ms)}`, record.level].filter(Boolean);
-  const main = el("tr", { class: failed ? "failed" : "", "data-id": record.id, title: facts.join(" · ") }, cells.map((c) => el("td", {}, c)));
+  const main = el("tr", { class: failed ? "failed" : "", "data-id": record.id, title: facts.join(" · ") }, cells.map((c, i) => el("td", { class: LOG_CELL_CLASSES[i] }, c)));
   if (!record.error) return [main];
   return [main, el("tr", { class: "failed detail" }, el("td", { colspan: cells.length }, record.error))];
 }

@@ -1,6 +1,6 @@
 // A voice turn (sections 1, 9, 10): recording or file -> transcription -> chat -> speech, as one declared workflow.
 
-import { call, clearError, ms, randomId, showError, telemetryLine, tierName } from "./api.js";
+import { call, clearError, getJson, ms, randomId, showError, telemetryLine, tierName } from "./api.js";
 import { streamChat } from "./chat.js";
 
 const $ = (id) => document.getElementById(id);
@@ -38,6 +38,25 @@ async function toWav(blob) {
   return encodeWav((await offline.startRendering()).getChannelData(0), RATE);
 }
 
+// Fill the voice picker with the chosen speech model's voices (GET /v1/models); one it does not list speaks
+// the server's default for OpenAI's `alloy`.
+export async function refreshVoices() {
+  const picker = $("voice-voice");
+  const model = $("voice-tts").value;
+  let voices = [];
+  try {
+    const listed = (await getJson("/v1/models")).data.find((entry) => entry.id === model);
+    voices = listed?.voices || [];
+  } catch (_) {
+    // the status poll reports errors (and a missing key) already
+  }
+  if (model !== $("voice-tts").value) return; // another model was picked meanwhile
+  const previous = picker.value;
+  const options = voices.length ? voices.map((voice) => new Option(voice, voice)) : [new Option("alloy (the model's default)", "alloy")];
+  picker.replaceChildren(...options);
+  if (voices.includes(previous)) picker.value = previous;
+}
+
 export function setupVoice() {
   let recorded = null;
   let recorder = null;
@@ -69,6 +88,7 @@ export function setupVoice() {
     }
   });
   $("voice-file").addEventListener("change", () => (recorded = null));
+  $("voice-tts").addEventListener("change", refreshVoices);
 
   $("voice-run").addEventListener("click", async () => {
     clearError($("voice-error"));

@@ -10,6 +10,7 @@ from hypnos.types import MemoryTier
 from litestar import Request, Response, get, post
 
 from hypnos_server.routes.inference import decode_json, json_response, ready_guard
+from hypnos_server.routes.models import log_model
 from hypnos_server.state import hypnos_state
 
 
@@ -43,6 +44,7 @@ async def memory_status(request: Request[Any, Any, Any]) -> Response[bytes]:
 async def move_tier(request: Request[Any, Any, Any]) -> Response[bytes]:
     """Move a model by hand: 404 unknown or disabled, 429 model_busy while leased, 507 when it does not fit."""
     body = await decode_json(request, TierRequest)
+    log_model(request, body.model)
     if body.context_len is not None and body.context_len < 1:
         raise HypnosError(400, "invalid_request_error", "context_len must be a positive number of tokens")
     state = hypnos_state(request)

@@ -11,7 +11,7 @@ from hypnos.types import Modality, MoeOffload
 from litestar import Request, Response, get, post
 
 from hypnos_server.routes.inference import decode_json, json_response, ready_guard
-from hypnos_server.state import hypnos_state
+from hypnos_server.state import hypnos_state, request_context
 
 
 def model_entry(state: ModelState, created: int) -> dict[str, Any]:
@@ -70,8 +70,14 @@ def retrieve_model(request: Request[Any, Any, Any], model_id: str) -> Response[b
     return json_response(model_entry(model, int(state.started_at)))
 
 
+def log_model(request: Request[Any, Any, Any], model_id: str) -> None:
+    """Name the model an admin route acts on in its request-log record (the route shows only the template)."""
+    request_context(request).record.model = model_id
+
+
 async def _set_enabled(request: Request[Any, Any, Any], model_id: str, enabled: bool) -> Response[bytes]:
     """Enable, or disable (evicted to tier 3; 429 model_busy while leased; 404 for an unknown id)."""
+    log_model(request, model_id)
     state = hypnos_state(request)
     if state.cluster is not None:  # every node first (a node where it is leased refuses), then the front's gate
         state.scheduler.get(model_id)
@@ -101,6 +107,7 @@ class MoeOffloadRequest(msgspec.Struct, kw_only=True):
 @post("/v1/models/{model_id:str}/moe-offload", guards=[ready_guard], status_code=200)
 async def set_moe_offload(request: Request[Any, Any, Any]) -> Response[bytes]:
     """Set a model's expert offload: "now" when idle (a resident model drops to tier 2), else "next_load"."""
+    log_model(request, request.path_params["model_id"])
     body = await decode_json(request, MoeOffloadRequest)
     try:
         mode = MoeOffload(body.mode)
