@@ -34,7 +34,8 @@ def hypnos_engine_kinds() -> list[EngineKind]:
     return [
         EngineKind(KIND, frozenset({Modality.IMAGE_GENERATION}), make_engine,
                    description="diffusers pipelines on torch: image generation and image-to-image edits",
-                   options={"image": ImageOptions}, spec_kind="ggml_diffusion"),  # the API's image engine kind
+                   options={"image": ImageOptions}, spec_kind="ggml_diffusion",  # the API's image engine kind
+                   process_env={"OMP_WAIT_POLICY": "PASSIVE"}),  # torch's threads sleep between regions (see gliner)
     ]  # fmt: skip
 
 

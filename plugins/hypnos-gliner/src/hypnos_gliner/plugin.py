@@ -32,6 +32,9 @@ def hypnos_engine_kinds() -> list[EngineKind]:
             make_gliner_engine,
             description="GLiNER zero-shot entity extraction on torch or ONNX Runtime",
             options={"gliner": GlinerOptions},
+            # torch's OpenMP team spinning between the small model's parallel regions cost 92 ms vs 24 ms a request
+            # under load (bench gliner_bench, #17); in its own host the policy no longer slows llama.cpp down
+            process_env={"OMP_WAIT_POLICY": "PASSIVE"},
         )
     ]
 
