@@ -27,6 +27,7 @@ from hypnos.engine import (
     EngineCapabilities,
     EngineContext,
     EngineKind,
+    EngineUnavailable,
     EntityInput,
     EntityResult,
     ImageInput,
@@ -248,10 +249,8 @@ class HostedEngine(Engine):
 
     def _running(self) -> HostProcess:
         host = self.host
-        if host is None or not host.alive:
-            from hypnos.errors import server_error
-
-            raise server_error(f"the engine host of `{self.model.id}` is not running; retry")
+        if host is None or not host.alive:  # tier 3 (never loaded, unloaded, or its host died): as engines say
+            raise EngineUnavailable(f"the model `{self.model.id}` is not loaded")
         return host
 
     async def chat(self, request: ChatInput, cancel: CancelToken) -> AsyncIterator[ChatEvent]:  # type: ignore[override]

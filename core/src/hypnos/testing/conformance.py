@@ -209,10 +209,12 @@ class ConformanceSuite:
         assert grown <= booked * (1 + target.memory_tolerance) + target.memory_slack_bytes, (grown, booked)
         assert booked <= grown * target.memory_over_factor + target.memory_slack_bytes, (grown, booked)
 
-    def test_tier_walk_serves_at_tier1_only(self, conformance_engine: ConformanceTarget) -> None:
+    def test_tier_walk_serves_at_tier1_only(
+        self, conformance_engine: ConformanceTarget, make: Callable[[ConformanceTarget], Engine] | None = None
+    ) -> None:
         """3 -> 2 -> 1 -> 2 -> 1 -> 3: a request is served at tier 1 and refused (503) below it."""
         target = conformance_engine
-        engine = target.make()
+        engine = make(target) if make is not None else target.make()
 
         async def refused() -> None:
             with pytest.raises(HypnosError) as caught:
@@ -261,10 +263,12 @@ class ConformanceSuite:
         assert full.checks >= 2, f"the request checked its cancel token {full.checks} time(s); give a longer one"
         assert cut.checks < full.checks and cut.checks_after_cancel <= 2, (cut.checks, full.checks)
 
-    def test_errors_have_the_spec_shape(self, conformance_engine: ConformanceTarget) -> None:
+    def test_errors_have_the_spec_shape(
+        self, conformance_engine: ConformanceTarget, make: Callable[[ConformanceTarget], Engine] | None = None
+    ) -> None:
         """Bad input is a 400, an unserved modality a 400, each in the spec's error body."""
         target = conformance_engine
-        engine = target.make()
+        engine = make(target) if make is not None else target.make()
         unsupported = _unsupported_call(target.kind)
 
         async def walk() -> None:
@@ -304,9 +308,60 @@ class ConformanceSuite:
         assert f"`{missing.package}` is not installed" in caught.value.message
 
 
+def hosted(target: ConformanceTarget) -> Engine:
+    """A fresh engine of the target in an engine host process (isolation "process"), as the scheduler makes it."""
+    from hypnos.hosting import HostedEngine, host_factory_path
+
+    path = host_factory_path(target.kind.factory)
+    assert path is not None, "the kind's factory must be a module-level function or class: a host imports it"
+    return HostedEngine(target.model_config, target.context, target.kind, path)
+
+
+class HostedConformanceSuite:
+    """The same engine in an engine host process: tiers, errors and cancellation through the host's socket, and the
+    host ends at tier 3. Collected as `TestConformanceInHost` next to `conformance_engine`."""
+
+    def test_tier_walk_in_a_host(self, conformance_engine: ConformanceTarget) -> None:
+        """3 -> 2 -> 1 -> 2 -> 1 -> 3 in a host: served at tier 1, 503 below it, no host left at tier 3."""
+        ConformanceSuite.test_tier_walk_serves_at_tier1_only(self, conformance_engine, make=hosted)  # type: ignore[arg-type]
+
+    def test_errors_have_the_spec_shape_in_a_host(self, conformance_engine: ConformanceTarget) -> None:
+        """Bad input and unserved modalities answer 400 in the spec's body through the host."""
+        ConformanceSuite.test_errors_have_the_spec_shape(self, conformance_engine, make=hosted)  # type: ignore[arg-type]
+
+    def test_a_cancellation_reaches_the_host(self, conformance_engine: ConformanceTarget) -> None:
+        """A request cancelled while it runs in the host ends (a result or a spec error), the host is not killed for
+        it, and the engine serves the next request."""
+        target = conformance_engine
+        engine = hosted(target)
+
+        async def walk() -> None:
+            await engine.load(target.plan(engine, MemoryTier.TIER1))
+            pid = engine.process_info().pid  # type: ignore[attr-defined]
+            token = CancelToken()
+            running = asyncio.ensure_future(target.request(engine, token))
+            await asyncio.sleep(0.01)
+            token.cancel()
+            try:
+                await asyncio.wait_for(running, 60)
+            except HypnosError as error:
+                assert_spec_error(error)
+            assert await target.request(engine, CancelToken()) is not None
+            assert engine.process_info().pid == pid  # type: ignore[attr-defined]
+            await engine.unload()
+            assert engine.process_info() is None  # type: ignore[attr-defined]
+
+        asyncio.run(walk())
+
+
 def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: Any) -> Any:
-    """Collect the suite as `TestConformance` in every test module that defines `conformance_engine`."""
+    """Collect the suites as `TestConformance` and `TestConformanceInHost` in every test module that defines
+    `conformance_engine`."""
     if name == "conformance_engine" and isinstance(collector, pytest.Module):
         collector.obj.TestConformance = ConformanceSuite  # a Class collector reads its class from the module
-        return pytest.Class.from_parent(collector, name="TestConformance")
+        collector.obj.TestConformanceInHost = HostedConformanceSuite
+        return [
+            pytest.Class.from_parent(collector, name="TestConformance"),
+            pytest.Class.from_parent(collector, name="TestConformanceInHost"),
+        ]
     return None
