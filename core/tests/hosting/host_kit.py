@@ -20,7 +20,8 @@ def hosted_scheduler(models: list[dict[str, Any]], **kwargs: Any) -> Scheduler:
 def hosted_model(model_id: str, **fake: Any) -> dict[str, Any]:
     """A fake chat model (every modality) with a fast watchdog."""
     process = fake.pop("process", {})
-    entry = fake_model(model_id, layer_mib=1, **fake)
+    fake.setdefault("layer_mib", 1)
+    entry = fake_model(model_id, **fake)
     entry["modalities"] = [modality.value for modality in Modality]
     entry["process"] = {"hang_secs": 2.0, "cancel_grace_secs": 1.0, **process}
     return entry

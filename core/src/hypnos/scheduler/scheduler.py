@@ -119,6 +119,7 @@ class LeaseContext:
         state.record_service((time.perf_counter() - self._held_from) * 1000)
         state.last_used = self._sched.clock()
         self._release(state)
+        self._sched.tiers.rebook_measured(state)  # what its host holds after serving, if more than booked
 
     def _release(self, state: ModelState) -> None:
         self._state = None
