@@ -3,10 +3,9 @@ places the next model on that figure."""
 
 from __future__ import annotations
 
+from host_kit import chat_text, hosted_model, hosted_scheduler
 from hypnos.config import MiB
 from hypnos.types import MemoryTier
-
-from host_kit import chat_text, hosted_model, hosted_scheduler
 
 
 async def test_a_host_holding_more_than_its_estimate_is_booked_as_measured() -> None:
