@@ -68,6 +68,8 @@ def host_environment(model: ModelConfig, kind: EngineKind) -> dict[str, str]:
         env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(process.threads)
     env.update(process.env)
     env[HOST_ENV] = model.id
+    # the host logs at the server's level unless told otherwise (its lines go to the server's stderr)
+    env.setdefault("HYPNOS_HOST_LOG_LEVEL", logging.getLevelName(logging.getLogger().getEffectiveLevel()))
     return env
 
 

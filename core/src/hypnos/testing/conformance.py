@@ -189,10 +189,14 @@ class ConformanceSuite:
         if resident_bytes() == 0:
             pytest.skip("no resident-set figure on this platform")
 
-        async def walk() -> int:
-            # a first round imports the engine's library: what the library itself takes is not the model's
+        async def walk() -> tuple[int, int]:
+            # the first round also imports the engine's library; the second grows by the model alone
+            gc.collect()
+            start = resident_bytes()
             await engine.load(target.plan(engine, MemoryTier.TIER1))
             await target.request(engine, CancelToken())
+            gc.collect()
+            first = resident_bytes() - start
             await engine.unload()
             gc.collect()
             before = resident_bytes()
@@ -201,13 +205,15 @@ class ConformanceSuite:
             gc.collect()
             grown = resident_bytes() - before
             await engine.unload()
-            return grown
+            return first, grown
 
-        grown = asyncio.run(walk())
+        first, grown = asyncio.run(walk())
         if getattr(engine, "device", "cpu") != "cpu":
             pytest.skip("the model ran on a device; its memory is not in the resident set")
+        # the model may not outgrow its estimate (the library's own import is not the model's) ...
         assert grown <= booked * (1 + target.memory_tolerance) + target.memory_slack_bytes, (grown, booked)
-        assert booked <= grown * target.memory_over_factor + target.memory_slack_bytes, (grown, booked)
+        # ... and the estimate may cover the library too (in an engine host it is the model's), but no more
+        assert booked <= max(first, grown) * target.memory_over_factor + target.memory_slack_bytes, (first, booked)
 
     def test_tier_walk_serves_at_tier1_only(
         self, conformance_engine: ConformanceTarget, make: Callable[[ConformanceTarget], Engine] | None = None
