@@ -158,7 +158,8 @@ def test_add_from_the_catalog_needs_the_files_then_works(tmp_path: Path) -> None
 
 def test_not_persisted_when_the_overlay_cannot_be_written(tmp_path: Path) -> None:
     (tmp_path / "models").mkdir()
-    raw = {"models_dir": str(tmp_path / "models"), "models": []}
+    # the data folder (the responses store) lies elsewhere, so nothing creates the config's folder
+    raw = {"models_dir": str(tmp_path / "models"), "server": {"data_dir": str(tmp_path / "data")}, "models": []}
     settings = settings_from_mapping(raw, str(tmp_path / "gone" / "hypnos.toml"))  # its folder does not exist
     with TestClient(create_app(settings, make_plugin_manager(autoload=False, plugins=[fake_plugin]))) as client:
         wait_ready(client)
