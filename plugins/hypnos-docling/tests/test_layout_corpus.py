@@ -33,6 +33,7 @@ TARGETS = {
 def convert_in_process(data: bytes, filename: str) -> tuple[str, list[Any], int]:
     """(joined markdown, PageDone records with JSON, page count) from the engine's converter, no server."""
     from hypnos.engine import CancelToken, DocumentInput
+    from hypnos_docling.bounds import DocumentBounds
     from hypnos_docling.convert import Converter
     from hypnos_docling.events import DocumentStarted, PageDone
     from hypnos_docling.markdown import join_pages
@@ -44,7 +45,7 @@ def convert_in_process(data: bytes, filename: str) -> tuple[str, list[Any], int]
         (pages if isinstance(event, PageDone) else started).append(event)
 
     job = DocumentInput(data=data, filename=filename, output_format="json")
-    Converter(threads=2, max_pages=100).convert(job, CancelToken(), emit)
+    Converter(threads=2, max_pages=100, bounds=DocumentBounds.defaults()).convert(job, CancelToken(), emit)
     return join_pages([page.markdown for page in pages]), pages, started[0].page_count
 
 

@@ -88,12 +88,13 @@ SITE_PAGE = (
 
 def test_html_keeps_the_main_content_without_navigation_or_pilcrows() -> None:
     from hypnos.engine import CancelToken, DocumentInput
+    from hypnos_docling.bounds import DocumentBounds
     from hypnos_docling.convert import Converter
     from hypnos_docling.events import PageDone
 
     pages: list[PageDone] = []
     job = DocumentInput(data=SITE_PAGE, filename="guide.html")
-    Converter(threads=1, max_pages=10).convert(
+    Converter(threads=1, max_pages=10, bounds=DocumentBounds.defaults()).convert(
         job, CancelToken(), lambda e: pages.append(e) if isinstance(e, PageDone) else None
     )
     markdown = pages[0].markdown

@@ -40,6 +40,14 @@ class DocumentBounds:
     max_inflated_bytes: int
     page_timeout_secs: float
 
+    @classmethod
+    def defaults(cls, page_timeout_secs: float = 120.0) -> DocumentBounds:
+        """The server's default [limits] (for a converter used without a server)."""
+        from hypnos.config import LimitsConfig
+
+        limits = LimitsConfig()
+        return cls(limits.max_image_pixels, limits.max_document_inflated_bytes, page_timeout_secs)
+
     def check_document(self, kind: str, data: bytes) -> None:
         """400 before any conversion when the file declares an image or inflates beyond the limits."""
         if kind == "pdf":

@@ -8,12 +8,14 @@ every page parsed by then, so a header first seen on page 1 is known once page 2
 from __future__ import annotations
 
 import re
+import statistics
 import threading
 from dataclasses import dataclass
 
 from hypnos_docling.layout_lines import Line
 
 BAND = 0.1  # the top and bottom tenth of the page
+HEADING_RATIO = 1.25  # a band run this much larger than the page's body text is a heading, not a running header
 _PAGE_NUMBER = re.compile(
     r"^(?:[-\u2013\u2014]\s*)?(?:page\s+|p\.\s*)?(?:\d{1,4}|[ivxlc]{1,6})(?:\s*(?:/|of)\s*\d{1,4})?(?:\s*[-\u2013\u2014])?$",
     re.IGNORECASE,
@@ -36,13 +38,19 @@ class PageBands:
 
     top: list[Line]
     bottom: list[Line]
+    body_size: float = 0.0  # the page's median run size (0 when the page has no runs)
+
+    def heading_sized(self, line: Line) -> bool:
+        """True when the run is set markedly larger than the page's body text (`Chapter 2: Results` at 20 pt)."""
+        return self.body_size > 0 and line.height > HEADING_RATIO * self.body_size
 
 
 def bands_of(lines: list[Line], height: float) -> PageBands:
     """The short runs of the page within BAND of its top or bottom edge (the candidates for furniture)."""
     top = [line for line in lines if line.bottom <= BAND * height and len(line.text) <= 120]
     bottom = [line for line in lines if line.top >= (1 - BAND) * height and len(line.text) <= 120]
-    return PageBands(top, bottom)
+    body = statistics.median(line.height for line in lines) if lines else 0.0
+    return PageBands(top, bottom, body)
 
 
 class FurnitureTracker:
@@ -73,12 +81,20 @@ class FurnitureTracker:
             return all(number == page_no for number in self._seen)
 
     def furniture(self, page_no: int, bands: PageBands) -> list[Line]:
-        """The runs of the page's bands that are page numbers or repeat in the same band of another page."""
+        """The outermost runs of the page's bands that are page numbers or repeat in the same band of another page;
+        a run below the page's first content run (or above its last) is content, and so is a heading-sized run."""
         with self._lock:
             others = [seen for number, seen in self._seen.items() if number != page_no]
-        found = []
-        for side, lines in ((0, bands.top), (1, bands.bottom)):
-            for line in lines:
-                if is_page_number(line.text) or any(shape(line.text) in seen[side] for seen in others):
-                    found.append(line)
-        return found
+
+        def qualifies(side: int, line: Line) -> bool:
+            if is_page_number(line.text):
+                return True
+            return not bands.heading_sized(line) and any(shape(line.text) in seen[side] for seen in others)
+
+        top = [line for line in bands.top if qualifies(0, line)]
+        content_top = min((line.top for line in bands.top if line not in top), default=float("inf"))
+        bottom = [line for line in bands.bottom if qualifies(1, line)]
+        content_bottom = max((line.bottom for line in bands.bottom if line not in bottom), default=float("-inf"))
+        return [line for line in top if line.top < content_top] + [
+            line for line in bottom if line.bottom > content_bottom
+        ]
