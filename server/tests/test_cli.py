@@ -99,3 +99,123 @@ def test_bad_engine_table_is_one_line_naming_file_model_table_key(tmp_path, caps
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert str(path) in err and all(needle in err for needle in needles), err
+
+
+class _Point:
+    """An installed entry point of group `hypnos` (what importlib.metadata lists), loading `target`."""
+
+    dist = None
+
+    def __init__(self, name, target):  # type: ignore[no-untyped-def]
+        self.name, self._target = name, target
+
+    def load(self):  # type: ignore[no-untyped-def]
+        if isinstance(self._target, Exception):
+            raise self._target
+        return self._target
+
+
+class _Typo:
+    @hookimpl
+    def hypnos_engine_kind(self):  # the hook is hypnos_engine_kinds
+        return []
+
+
+class _Routes:
+    @hookimpl
+    def hypnos_routes(self):
+        from litestar import get
+
+        @get("/v1/hello", sync_to_thread=False)
+        def hello() -> str:
+            return "hi"
+
+        return [hello]
+
+
+def _installed(monkeypatch, *points):  # type: ignore[no-untyped-def]
+    from hypnos import plugins
+    from hypnos.testing import fake_plugin
+
+    listed = [_Point("fake", fake_plugin), *points]
+    monkeypatch.setattr(plugins, "entry_points", lambda group: listed if group == "hypnos" else [])
+    monkeypatch.delenv("HYPNOS_CONFIG", raising=False)
+    monkeypatch.delenv("HYPNOS_PLUGINS", raising=False)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_serve_stops_with_exit_2_and_one_line_naming_a_misspelled_plugin(tmp_path, monkeypatch, capsys):
+    _installed(monkeypatch, _Point("typo", _Typo()))
+    path = tmp_path / "hypnos.toml"
+    path.write_text(f"[server]\nport = {_free_port()}\n")
+    assert cli.main(["serve", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "`typo`" in err and "`hypnos_engine_kind`" in err and 'plugin_errors = "warn"' in err
+
+
+def test_serve_stops_on_a_plugin_that_fails_to_import(tmp_path, monkeypatch, capsys):
+    _installed(monkeypatch, _Point("broken", ImportError("No module named 'torch'")))
+    path = tmp_path / "hypnos.toml"
+    path.write_text(f"[server]\nport = {_free_port()}\n")
+    assert cli.main(["serve", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "`broken`" in err and "No module named 'torch'" in err
+
+
+def test_plugin_errors_warn_starts_anyway(tmp_path, monkeypatch, capsys):
+    import granian
+
+    served = []
+
+    class FakeGranian:
+        def __init__(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            pass
+
+        def serve(self) -> None:
+            served.append(True)
+
+    monkeypatch.setattr(granian, "Granian", FakeGranian)
+    _installed(monkeypatch, _Point("broken", ImportError("No module named 'torch'")))
+    path = tmp_path / "hypnos.toml"
+    path.write_text(f'[server]\nport = {_free_port()}\nplugin_errors = "warn"\n')
+    assert cli.main(["serve", "--config", str(path)]) == 0
+    assert served == [True]
+    err = capsys.readouterr().err
+    assert "warning" in err and "`broken`" in err
+
+
+def test_plugins_lists_kinds_tables_routes_and_failures(monkeypatch, capsys):
+    _installed(monkeypatch, _Point("routes", _Routes()), _Point("broken", ImportError("No module named 'torch'")))
+    assert cli.main(["plugins"]) == 1  # something failed to load
+    out = capsys.readouterr().out
+    assert "engine kind fake:" in out and "[models.fake] layers," in out and "[models.image] edit" in out
+    assert "route GET /v1/hello" in out
+    assert "failed:" in out and "`broken`" in out and "No module named 'torch'" in out
+
+
+def test_plugins_json(monkeypatch, capsys):
+    import json
+
+    _installed(monkeypatch, _Point("typo", _Typo()))
+    assert cli.main(["plugins", "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    fake = next(p for p in report["plugins"] if p["name"] == "fake")
+    (kind,) = fake["engine_kinds"]
+    assert kind["name"] == "fake" and "layers" in kind["options"]["fake"] and "text_generation" in kind["modalities"]
+    assert [p["plugin"] for p in report["failed"]] == ["typo"]
+    assert "hypnos_engine_kind" in report["failed"][0]["error"]
+
+
+def test_plugins_with_nothing_wrong_exits_0(monkeypatch, capsys):
+    _installed(monkeypatch)
+    assert cli.main(["plugins"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("fake") and "failed" not in out

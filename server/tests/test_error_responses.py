@@ -107,6 +107,28 @@ def test_failed_load_is_500_server_error_without_traceback():
         assert response.headers["x-request-id"].startswith("req-")
 
 
+def test_after_a_failed_load_the_model_is_503_model_not_available_with_retry_after():
+    raw = config(
+        models=[{"id": "broken", "modality": "text_generation", "engine": "fake", "fake": {"fail_load": True}}]
+    )
+    with TestClient(build_app(raw)) as client:
+        wait_ready(client)
+        assert client.post("/v1/chat/completions", json={"model": "broken", **CHAT}).status_code == 500
+        response = client.post("/v1/chat/completions", json={"model": "broken", **CHAT})
+        assert response.status_code == 503 and response.headers["retry-after"] == "5"
+        body = response.json()
+        assert set(body) == {"error"} and set(body["error"]) == {"message", "type"}
+        assert body["error"]["type"] == "model_not_available"
+        assert "fake load failure" in body["error"]["message"]
+        status = client.get("/v1/memory/status").json()
+        entry = next(m for m in status["models"] if m["id"] == "broken")
+        assert "fake load failure" in entry["unavailable_reason"] and entry["load_failures"] == 1
+        assert client.post("/v1/models/broken/enable").status_code == 200  # an admin's enable: the next one retries
+        assert client.post("/v1/chat/completions", json={"model": "broken", **CHAT}).status_code == 500
+        status = client.get("/v1/memory/status").json()
+        assert next(m for m in status["models"] if m["id"] == "broken")["load_failures"] == 2
+
+
 def test_unexpected_exception_is_500_without_traceback(client, monkeypatch):
     from hypnos.testing.fake_engine import FakeEngine
 

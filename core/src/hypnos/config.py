@@ -68,6 +68,8 @@ class ServerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     isolation: Literal["process", "thread"] = "process"
     # how long SIGTERM may take: engine hosts still running after it are killed
     shutdown_grace_secs: float = 10.0
+    # a plugin that fails to import or implements an unknown hook: "fail" stops `hypnos serve` (exit 2), "warn" logs
+    plugin_errors: Literal["fail", "warn"] = "fail"
     # where the server keeps its own data (stored responses); relative to the config file's folder; unset: `data`
     # next to the config file, or memory only when there is no config file
     data_dir: str | None = None

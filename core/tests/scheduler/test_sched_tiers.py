@@ -118,8 +118,10 @@ async def test_process_cap_evicts_with_its_reason() -> None:
 
 
 async def test_load_failure_is_500_counted_and_clean() -> None:
-    scheduler = make_scheduler([fake_model("m", fail_load=True, load_ms=10)])
+    clock = ManualClock()
+    scheduler = make_scheduler([fake_model("m", fail_load=True, load_ms=10)], clock=clock)
     for _ in range(2):
+        clock.advance(600)  # past the backoff a failed load leaves (test_sched_load_backoff.py)
         with pytest.raises(HypnosError) as caught:
             await use(scheduler, "m")
         assert (caught.value.status, caught.value.type) == (500, "server_error")

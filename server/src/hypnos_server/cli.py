@@ -1,4 +1,5 @@
-"""The `hypnos` command: `serve` (granian, one worker), `starter`, `models pull`, `--catalog-block`, `--version`."""
+"""The `hypnos` command: `serve` (granian, one worker), `starter`, `models pull`, `advise`, `plugins`,
+`--catalog-block`, `--version`."""
 
 from __future__ import annotations
 
@@ -14,13 +15,14 @@ from hypnos.errors import HypnosError
 from hypnos.hardware import SystemHardware
 from hypnos.options import check_engine_options
 from hypnos.overlay import load_pool
-from hypnos.plugins import allow_list_from_env, collect_engine_kinds, make_plugin_manager
+from hypnos.plugins import allow_list_from_env, collect_engine_kinds, load_plugins, make_plugin_manager
 
 from hypnos_server.advisor import NEEDS, AdvisorRequest, advise, config_text, machine_for
 from hypnos_server.app import RAY_ADDRESS_ENV, server_version
 from hypnos_server.catalog import Catalog, shipped_catalog_path
 from hypnos_server.download import DownloadError, pull
 from hypnos_server.lifeline import holder_of, port_in_use
+from hypnos_server.plugin_list import plugins_report, render_report
 from hypnos_server.starter import write_starter_config
 
 logger = logging.getLogger(__name__)
@@ -52,6 +54,8 @@ def _parser() -> argparse.ArgumentParser:
     pull.add_argument("--config", help="the TOML config naming models_dir (default: $HYPNOS_CONFIG)")
     pull.add_argument("--models-dir", type=Path, help="the models folder (default: the config's models_dir)")
     pull.add_argument("--catalog", type=Path, dest="pull_catalog", help=argparse.SUPPRESS)
+    listing = commands.add_parser("plugins", help="the installed plugins, their engine kinds and routes, and failures")
+    listing.add_argument("--json", action="store_true", dest="plugins_json", help="print the list as JSON")
     advise = commands.add_parser("advise", help="recommend a lineup and config from the catalog")
     advise.add_argument("--needs", required=True, help="comma-separated: " + ", ".join(NEEDS))
     advise.add_argument("--vram", type=_size, help="GPU memory, e.g. 24G (default: this machine's)")
@@ -110,7 +114,14 @@ def serve(config: str | None, host: str | None, port: int | None) -> int:
         os.environ["HYPNOS_PORT"] = str(port)
     try:
         settings, _ = load_pool(load_settings())
-        check_engine_options(settings, collect_engine_kinds(make_plugin_manager(allow=allow_list_from_env())))
+        plugins = load_plugins(allow=allow_list_from_env())
+        if plugins.problems and settings.server.plugin_errors == "fail":
+            for problem in plugins.problems:
+                sys.stderr.write(f'hypnos: {problem.line()} (server.plugin_errors = "warn" starts anyway)\n')
+            return 2
+        for problem in plugins.problems:
+            sys.stderr.write(f"hypnos: warning: {problem.line()}\n")
+        check_engine_options(settings, collect_engine_kinds(plugins.manager))
     except ConfigError as error:
         sys.stderr.write(f"hypnos: bad config: {error}\n")
         return 2
@@ -141,6 +152,16 @@ def serve(config: str | None, host: str | None, port: int | None) -> int:
     )
     server.serve()
     return 0
+
+
+def plugins_command(as_json: bool) -> int:
+    """List the installed plugins (those HYPNOS_PLUGINS allows) and what failed to load; 1 when something failed."""
+    report = plugins_report(load_plugins(allow=allow_list_from_env()))
+    if as_json:
+        sys.stdout.write(msgspec.json.encode(report).decode() + "\n")
+    else:
+        sys.stdout.write(render_report(report))
+    return 1 if report.failed else 0
 
 
 def starter(models_dir: Path, out: Path) -> int:
@@ -193,10 +214,12 @@ def main(argv: list[str] | None = None) -> int:
             return models_pull(args.spec, args.config, args.models_dir, args.pull_catalog or args.catalog)
         if args.command == "advise":
             return advise_command(args)
+        if args.command == "plugins":
+            return plugins_command(args.plugins_json)
     except (HypnosError, ConfigError, DownloadError) as error:
         sys.stderr.write(f"hypnos: {getattr(error, 'message', error)}\n")
         return 1
-    parser.error("a command is needed (serve, starter, models, advise) or --catalog-block")
+    parser.error("a command is needed (serve, starter, models, advise, plugins) or --catalog-block")
     return 2
 
 

@@ -48,10 +48,14 @@ def exit_reason(returncode: int | None) -> str:
 
 @dataclass
 class CrashPolicy:
-    """Crashes of one model's host within a sliding window: the restart backoff, and when to stop restarting."""
+    """Failures (a model's host crashing, or its load failing) within a sliding window: the backoff before the next
+    try, and when to stop trying."""
 
     max_crashes: int = 5
     window_secs: float = 600.0
+    base_secs: float = BACKOFF_BASE_SECS  # the first wait; each further failure in the window doubles it
+    max_secs: float = BACKOFF_MAX_SECS
+    free_crashes: int = 1  # failures in the window tried again at once, before any wait
     crashes: deque[float] = field(default_factory=deque)
     restarts: int = 0  # hosts started after one died on its own
 
@@ -75,14 +79,14 @@ class CrashPolicy:
         return len(self.crashes) >= self.max_crashes
 
     def backoff_secs(self, now: float) -> float:
-        """How long to wait before the next start: nothing after no or one crash, then doubling per recent crash."""
+        """How long to wait before the next start: nothing for the free crashes, then doubling per recent crash."""
         self._trim(now)
-        if len(self.crashes) <= 1:
+        if len(self.crashes) <= self.free_crashes:
             return 0.0
         since = now - self.crashes[-1]
-        wait = min(BACKOFF_MAX_SECS, BACKOFF_BASE_SECS * 2 ** (len(self.crashes) - 2))
+        wait = min(self.max_secs, self.base_secs * 2 ** (len(self.crashes) - self.free_crashes - 1))
         return max(0.0, wait - since)
 
     def reset(self) -> None:
-        """Forget the crashes (an admin enabled the model again)."""
+        """Forget the crashes (an admin enabled the model again, or it loaded)."""
         self.crashes.clear()

@@ -25,6 +25,8 @@ from hypnos.scheduler.admission import (
 from hypnos.scheduler.budgets import compute_budgets
 from hypnos.scheduler.kv_park import KvParkStore
 from hypnos.scheduler.lease import Lease
+from hypnos.scheduler.leasing import LeaseContext
+from hypnos.scheduler.load_backoff import backoff_left, forget_load_failures, refuse_while_backing_off
 from hypnos.scheduler.pool import PoolChanges
 from hypnos.scheduler.records import EvictionRecord, SchedulerCounters
 from hypnos.scheduler.state import ModelState
@@ -35,96 +37,6 @@ from hypnos.types import MemoryTier, Modality, MoeOffload
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-
-class LeaseContext:
-    """`async with scheduler.lease(...) as lease`: admits on enter, releases on exit, error or cancellation."""
-
-    __slots__ = (
-        "_arrived",
-        "_deadline_ms",
-        "_held_from",
-        "_lease",
-        "_modalities",
-        "_model_id",
-        "_next",
-        "_sched",
-        "_state",
-    )
-
-    def __init__(
-        self,
-        scheduler: Scheduler,
-        model_id: str,
-        modalities: tuple[Modality, ...],
-        deadline_ms: int | None,
-        next_model: str | None,
-    ) -> None:
-        self._sched = scheduler
-        self._model_id = model_id
-        self._modalities = modalities
-        self._deadline_ms = deadline_ms
-        self._next = next_model
-        self._state: ModelState | None = None
-        self._lease: Lease | None = None
-        self._arrived = 0.0
-        self._held_from = 0.0
-
-    async def __aenter__(self) -> Lease:
-        sched = self._sched
-        await sched.pool.wait_turn(self._model_id)  # a model being replaced or removed: wait for the change
-        state = sched.serving(self._model_id, *self._modalities)
-        estimate = sched.admit(state, self._deadline_ms)
-        previous = state.tier
-        self._arrived = arrived = time.perf_counter()
-        gate = state.gate
-        if not gate.try_acquire():
-            await gate.acquire()
-        state.active_leases += 1
-        self._state = state
-        try:
-            started = time.perf_counter()
-            outcome = None
-            if state.tier is not MemoryTier.TIER1 or state.transition is not None:
-                outcome = await sched.tiers.ensure(state, MemoryTier.TIER1)
-            lease = Lease(
-                model_id=state.id,
-                engine=state.engine,  # type: ignore[arg-type]
-                modalities=list(self._modalities),
-                previous_tier=previous,
-                placement=state.placement,
-                estimated_wait_ms=estimate,
-                queue_ms=(started - arrived) * 1000,
-                on_device_oom=lambda: sched.tiers.evict_idle_for_oom(state),
-            )
-            if outcome is not None:
-                lease.tier_switch_latency_ms = (time.perf_counter() - started) * 1000
-                lease.tier_switch_phases = outcome.phases
-                lease.evicted_models = list(outcome.evicted)
-        except BaseException:
-            self._release(state)
-            raise
-        if self._next is not None and self._next != state.id:
-            sched.prefetch(self._next)
-        self._lease = lease
-        self._held_from = time.perf_counter()
-        return lease
-
-    async def __aexit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
-        state = self._state
-        if state is None:
-            return
-        if exc_type is not None and issubclass(exc_type, asyncio.CancelledError) and self._lease is not None:
-            self._lease.cancel.cancel()  # the client went away: the engine stops at its next check
-        state.record_service((time.perf_counter() - self._held_from) * 1000)
-        state.last_used = self._sched.clock()
-        self._release(state)
-        self._sched.tiers.rebook_measured(state)  # what its host holds after serving, if more than booked
-
-    def _release(self, state: ModelState) -> None:
-        self._state = None
-        state.active_leases -= 1
-        state.gate.release()
 
 
 class Scheduler:
@@ -252,6 +164,7 @@ class Scheduler:
                 f"the model `{model_id}` is unavailable after repeated engine crashes ({state.engine.last_exit}); "
                 f"an admin's POST /v1/models/{model_id}/enable lets it start again"
             )
+        refuse_while_backing_off(state, self.clock())  # its last load failed: 503 until the backoff ends
         return state
 
     def estimated_wait_ms(self, model_id: str) -> int | None:
@@ -323,6 +236,8 @@ class Scheduler:
         state = self._models.get(model_id)
         if state is None or not state.enabled or state.engine is None or self.pool.held(model_id):
             return
+        if backoff_left(state, self.clock()) > 0:
+            return
         if state.tier == MemoryTier.TIER1 or state.transition is not None:
             return
         task = asyncio.get_running_loop().create_task(self._prefetch(state))
@@ -371,6 +286,7 @@ class Scheduler:
         state = self.get(model_id)
         if enabled:
             state.enabled = True
+            forget_load_failures(state)  # and a failed load: the next request tries at once
             if isinstance(state.engine, HostedEngine):  # an admin's enable forgives the crashes
                 state.engine.quarantined = False
                 state.engine.policy.reset()

@@ -8,9 +8,11 @@ from dataclasses import dataclass, field
 
 from hypnos.config import ModelConfig
 from hypnos.engine import Engine, EngineKind, MemoryEstimate
+from hypnos.hosting.supervision import CrashPolicy
 from hypnos.scheduler.budgets import Budgets, transfer_ms
 from hypnos.scheduler.eviction import DecayingRate
 from hypnos.scheduler.lease import SlotGate
+from hypnos.scheduler.load_backoff import load_backoff_policy
 from hypnos.scheduler.planner import total_weight_bytes
 from hypnos.types import LayerPlacementPlan, MemoryTier, Modality, MoeOffload
 from hypnos.wire_kind import wire_engine
@@ -35,6 +37,9 @@ class ModelState:
     active_leases: int = 0
     total_requests_served: int = 0
     load_failures: int = 0
+    # why the last load failed, and the backoff before the next try (scheduler/load_backoff.py)
+    load_error: str | None = None
+    load_backoff: CrashPolicy = field(default_factory=load_backoff_policy)
     service_ms_avg: float | None = None
     last_used: float = 0.0
     gate: SlotGate = field(default_factory=lambda: SlotGate(1))

@@ -11,6 +11,7 @@ from hypnos.config import ProfileObjective, Settings
 from hypnos.hardware import GpuSample
 from hypnos.hosting import EngineProcessInfo, HostedEngine
 from hypnos.scheduler.admission import estimated_wait_ms, profile_objective
+from hypnos.scheduler.load_backoff import load_failure_reason
 from hypnos.scheduler.planner import total_weight_bytes
 from hypnos.scheduler.records import EvictionRecord
 from hypnos.scheduler.state import ModelState
@@ -154,7 +155,7 @@ def model_status(state: ModelState, tiers: TierManager, now: float) -> ModelMemo
         slots=state.gate.capacity,
         queued=state.gate.queued,
         load_failures=state.load_failures,
-        unavailable_reason=state.unavailable_reason or hosted_reason,
+        unavailable_reason=state.unavailable_reason or load_failure_reason(state, now) or hosted_reason,
         isolation="process" if hosted is not None else "thread",
         engine_process=process,
         engine_restarts=hosted.policy.restarts if hosted is not None else 0,

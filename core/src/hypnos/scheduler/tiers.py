@@ -18,6 +18,7 @@ from hypnos.hardware import HardwareProbe
 from hypnos.hosting import HostedEngine
 from hypnos.scheduler.budgets import Budgets, Tier1Figures, tier1_figures
 from hypnos.scheduler.eviction import Eviction, EvictionCandidate, choose_victims
+from hypnos.scheduler.load_backoff import forget_load_failures, is_load_failure, record_load_failure
 from hypnos.scheduler.planner import (
     FreeMemory,
     PlacementRequest,
@@ -331,14 +332,17 @@ class TierManager:
         if pending:
             await asyncio.gather(*(asyncio.shield(task) for task in pending), return_exceptions=True)
         assert state.engine is not None
+        loading = previous.rank >= target.rank
         try:
-            if previous.rank < target.rank:
+            if not loading:
                 await state.engine.demote(target)
                 phases = None
             else:
                 phases = await state.engine.load(plan)
         except BaseException as error:
             await self._clean_after_failure(state)
+            if loading and is_load_failure(error):
+                record_load_failure(state, error, self.clock())
             if not isinstance(error, Exception):
                 raise
             if isinstance(error, HypnosError):
@@ -347,6 +351,8 @@ class TierManager:
             raise server_error(f"loading the model `{state.id}` failed; the server log has the cause") from error
         state.tier = target
         state.placement = plan
+        if loading:
+            forget_load_failures(state)
         elapsed = (time.perf_counter() - started) * 1000
         if target == MemoryTier.TIER1:
             self.counters.promotions += 1

@@ -1,0 +1,106 @@
+"""`async with scheduler.lease(...)`: the context that admits a request, promotes its model and releases it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING
+
+from hypnos.scheduler.lease import Lease
+from hypnos.scheduler.load_backoff import refuse_while_backing_off
+from hypnos.scheduler.state import ModelState
+from hypnos.types import MemoryTier, Modality
+
+if TYPE_CHECKING:  # the scheduler builds its lease contexts
+    from hypnos.scheduler.scheduler import Scheduler
+
+
+class LeaseContext:
+    """`async with scheduler.lease(...) as lease`: admits on enter, releases on exit, error or cancellation."""
+
+    __slots__ = (
+        "_arrived",
+        "_deadline_ms",
+        "_held_from",
+        "_lease",
+        "_modalities",
+        "_model_id",
+        "_next",
+        "_sched",
+        "_state",
+    )
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        model_id: str,
+        modalities: tuple[Modality, ...],
+        deadline_ms: int | None,
+        next_model: str | None,
+    ) -> None:
+        self._sched = scheduler
+        self._model_id = model_id
+        self._modalities = modalities
+        self._deadline_ms = deadline_ms
+        self._next = next_model
+        self._state: ModelState | None = None
+        self._lease: Lease | None = None
+        self._arrived = 0.0
+        self._held_from = 0.0
+
+    async def __aenter__(self) -> Lease:
+        sched = self._sched
+        await sched.pool.wait_turn(self._model_id)  # a model being replaced or removed: wait for the change
+        state = sched.serving(self._model_id, *self._modalities)
+        estimate = sched.admit(state, self._deadline_ms)
+        previous = state.tier
+        self._arrived = arrived = time.perf_counter()
+        gate = state.gate
+        if not gate.try_acquire():
+            await gate.acquire()
+        state.active_leases += 1
+        self._state = state
+        try:
+            started = time.perf_counter()
+            outcome = None
+            if state.tier is not MemoryTier.TIER1 or state.transition is not None:
+                refuse_while_backing_off(state, sched.clock())  # a load failed while this request queued
+                outcome = await sched.tiers.ensure(state, MemoryTier.TIER1)
+            lease = Lease(
+                model_id=state.id,
+                engine=state.engine,  # type: ignore[arg-type]
+                modalities=list(self._modalities),
+                previous_tier=previous,
+                placement=state.placement,
+                estimated_wait_ms=estimate,
+                queue_ms=(started - arrived) * 1000,
+                on_device_oom=lambda: sched.tiers.evict_idle_for_oom(state),
+            )
+            if outcome is not None:
+                lease.tier_switch_latency_ms = (time.perf_counter() - started) * 1000
+                lease.tier_switch_phases = outcome.phases
+                lease.evicted_models = list(outcome.evicted)
+        except BaseException:
+            self._release(state)
+            raise
+        if self._next is not None and self._next != state.id:
+            sched.prefetch(self._next)
+        self._lease = lease
+        self._held_from = time.perf_counter()
+        return lease
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        state = self._state
+        if state is None:
+            return
+        if exc_type is not None and issubclass(exc_type, asyncio.CancelledError) and self._lease is not None:
+            self._lease.cancel.cancel()  # the client went away: the engine stops at its next check
+        state.record_service((time.perf_counter() - self._held_from) * 1000)
+        state.last_used = self._sched.clock()
+        self._release(state)
+        self._sched.tiers.rebook_measured(state)  # what its host holds after serving, if more than booked
+
+    def _release(self, state: ModelState) -> None:
+        self._state = None
+        state.active_leases -= 1
+        state.gate.release()
