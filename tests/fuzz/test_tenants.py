@@ -34,10 +34,10 @@ def test_a_user_key_gets_403_on_every_admin_route(server: str) -> None:
 
 def test_a_user_key_reads_only_its_own_records(server: str) -> None:
     # the fuzzers share this server and may have turned the log off: the admin turns it back on
-    level = json.dumps({"level": "info"}).encode()
-    assert raw_request(server, "POST", "/v1/logs/level", {**AUTH, "content-type": "application/json"}, level).status == 200
+    as_json = {**AUTH, "content-type": "application/json"}
+    assert raw_request(server, "POST", "/v1/logs/level", as_json, json.dumps({"level": "info"}).encode()).status == 200
     body = json.dumps({"model": "fake-embed", "input": "admin's secret"}).encode()
-    raw_request(server, "POST", "/v1/embeddings", {**AUTH, "content-type": "application/json"}, body)
+    raw_request(server, "POST", "/v1/embeddings", as_json, body)
     answer = raw_request(server, "GET", "/v1/logs?limit=200", USER_AUTH)
     assert answer.status == 200
     assert {record["key"] for record in json.loads(answer.body)["records"]} <= {"fuzz-user"}
