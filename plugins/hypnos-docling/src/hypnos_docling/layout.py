@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from hypnos_docling.layout_blocks import CAPTION, Block, blocks_of, ocr_blocks
+from hypnos_docling.layout_blocks import CAPTION, Block, blocks_of, code_text, ocr_blocks
 from hypnos_docling.layout_lines import Line, column_split, fonts_of, rows_of
 
 __all__ = ["Figure", "Line", "page_document"]
@@ -52,10 +52,14 @@ def page_blocks(lines: list[Line], figures: list[Figure], width: float, *, ocr: 
     regions = _regions(lines, width) if lines else []
     ordered: list[Block] = []
     unplaced = list(figures)
+    previous_left = 0.0
     for region in regions:
         blocks = blocks_of(rows_of(region), fonts)
         left = min(line.left for line in region)
         right = max(line.right for line in region)
+        if ordered and ordered[-1].kind == "code" and blocks and blocks[0].kind == "code":
+            _carry_code(ordered[-1], blocks.pop(0), previous_left - left)
+        previous_left = left
         mine = (
             [f for f in unplaced if left - 4 <= (f.left + f.right) / 2 <= right + 4] if len(regions) > 1 else unplaced
         )
@@ -64,6 +68,16 @@ def page_blocks(lines: list[Line], figures: list[Figure], width: float, *, ocr: 
         ordered += sorted(blocks, key=lambda block: block.top)
     ordered += [Block("picture", figure.top, figure=figure) for figure in unplaced]
     return ordered
+
+
+def _carry_code(block: Block, rest: Block, shift: float) -> None:
+    """A listing cut by the column break: `rest` (the next column's first block) appended, moved by `shift` so that
+    its lines keep their indentation relative to the listing's start."""
+    for row in rest.rows:
+        moved = [Line(x.text, x.left + shift, x.top, x.right + shift, x.bottom, x.font, x.size) for x in row]
+        block.rows.append(moved)
+    block.lines.extend(rest.lines)
+    block.text = code_text(block.rows)
 
 
 def link_captions(blocks: list[Block]) -> dict[int, Block]:

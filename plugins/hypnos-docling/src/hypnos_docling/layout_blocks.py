@@ -85,7 +85,8 @@ def _heading_like(row: list[Line], fonts: Fonts) -> bool:
     return ratio >= 0.9 and distinct and (font in fonts.bold or NUMBERING.match(text) is not None or ratio >= 1.0)
 
 
-def _code_text(rows: list[list[Line]]) -> str:
+def code_text(rows: list[list[Line]]) -> str:
+    """A code block's rows as text, each run indented by its distance from the block's leftmost run."""
     left = min(line.left for row in rows for line in row)
     widths = [(line.right - line.left) / len(line.text) for row in rows for line in row if len(line.text) >= 3]
     advance = sorted(widths)[len(widths) // 2] if widths else 5.0
@@ -207,7 +208,7 @@ def blocks_of(rows: list[list[Line]], fonts: Fonts) -> list[Block]:
         index += 1
     for block in blocks:
         if block.kind == "code":
-            block.text = _code_text(block.rows)
+            block.text = code_text(block.rows)
     return blocks
 
 

@@ -27,6 +27,7 @@ class Line:
     bottom: float
     font: str = ""
     size: float = 0.0  # the font size as calibrate() estimates it; the box height until then
+    pitch: float = 0.0  # the advance per character when its three or more words are set on a fixed pitch, else 0
 
     @property
     def height(self) -> float:
@@ -70,17 +71,26 @@ def fonts_of(lines: list[Line]) -> Fonts:
     """The body font (most characters), its typical height, and which fonts are monospace or bold by name/advance."""
     chars: dict[str, int] = {}
     advances: dict[str, list[float]] = {}
+    lengths: dict[str, set[int]] = {}
     for line in lines:
         chars[line.font] = chars.get(line.font, 0) + len(line.text)
         if len(line.text) >= 4:
             advances.setdefault(line.font, []).append((line.right - line.left) / len(line.text))
+            lengths.setdefault(line.font, set()).add(len(line.text))
     body = max(chars, key=lambda key: chars[key]) if chars else ""
     body_lines = [line for line in lines if line.font == body] or lines
     body_height = _weighted_median([(line.height, len(line.text)) for line in body_lines]) if body_lines else 10.0
     mono = {key for key in chars if key and _MONO_NAME.search(key)}
-    for key, values in advances.items():
-        if key != body and len(values) >= 4 and _spread(values) < 0.02 and key not in mono:
+    for key, values in advances.items():  # a constant advance over runs of different lengths (not `Name 1`, `Size 2`)
+        if key != body and len(values) >= 4 and _spread(values) < 0.02 and len(lengths[key]) >= 3:
             mono.add(key)
+    pitched: dict[str, int] = {}
+    spaced: dict[str, int] = {}
+    for line in lines:
+        if line.text.count(" ") >= 2:
+            spaced[line.font] = spaced.get(line.font, 0) + 1
+            pitched[line.font] = pitched.get(line.font, 0) + (line.pitch > 0)
+    mono |= {key for key, count in pitched.items() if key and count and 2 * count >= spaced[key]}
     bold = {key for key in chars if _BOLD_NAME.search(key)}
     return Fonts(body=body, body_height=body_height, mono=mono, bold=bold)
 
@@ -100,21 +110,43 @@ def _weighted_median(pairs: list[tuple[float, int]]) -> float:
     return pairs[-1][0] if pairs else 10.0
 
 
+def _advance(word: Line) -> float:
+    return (word.right - word.left) / max(len(word.text), 1)
+
+
+def _fixed_space(before: Line, word: Line) -> bool:
+    """The two words share one advance per character and the gap between them is one character of it."""
+    a, b = _advance(before), _advance(word)
+    gap = word.left - before.right
+    return before.font == word.font and abs(a - b) <= 0.02 * max(a, b) and abs(gap - a) <= 0.06 * a
+
+
+def _joins(current: Line, previous: Line, word: Line) -> bool:
+    gap = word.left - current.right
+    return gap < WORD_GAP * min(word.height, current.height) or gap <= 1.06 * min(_advance(previous), _advance(word))
+
+
 def segments_of_words(words: list[Line]) -> list[Line]:
-    """Words joined into segments: same baseline, same font size, gap below WORD_GAP line heights."""
+    """Words joined into segments: same baseline, gap below WORD_GAP line heights or one character's advance (a
+    monospace space where the font's size is misjudged); a segment of 3+ words on a fixed pitch records it."""
     calibrate(words)
     segments: list[Line] = []
     for row in rows_of(words):
-        current: Line | None = None
+        current = previous = None
+        joins = fixed = 0
         for word in row:
-            if current is not None and word.left - current.right < WORD_GAP * min(word.height, current.height):
+            if current is not None and previous is not None and _joins(current, previous, word):
                 current.text += ("" if word.left - current.right < 0.05 * word.height else " ") + word.text
                 current.right = max(current.right, word.right)
                 current.top, current.bottom = min(current.top, word.top), max(current.bottom, word.bottom)
                 current.size = max(current.size, word.size)
+                joins, fixed = joins + 1, fixed + _fixed_space(previous, word)
+                current.pitch = _advance(current) if joins >= 2 and fixed == joins else 0.0
+                previous = word
                 continue
             current = Line(word.text, word.left, word.top, word.right, word.bottom, word.font, word.size)
             segments.append(current)
+            previous, joins, fixed = word, 0, 0
     return segments
 
 

@@ -1,4 +1,5 @@
-"""Pages' markdown joined the way a reader wants it: a paragraph, a list or a table cut by a page break is mended."""
+"""Pages' markdown joined the way a reader wants it: a paragraph, a list, a table or a code listing cut by a page break
+is mended."""
 
 from __future__ import annotations
 
@@ -21,6 +22,11 @@ def _is_table(block: str) -> bool:
     return all(line.lstrip().startswith("|") for line in block.splitlines())
 
 
+def _is_code(block: str) -> bool:
+    lines = block.strip().splitlines()
+    return len(lines) >= 2 and lines[0].strip() == "```" and lines[-1].strip() == "```"
+
+
 def _is_list(block: str) -> bool:
     return bool(_LIST_ITEM.match(block.lstrip()))
 
@@ -40,6 +46,8 @@ def _mend(before: str, after: str) -> str | None:
         if _columns(rows[0]) == _columns(before.strip().splitlines()[0]):
             body = [row for row in rows if not re.fullmatch(r"\s*\|[\s\-:|]*\|\s*", row)]
             return before.rstrip() + "\n" + "\n".join(body)
+    if _is_code(before) and _is_code(after):  # the listing's lines, its continuation indented as on its page
+        return "\n".join(before.strip().splitlines()[:-1] + after.strip().splitlines()[1:])
     if _is_list(before) and _is_list(after):
         return before.rstrip() + "\n" + after.strip()
     return None
