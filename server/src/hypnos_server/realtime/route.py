@@ -27,7 +27,8 @@ CLOSE_TRY_AGAIN = 1013
 
 def _subprotocols(socket: WebSocket[Any, Any, Any]) -> list[str]:
     raw = socket.headers.get("sec-websocket-protocol", "")
-    return [part.strip() for part in raw.split(",") if part.strip()]
+    listed = [str(part) for part in socket.scope.get("subprotocols") or []]
+    return list(dict.fromkeys([*listed, *(part.strip() for part in raw.split(",") if part.strip())]))
 
 
 def _authorization(socket: WebSocket[Any, Any, Any], protocols: list[str]) -> str | None:

@@ -46,6 +46,7 @@ class Response:
         self.reason = "client_cancelled"
         self.output: list[Item] = []
         self.record = new_record(session.key_label)
+        self.record.model = self.config.model
         self.finished: ChatFinished | None = None
         self.error: HypnosError | None = None
         self.audio_ms = 0.0
