@@ -40,7 +40,9 @@ def append(ws: Any, pcm: bytes, chunk_ms: int = 20) -> None:
     """Send audio as input_audio_buffer.append events of chunk_ms each."""
     step = RATE * chunk_ms // 1000 * 2
     for offset in range(0, len(pcm), step):
-        ws.send_json({"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm[offset : offset + step]).decode()})
+        ws.send_json(
+            {"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm[offset : offset + step]).decode()}
+        )
 
 
 def until(ws: Any, kind: str, limit: int = 2000) -> tuple[dict[str, Any], list[dict[str, Any]]]:

@@ -205,7 +205,9 @@ def test_conversation_item_truncate_and_delete() -> None:
             ws.send_json({"type": "response.create"})
             done, _ = until(ws, "response.done")
             answer = done["response"]["output"][0]
-            ws.send_json({"type": "conversation.item.truncate", "item_id": answer["id"], "content_index": 0, "audio_end_ms": 0})
+            ws.send_json(
+                {"type": "conversation.item.truncate", "item_id": answer["id"], "content_index": 0, "audio_end_ms": 0}
+            )
             truncated, _ = until(ws, "conversation.item.truncated")
             assert truncated["item_id"] == answer["id"]
             ws.send_json({"type": "conversation.item.retrieve", "item_id": answer["id"]})
@@ -251,7 +253,10 @@ def test_each_response_leaves_one_request_log_record() -> None:
             ws.send_json({"type": "response.create"})  # nothing to answer yet: the response fails
             failed, events = until(ws, "response.done")
             assert failed["response"]["status"] == "failed"
-            assert next(e for e in events if e["type"] == "error")["error"]["message"] == "`messages` must be a non-empty array"
+            assert (
+                next(e for e in events if e["type"] == "error")["error"]["message"]
+                == "`messages` must be a non-empty array"
+            )
             item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}
             ws.send_json({"type": "conversation.item.create", "item": item})
             ws.send_json({"type": "response.create"})

@@ -13,10 +13,11 @@ from hypnos.errors import HypnosError
 from hypnos.types import Modality
 
 from hypnos_server.realtime import vad
-from hypnos_server.realtime.conversation import MAX_ITEMS, Item, parse_item
+from hypnos_server.realtime.conversation import MAX_ITEMS, Item
 from hypnos_server.realtime.events import RealtimeError, error_event, event_name, new_id
-from hypnos_server.realtime.session import SAMPLE_RATE, SessionConfig, apply_update, first_model, is_ga, render
-from hypnos_server.realtime.stage import decode_audio, new_record, stage_run
+from hypnos_server.realtime.handlers import HANDLERS
+from hypnos_server.realtime.session import SAMPLE_RATE, SessionConfig, first_model, render
+from hypnos_server.realtime.stage import new_record, stage_run
 from hypnos_server.realtime.turn import Response
 from hypnos_server.wav import wav_header
 
@@ -38,7 +39,9 @@ FLUSH_SECS = 2.0  # how long closing waits for the client to take the last event
 class RealtimeSession:
     """The state of one connection: settings, conversation, input buffer, the response in progress."""
 
-    def __init__(self, socket: WebSocket[Any, Any, Any], state: HypnosState, key: ApiKey | None, model: str, beta: bool) -> None:
+    def __init__(
+        self, socket: WebSocket[Any, Any, Any], state: HypnosState, key: ApiKey | None, model: str, beta: bool
+    ) -> None:
         self.socket = socket
         self.app = socket.app
         self.state = state
@@ -56,7 +59,7 @@ class RealtimeSession:
         self.max_frame = state.settings.limits.max_realtime_frame_bytes
         self.items: list[Item] = []
         self.buffer = bytearray()
-        self.segmenter = self._segmenter()
+        self.segmenter = self.new_segmenter()
         self.speech_item: str | None = None
         self.response: Response | None = None
         self.tasks: set[asyncio.Task[Any]] = set()
@@ -83,7 +86,14 @@ class RealtimeSession:
             return
         self.outgoing.put_nowait(text)
 
-    async def send_error(self, message: str, code: str | None, kind: str = "invalid_request_error", param: str | None = None, client_event: str | None = None) -> None:
+    async def send_error(
+        self,
+        message: str,
+        code: str | None,
+        kind: str = "invalid_request_error",
+        param: str | None = None,
+        client_event: str | None = None,
+    ) -> None:
         """Send an `error` event."""
         await self.send(error_event(message, code, kind, param, client_event))
 
@@ -92,6 +102,7 @@ class RealtimeSession:
             text = await self.outgoing.get()
             await self.socket.send_text(text)
             self.pending_bytes -= len(text)
+            self.outgoing.task_done()
 
     def end(self, code: int, reason: str) -> None:
         """End the session with this close code."""
@@ -127,8 +138,7 @@ class RealtimeSession:
                 await self.socket.close(code=self.close_code, reason=self.close_reason or None)
 
     async def _drained(self) -> None:
-        while not self.outgoing.empty() or self.pending_bytes > 0:
-            await asyncio.sleep(0.005)
+        await self.outgoing.join()
 
     async def _read(self) -> None:
         while True:
@@ -163,7 +173,9 @@ class RealtimeSession:
         client_id = event.get("event_id") if isinstance(event.get("event_id"), str) else None
         handler = HANDLERS.get(event["type"])
         if handler is None:
-            await self.send_error(f"Unknown event type `{event['type'][:64]}`", "unknown_event_type", param="type", client_event=client_id)
+            await self.send_error(
+                f"Unknown event type `{event['type'][:64]}`", "unknown_event_type", param="type", client_event=client_id
+            )
             return
         try:
             await handler(self, event)
@@ -178,12 +190,13 @@ class RealtimeSession:
         """Append an item (or insert it after `after`), dropping the oldest past MAX_ITEMS."""
         index = len(self.items)
         if after is not None:
-            index = 0 if after == "root" else self._index(after) + 1
+            index = 0 if after == "root" else self.index_of(after) + 1
         self.items.insert(index, item)
         if len(self.items) > MAX_ITEMS:
             del self.items[0]
 
-    def _index(self, item_id: Any) -> int:
+    def index_of(self, item_id: Any) -> int:
+        """The position of the item with this id; item_not_found when there is none."""
         for index, item in enumerate(self.items):
             if item.id == item_id:
                 return index
@@ -202,7 +215,8 @@ class RealtimeSession:
 
     # ---- audio in --------------------------------------------------------------------------------------------
 
-    def _segmenter(self) -> vad.TurnSegmenter | None:
+    def new_segmenter(self) -> vad.TurnSegmenter | None:
+        """A VAD for the session's turn_detection (None when it is off)."""
         detection = self.config.turn_detection
         if detection is None:
             return None
@@ -212,7 +226,9 @@ class RealtimeSession:
         """Add audio to the buffer; with server VAD, turn starts and ends become events, commits and responses."""
         limit = self.state.settings.limits.max_audio_bytes
         if len(self.buffer) + len(pcm) > limit:
-            raise RealtimeError("The input audio buffer is full (limits.max_audio_bytes); commit or clear it", "input_audio_buffer_full")
+            raise RealtimeError(
+                "The input audio buffer is full (limits.max_audio_bytes); commit or clear it", "input_audio_buffer_full"
+            )
         self.buffer += pcm
         segmenter, detection = self.segmenter, self.config.turn_detection
         if segmenter is None or detection is None:
@@ -221,12 +237,16 @@ class RealtimeSession:
             if turn.kind == "started":
                 self.speech_item = new_id("item")
                 start = max(0, turn.at_ms - detection.prefix_padding_ms)
-                await self.send({"type": "input_audio_buffer.speech_started", "audio_start_ms": start, "item_id": self.speech_item})
+                await self.send(
+                    {"type": "input_audio_buffer.speech_started", "audio_start_ms": start, "item_id": self.speech_item}
+                )
                 if self.response is not None and detection.interrupt_response:
                     self.response.cancel("turn_detected")  # barge-in
             else:
                 item_id = self.speech_item or new_id("item")
-                await self.send({"type": "input_audio_buffer.speech_stopped", "audio_end_ms": turn.at_ms, "item_id": item_id})
+                await self.send(
+                    {"type": "input_audio_buffer.speech_stopped", "audio_end_ms": turn.at_ms, "item_id": item_id}
+                )
                 await self.commit(item_id)
                 if detection.create_response and self.response is None:
                     self.start_response({})
@@ -238,13 +258,17 @@ class RealtimeSession:
     async def commit(self, item_id: str | None = None) -> None:
         """The buffer becomes a user audio item, transcribed in the background."""
         if len(self.buffer) < MIN_COMMIT_BYTES:
-            raise RealtimeError("The input audio buffer holds less than 100 ms of audio", "input_audio_buffer_commit_empty")
+            raise RealtimeError(
+                "The input audio buffer holds less than 100 ms of audio", "input_audio_buffer_commit_empty"
+            )
         pcm, self.buffer = bytes(self.buffer), bytearray()
         item = Item(type="message", role="user", audio=True, id=item_id or new_id("item"))
         self.add_item(item)
         previous = self.previous_id(item)
         await self.send({"type": "input_audio_buffer.committed", "previous_item_id": previous, "item_id": item.id})
-        await self.send({"type": "conversation.item.created", "previous_item_id": previous, "item": item.render(self.ga)})
+        await self.send(
+            {"type": "conversation.item.created", "previous_item_id": previous, "item": item.render(self.ga)}
+        )
         task = asyncio.ensure_future(self._transcribe(item, pcm))
         self.transcriptions.add(task)
         task.add_done_callback(self.transcriptions.discard)
@@ -254,7 +278,9 @@ class RealtimeSession:
         if model is None:
             await self._transcription_failed(item, "No speech_to_text model in the pool", "model_not_found")
             return
-        run = stage_run(self.app, new_record(self.key_label), self.gone, model, [Modality.SPEECH_TO_TEXT], self.config.model)
+        run = stage_run(
+            self.app, new_record(self.key_label), self.gone, model, [Modality.SPEECH_TO_TEXT], self.config.model
+        )
         job = TranscriptionInput(audio=wav_header(len(pcm), SAMPLE_RATE) + pcm, filename="audio.wav")
         try:
             await run.open()
@@ -266,11 +292,25 @@ class RealtimeSession:
             await run.close()
         item.text = result.text.strip()
         if self.config.transcribe_input:
-            await self.send({"type": "conversation.item.input_audio_transcription.completed", "item_id": item.id, "content_index": 0, "transcript": item.text})
+            await self.send(
+                {
+                    "type": "conversation.item.input_audio_transcription.completed",
+                    "item_id": item.id,
+                    "content_index": 0,
+                    "transcript": item.text,
+                }
+            )
 
     async def _transcription_failed(self, item: Item, message: str, code: str) -> None:
         error = {"type": "transcription_error", "code": code, "message": message, "param": None}
-        await self.send({"type": "conversation.item.input_audio_transcription.failed", "item_id": item.id, "content_index": 0, "error": error})
+        await self.send(
+            {
+                "type": "conversation.item.input_audio_transcription.failed",
+                "item_id": item.id,
+                "content_index": 0,
+                "error": error,
+            }
+        )
 
     async def transcriptions_done(self) -> None:
         """Wait for the committed audio to be transcribed (a response answers it)."""
@@ -292,82 +332,3 @@ class RealtimeSession:
         finally:
             if self.response is response:
                 self.response = None
-
-
-async def _session_update(session: RealtimeSession, event: dict[str, Any]) -> None:
-    update = event.get("session")
-    session.ga = session.ga or (is_ga(update) and not session.beta)
-    before = session.config.turn_detection
-    session.config = apply_update(session.config, update, session.state.scheduler)
-    if session.config.turn_detection != before:
-        session.segmenter = session._segmenter()
-    await session.send({"type": "session.updated", "session": render(session.config)})
-
-
-async def _append(session: RealtimeSession, event: dict[str, Any]) -> None:
-    await session.append(decode_audio(event.get("audio")))
-
-
-async def _commit(session: RealtimeSession, _: dict[str, Any]) -> None:
-    await session.commit()
-
-
-async def _clear(session: RealtimeSession, _: dict[str, Any]) -> None:
-    session.buffer = bytearray()
-    session.segmenter = session._segmenter()
-    await session.send({"type": "input_audio_buffer.cleared"})
-
-
-async def _item_create(session: RealtimeSession, event: dict[str, Any]) -> None:
-    item = parse_item(event.get("item"))
-    after = event.get("previous_item_id")
-    session.add_item(item, after if isinstance(after, str) else None)
-    await session.send({"type": "conversation.item.created", "previous_item_id": session.previous_id(item), "item": item.render(session.ga)})
-
-
-async def _item_truncate(session: RealtimeSession, event: dict[str, Any]) -> None:
-    item = session.items[session._index(event.get("item_id"))]
-    end = event.get("audio_end_ms")
-    if item.role != "assistant" or not item.audio:
-        raise RealtimeError("Only an assistant audio message can be truncated", "invalid_value", "item_id")
-    if not isinstance(end, (int, float)) or isinstance(end, bool) or end < 0:
-        raise RealtimeError("`audio_end_ms` must be a number >= 0", "invalid_value", "audio_end_ms")
-    item.truncate(float(end))
-    await session.send({"type": "conversation.item.truncated", "item_id": item.id, "content_index": 0, "audio_end_ms": end})
-
-
-async def _item_delete(session: RealtimeSession, event: dict[str, Any]) -> None:
-    item = session.items.pop(session._index(event.get("item_id")))
-    await session.send({"type": "conversation.item.deleted", "item_id": item.id})
-
-
-async def _item_retrieve(session: RealtimeSession, event: dict[str, Any]) -> None:
-    item = session.items[session._index(event.get("item_id"))]
-    await session.send({"type": "conversation.item.retrieved", "item": item.render(session.ga)})
-
-
-async def _response_create(session: RealtimeSession, event: dict[str, Any]) -> None:
-    if session.response is not None:
-        raise RealtimeError("The conversation already has an active response", "conversation_already_has_active_response")
-    options = event.get("response")
-    session.start_response(options if isinstance(options, dict) else {})
-
-
-async def _response_cancel(session: RealtimeSession, _: dict[str, Any]) -> None:
-    if session.response is None:
-        raise RealtimeError("There is no active response to cancel", "response_cancel_not_active")
-    session.response.cancel("client_cancelled")
-
-
-HANDLERS = {
-    "session.update": _session_update,
-    "input_audio_buffer.append": _append,
-    "input_audio_buffer.commit": _commit,
-    "input_audio_buffer.clear": _clear,
-    "conversation.item.create": _item_create,
-    "conversation.item.truncate": _item_truncate,
-    "conversation.item.delete": _item_delete,
-    "conversation.item.retrieve": _item_retrieve,
-    "response.create": _response_create,
-    "response.cancel": _response_cancel,
-}

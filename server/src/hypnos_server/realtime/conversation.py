@@ -100,7 +100,11 @@ def chat_messages(config: SessionConfig, items: list[Item], instructions: str | 
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
     for item in items:
         if item.type == "function_call":
-            call = {"id": item.call_id, "type": "function", "function": {"name": item.name, "arguments": item.arguments}}
+            call = {
+                "id": item.call_id,
+                "type": "function",
+                "function": {"name": item.name, "arguments": item.arguments},
+            }
             if messages and messages[-1]["role"] == "assistant" and messages[-1].get("tool_calls"):
                 messages[-1]["tool_calls"].append(call)
             else:

@@ -3,7 +3,8 @@ number or a URL (a boundary is punctuation followed by whitespace), with a minim
 
 from __future__ import annotations
 
-SENTENCE_ENDS = ".!?。！？"
+SENTENCE_ENDS = ".!?"
+WIDE_ENDS = "\u3002\uff01\uff1f"  # CJK full stop, exclamation and question marks: no space follows them
 CLAUSE_ENDS = ",;:"
 MIN_SENTENCE_CHARS = 8  # "1. " or "Dr. " alone is not a phrase
 MIN_CLAUSE_CHARS = 24  # a clause is cut only when it is long enough to be worth speaking on its own
@@ -35,6 +36,8 @@ class PhraseSplitter:
         text = self.text
         for index, char in enumerate(text):
             if char == "\n" and text[:index].strip():
+                return index + 1
+            if char in WIDE_ENDS and len(text[: index + 1].strip()) >= MIN_SENTENCE_CHARS // 2:
                 return index + 1
             if index + 1 == len(text) or not text[index + 1].isspace():
                 continue  # "3.14", "example.com" and a piece's last character wait for what follows

@@ -37,7 +37,7 @@ def _authorization(socket: WebSocket[Any, Any, Any], protocols: list[str]) -> st
         header = f"Bearer {api_key}"
     for protocol in protocols:
         if header is None and protocol.startswith(KEY_PROTOCOL):
-            header = f"Bearer {protocol[len(KEY_PROTOCOL):]}"
+            header = f"Bearer {protocol[len(KEY_PROTOCOL) :]}"
     return header
 
 
@@ -60,7 +60,11 @@ async def realtime(socket: WebSocket[Any, Any, Any]) -> None:
     state = hypnos_state(socket)
     protocols = _subprotocols(socket)
     origin = socket.headers.get("origin")
-    if origin and not _same_origin(socket, origin) and not OriginPolicy(state.settings.server.allowed_origins).allows(origin):
+    if (
+        origin
+        and not _same_origin(socket, origin)
+        and not OriginPolicy(state.settings.server.allowed_origins).allows(origin)
+    ):
         await socket.close(code=CLOSE_POLICY, reason="origin not allowed")  # before accept: the handshake fails (403)
         return
     key: ApiKey | None = None

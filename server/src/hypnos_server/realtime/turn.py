@@ -226,8 +226,17 @@ class Response:
         self.output.append(item)
         self.session.add_item(item)
         rendered = item.render(self.session.ga)
-        await self.send({"type": "response.output_item.added", "response_id": self.id, "output_index": len(self.output) - 1, "item": rendered})
-        await self.send({"type": "conversation.item.created", "previous_item_id": self.session.previous_id(item), "item": rendered})
+        await self.send(
+            {
+                "type": "response.output_item.added",
+                "response_id": self.id,
+                "output_index": len(self.output) - 1,
+                "item": rendered,
+            }
+        )
+        await self.send(
+            {"type": "conversation.item.created", "previous_item_id": self.session.previous_id(item), "item": rendered}
+        )
 
     def _where(self, item: Item) -> dict[str, Any]:
         return {"response_id": self.id, "item_id": item.id, "output_index": self.output.index(item), "content_index": 0}
@@ -252,16 +261,43 @@ class Response:
             else:
                 await self.send({"type": "response.text.done", **where, "text": item.text})
         await self.send({"type": "response.content_part.done", **where, "part": item.part(self.session.ga)})
-        await self.send({"type": "response.output_item.done", "response_id": self.id, "output_index": where["output_index"], "item": item.render(self.session.ga)})
+        await self.send(
+            {
+                "type": "response.output_item.done",
+                "response_id": self.id,
+                "output_index": where["output_index"],
+                "item": item.render(self.session.ga),
+            }
+        )
 
     async def _function_call(self, call: ToolCall) -> None:
-        item = Item(type="function_call", call_id=call.id, name=call.function.name, arguments=call.function.arguments, status="in_progress")
+        item = Item(
+            type="function_call",
+            call_id=call.id,
+            name=call.function.name,
+            arguments=call.function.arguments,
+            status="in_progress",
+        )
         await self._add_output(item)
-        where = {"response_id": self.id, "item_id": item.id, "output_index": self.output.index(item), "call_id": call.id}
+        where = {
+            "response_id": self.id,
+            "item_id": item.id,
+            "output_index": self.output.index(item),
+            "call_id": call.id,
+        }
         await self.send({"type": "response.function_call_arguments.delta", **where, "delta": item.arguments})
         item.status = "completed"
-        await self.send({"type": "response.function_call_arguments.done", **where, "name": item.name, "arguments": item.arguments})
-        await self.send({"type": "response.output_item.done", "response_id": self.id, "output_index": where["output_index"], "item": item.render(self.session.ga)})
+        await self.send(
+            {"type": "response.function_call_arguments.done", **where, "name": item.name, "arguments": item.arguments}
+        )
+        await self.send(
+            {
+                "type": "response.output_item.done",
+                "response_id": self.id,
+                "output_index": where["output_index"],
+                "item": item.render(self.session.ga),
+            }
+        )
 
 
 class Speaker:
