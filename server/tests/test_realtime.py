@@ -191,6 +191,12 @@ def test_barge_in_cancels_the_response_and_keeps_what_was_said() -> None:
             assert done["status_details"]["reason"] == "turn_detected"
             assert done["output"][0]["status"] == "incomplete"
             assert leases(client)["chat"] == 0 and leases(client)["tts"] == 0
+            append(ws, tone(300) + tone(700, 0))  # the new turn ends: it gets its own answer
+            until(ws, "input_audio_buffer.committed")
+            created, _ = until(ws, "response.created")
+            assert created["response"]["id"] != done["id"]
+            ws.send_json({"type": "response.cancel"})
+            assert until(ws, "response.done")[0]["response"]["status"] == "cancelled"
 
 
 def test_conversation_item_truncate_and_delete() -> None:

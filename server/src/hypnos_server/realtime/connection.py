@@ -62,6 +62,7 @@ class RealtimeSession:
         self.segmenter = self.new_segmenter()
         self.speech_item: str | None = None
         self.response: Response | None = None
+        self.response_task: asyncio.Task[None] | None = None
         self.tasks: set[asyncio.Task[Any]] = set()
         self.transcriptions: set[asyncio.Task[Any]] = set()
         self.gone = asyncio.Event()  # the session ends: every stage stops
@@ -134,8 +135,10 @@ class RealtimeSession:
                 task.cancel()
             await asyncio.gather(reader, writer, ended, return_exceptions=True)
         if not self.client_left:
-            with contextlib.suppress(Exception):  # the client may be gone already
-                await self.socket.close(code=self.close_code, reason=self.close_reason or None)
+            with contextlib.suppress(Exception):  # the client may be gone already (or never reads: bounded)
+                await asyncio.wait_for(
+                    self.socket.close(code=self.close_code, reason=self.close_reason or None), FLUSH_SECS
+                )
 
     async def _drained(self) -> None:
         await self.outgoing.join()
@@ -240,7 +243,7 @@ class RealtimeSession:
                 await self.send(
                     {"type": "input_audio_buffer.speech_started", "audio_start_ms": start, "item_id": self.speech_item}
                 )
-                if self.response is not None and detection.interrupt_response:
+                if self.responding and detection.interrupt_response:
                     self.response.cancel("turn_detected")  # barge-in
             else:
                 item_id = self.speech_item or new_id("item")
@@ -248,7 +251,7 @@ class RealtimeSession:
                     {"type": "input_audio_buffer.speech_stopped", "audio_end_ms": turn.at_ms, "item_id": item_id}
                 )
                 await self.commit(item_id)
-                if detection.create_response and self.response is None:
+                if detection.create_response and (self.response is None or self.response.cancelled):
                     self.start_response({})
         if not segmenter.speaking:  # only the prefix padding is kept before speech: memory stays bounded
             keep = (detection.prefix_padding_ms + vad.ONSET_FRAMES * vad.FRAME_MS) * SAMPLE_RATE // 1000 * 2
@@ -319,15 +322,24 @@ class RealtimeSession:
 
     # ---- responses -------------------------------------------------------------------------------------------
 
+    @property
+    def responding(self) -> bool:
+        """True while a response runs that was not cancelled (a cancelled one is only finishing)."""
+        return self.response is not None and not self.response.cancelled
+
     def start_response(self, options: dict[str, Any]) -> None:
-        """Start a response in its own task."""
-        response = self.response = Response(self, options)
-        task = asyncio.ensure_future(self._respond(response))
+        """Start a response in its own task, after the cancelled one still finishing (responses never overlap)."""
+        response = Response(self, options)
+        before = self.response_task
+        self.response = response
+        task = self.response_task = asyncio.ensure_future(self._respond(response, before))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
-    async def _respond(self, response: Response) -> None:
+    async def _respond(self, response: Response, before: asyncio.Task[None] | None) -> None:
         try:
+            if before is not None and not before.done():
+                await asyncio.wait({before})
             await response.run()
         finally:
             if self.response is response:

@@ -74,7 +74,7 @@ async def _item_retrieve(session: RealtimeSession, event: dict[str, Any]) -> Non
 
 
 async def _response_create(session: RealtimeSession, event: dict[str, Any]) -> None:
-    if session.response is not None:
+    if session.responding:
         raise RealtimeError(
             "The conversation already has an active response", "conversation_already_has_active_response"
         )
@@ -83,7 +83,7 @@ async def _response_create(session: RealtimeSession, event: dict[str, Any]) -> N
 
 
 async def _response_cancel(session: RealtimeSession, _: dict[str, Any]) -> None:
-    if session.response is None:
+    if not session.responding or session.response is None:
         raise RealtimeError("There is no active response to cancel", "response_cancel_not_active")
     session.response.cancel("client_cancelled")
 

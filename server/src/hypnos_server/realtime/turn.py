@@ -41,7 +41,8 @@ class Response:
         self.id = new_id("resp")
         self.instructions = options.get("instructions") if isinstance(options.get("instructions"), str) else None
         modalities = options.get("output_modalities", options.get("modalities"))
-        self.audio = self.config.audio_out if not isinstance(modalities, list) else "audio" in modalities
+        audio = self.config.audio_out if not isinstance(modalities, list) else "audio" in modalities
+        self.audio = audio and self.config.speech_model is not None  # no speech model in the pool: text only
         self.gone = asyncio.Event()  # set by cancel(): the stages stop, no more deltas go out
         self.reason = "client_cancelled"
         self.output: list[Item] = []
@@ -162,7 +163,7 @@ class Response:
     async def _chat(self) -> None:
         config = self.config
         modalities, chat = await self._chat_input()
-        speaker = Speaker(self) if self.audio and config.speech_model else None
+        speaker = Speaker(self) if self.audio else None
         run = stage_run(self.session.app, self.record, self.gone, config.model, modalities, config.speech_model)
         answer = ChatAccumulator(config.model)
         message: Item | None = None
