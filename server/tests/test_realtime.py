@@ -141,6 +141,25 @@ def test_server_vad_commits_and_answers_a_spoken_turn() -> None:
             assert done["response"]["status"] == "completed"
 
 
+def _tier(client: TestClient[Any], model: str) -> str:
+    return next(m for m in client.get("/v1/memory/status").json()["models"] if m["id"] == model)["current_tier"]
+
+
+def test_speech_started_loads_the_transcription_model_while_the_user_speaks() -> None:
+    with TestClient(realtime_app()) as client:
+        wait_ready(client)
+        assert _tier(client, "stt") != "tier1_gpu_vram"
+        with _connect(client) as ws:
+            ws.receive_json()
+            append(ws, tone(300))  # speech, no end of turn yet
+            until(ws, "input_audio_buffer.speech_started")
+            for _ in range(300):
+                if _tier(client, "stt") == "tier1_gpu_vram":
+                    break
+                time.sleep(0.01)
+            assert _tier(client, "stt") == "tier1_gpu_vram"
+
+
 def _wait_free(client: TestClient[Any]) -> dict[str, int]:
     for _ in range(200):
         held = leases(client)

@@ -243,6 +243,7 @@ class RealtimeSession:
                 await self.send(
                     {"type": "input_audio_buffer.speech_started", "audio_start_ms": start, "item_id": self.speech_item}
                 )
+                self._prefetch(self.config.transcription_model)  # loaded while the user speaks
                 if self.responding and detection.interrupt_response:
                     self.response.cancel("turn_detected")  # barge-in
             else:
@@ -257,6 +258,11 @@ class RealtimeSession:
             keep = (detection.prefix_padding_ms + vad.ONSET_FRAMES * vad.FRAME_MS) * SAMPLE_RATE // 1000 * 2
             if len(self.buffer) > keep:
                 del self.buffer[: len(self.buffer) - keep]
+
+    def _prefetch(self, model: str | None) -> None:
+        prefetch = getattr(self.state.backend, "prefetch", None)
+        if model is not None and prefetch is not None:
+            prefetch(model)
 
     async def commit(self, item_id: str | None = None) -> None:
         """The buffer becomes a user audio item, transcribed in the background."""
