@@ -12,22 +12,24 @@ from server_kit import build_app
 RATE = 24000
 
 
-def realtime_config(chat: dict[str, Any] | None = None, **sections: Any) -> dict[str, Any]:
-    """Three fake models (chat, stt, tts), the chat's `[models.fake]` table from `chat`."""
+def realtime_config(
+    chat: dict[str, Any] | None = None, stt: dict[str, Any] | None = None, **sections: Any
+) -> dict[str, Any]:
+    """Three fake models (chat, stt, tts); `chat` and `stt`: their `[models.fake]` tables."""
     chat_model: dict[str, Any] = {"id": "chat", "modality": "text_generation", "engine": "fake"}
     if chat:
         chat_model["fake"] = chat
     models = [
         chat_model,
-        {"id": "stt", "modality": "speech_to_text", "engine": "fake"},
+        {"id": "stt", "modality": "speech_to_text", "engine": "fake", **({"fake": stt} if stt else {})},
         {"id": "tts", "modality": "text_to_speech", "engine": "fake"},
     ]
     return {"models": models, **sections}
 
 
-def realtime_app(chat: dict[str, Any] | None = None, **sections: Any) -> Any:
+def realtime_app(chat: dict[str, Any] | None = None, stt: dict[str, Any] | None = None, **sections: Any) -> Any:
     """The app over realtime_config."""
-    return build_app(realtime_config(chat, **sections))
+    return build_app(realtime_config(chat, stt, **sections))
 
 
 def tone(ms: int, amplitude: int = 8000) -> bytes:

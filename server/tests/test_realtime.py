@@ -193,6 +193,25 @@ def test_response_cancel_ends_it_cancelled_and_frees_the_models() -> None:
             assert error["error"]["code"] == "response_cancel_not_active"
 
 
+def test_a_response_waiting_for_its_transcript_is_cancelled_at_once() -> None:
+    with TestClient(realtime_app(stt={"token_ms": 1500})) as client:
+        wait_ready(client)
+        with _connect(client) as ws:
+            ws.receive_json()
+            ws.send_json(NO_VAD)
+            ws.receive_json()
+            append(ws, tone(300))
+            ws.send_json({"type": "input_audio_buffer.commit"})
+            ws.send_json({"type": "response.create"})
+            until(ws, "response.created")
+            ws.send_json({"type": "response.cancel"})
+            done, events = until(ws, "response.done")
+            assert done["response"]["status"] == "cancelled"
+            assert "conversation.item.input_audio_transcription.completed" not in types(events)
+            heard, _ = until(ws, "conversation.item.input_audio_transcription.completed")  # it still comes
+            assert heard["transcript"].startswith("fake transcript")
+
+
 def test_barge_in_cancels_the_response_and_keeps_what_was_said() -> None:
     with TestClient(realtime_app(chat={"tokens": 400, "token_ms": 20})) as client:
         wait_ready(client)

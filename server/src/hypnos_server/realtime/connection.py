@@ -321,10 +321,15 @@ class RealtimeSession:
             }
         )
 
-    async def transcriptions_done(self) -> None:
-        """Wait for the committed audio to be transcribed (a response answers it)."""
+    async def transcriptions_done(self, cancelled: asyncio.Event) -> None:
+        """Wait for the committed audio to be transcribed (a response answers it), or for `cancelled`."""
         if self.transcriptions:
-            await asyncio.wait(set(self.transcriptions))
+            waiter = asyncio.ensure_future(cancelled.wait())
+            try:
+                while self.transcriptions and not cancelled.is_set():
+                    await asyncio.wait({*self.transcriptions, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                waiter.cancel()
 
     # ---- responses -------------------------------------------------------------------------------------------
 

@@ -105,7 +105,7 @@ class Response:
         started = time.perf_counter()
         await self.session.send({"type": "response.created", "response": self.render("in_progress")})
         try:
-            await self.session.transcriptions_done()
+            await self.session.transcriptions_done(self.gone)
             if not self.cancelled:
                 await self._chat()
         except HypnosError as error:
