@@ -136,6 +136,7 @@ class Response:
         elif self.cancelled:
             record.error, record.error_type = f"cancelled ({self.reason})", "cancelled"
         record.duration_ms = round((time.perf_counter() - started) * 1000, 3)
+        logger.debug("realtime response %s (%s): %s, stages %s", self.id, record.id, status, self.stage_ms)
         self.session.finish_record(record)
 
     async def _chat_input(self) -> tuple[list[Modality], Any]:
