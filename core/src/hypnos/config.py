@@ -95,6 +95,7 @@ class LimitsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     engine_timeout_secs: Annotated[float, msgspec.Meta(ge=0)] = 600.0
     body_timeout_secs: float = 30.0  # the longest wait for the next part of a request body (408 past it)
     max_queue_per_model: int = 8
+    max_realtime_frame_bytes: int = 15 * MiB  # one /v1/realtime WebSocket frame; a larger one closes it with 1009
     allow_remote_image_urls: bool = True
     allow_private_urls: bool = False
     overload: Literal["queue", "shed"] = "queue"

@@ -23,6 +23,8 @@ from hypnos_server.routes import (
 
 def server_routes() -> list[Any]:
     """Every route handler the server itself provides."""
+    from hypnos_server import realtime  # it builds on the routes' inference runner
+
     return [
         *health.ROUTES,
         *models.ROUTES,
@@ -37,4 +39,5 @@ def server_routes() -> list[Any]:
         *audio.ROUTES,
         *images.ROUTES,
         *playground.ROUTES,
+        *realtime.ROUTES,
     ]

@@ -1,0 +1,357 @@
+"""One realtime WebSocket session: the client events read and dispatched, the server events written in order."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+from hypnos.engine import TranscriptionInput
+from hypnos.errors import HypnosError
+from hypnos.types import Modality
+
+from hypnos_server.realtime import vad
+from hypnos_server.realtime.conversation import MAX_ITEMS, Item
+from hypnos_server.realtime.events import RealtimeError, error_event, event_name, new_id
+from hypnos_server.realtime.handlers import HANDLERS
+from hypnos_server.realtime.session import SAMPLE_RATE, SessionConfig, first_model, render
+from hypnos_server.realtime.stage import new_record, stage_run
+from hypnos_server.realtime.turn import Response
+from hypnos_server.wav import wav_header
+
+if TYPE_CHECKING:
+    from litestar import WebSocket
+
+    from hypnos_server.asgi.auth import ApiKey
+    from hypnos_server.state import HypnosState, RequestRecord
+
+logger = logging.getLogger(__name__)
+
+MIN_COMMIT_BYTES = SAMPLE_RATE * 2 // 10  # 100 ms: OpenAI refuses to commit less
+MAX_PENDING_BYTES = 32 * 1024 * 1024  # server events not yet taken by the client: past this it is disconnected
+CLOSE_TOO_BIG, CLOSE_POLICY = 1009, 1008
+SETTLE_SECS = 20.0  # how long closing waits for the stages to stop
+FLUSH_SECS = 2.0  # how long closing waits for the client to take the last events
+
+
+class RealtimeSession:
+    """The state of one connection: settings, conversation, input buffer, the response in progress."""
+
+    def __init__(
+        self, socket: WebSocket[Any, Any, Any], state: HypnosState, key: ApiKey | None, model: str, beta: bool
+    ) -> None:
+        self.socket = socket
+        self.app = socket.app
+        self.state = state
+        self.key = key
+        self.key_label = key.label if key is not None else None
+        self.beta = beta  # the client asked for the beta protocol: never switched to the GA names
+        self.ga = False  # GA event names once the client sends a GA-shaped session.update
+        scheduler = state.scheduler
+        self.config = SessionConfig(
+            id=new_id("sess"),
+            model=model,
+            transcription_model=first_model(scheduler, Modality.SPEECH_TO_TEXT),
+            speech_model=first_model(scheduler, Modality.TEXT_TO_SPEECH),
+        )
+        self.max_frame = state.settings.limits.max_realtime_frame_bytes
+        self.items: list[Item] = []
+        self.buffer = bytearray()
+        self.segmenter = self.new_segmenter()
+        self.speech_item: str | None = None
+        self.response: Response | None = None
+        self.response_task: asyncio.Task[None] | None = None
+        self.tasks: set[asyncio.Task[Any]] = set()
+        self.transcriptions: set[asyncio.Task[Any]] = set()
+        self.gone = asyncio.Event()  # the session ends: every stage stops
+        self.outgoing: asyncio.Queue[str] = asyncio.Queue()
+        self.pending_bytes = 0
+        self.close_code = 1000
+        self.close_reason = ""
+        self.client_left = False
+
+    # ---- writing ---------------------------------------------------------------------------------------------
+
+    async def send(self, event: dict[str, Any]) -> None:
+        """Queue one server event (named in the session's dialect); a client that stopped reading is dropped."""
+        if self.gone.is_set() and self.client_left:
+            return
+        event.setdefault("event_id", new_id("event"))
+        event["type"] = event_name(event["type"], self.ga)
+        text = msgspec.json.encode(event).decode()
+        self.pending_bytes += len(text)
+        if self.pending_bytes > MAX_PENDING_BYTES:
+            self.end(CLOSE_POLICY, "the client does not read its events")
+            return
+        self.outgoing.put_nowait(text)
+
+    async def send_error(
+        self,
+        message: str,
+        code: str | None,
+        kind: str = "invalid_request_error",
+        param: str | None = None,
+        client_event: str | None = None,
+    ) -> None:
+        """Send an `error` event."""
+        await self.send(error_event(message, code, kind, param, client_event))
+
+    async def _write(self) -> None:
+        while True:
+            text = await self.outgoing.get()
+            await self.socket.send_text(text)
+            self.pending_bytes -= len(text)
+            self.outgoing.task_done()
+
+    def end(self, code: int, reason: str) -> None:
+        """End the session with this close code."""
+        if not self.gone.is_set():
+            self.close_code, self.close_reason = code, reason
+            self.gone.set()
+
+    # ---- the session's life -------------------------------------------------------------------------------------
+
+    async def serve(self) -> None:
+        """Run until the client leaves or the session is ended; then stop every stage, flush, and close."""
+        writer = asyncio.ensure_future(self._write())
+        reader = asyncio.ensure_future(self._read())
+        ended = asyncio.ensure_future(self.gone.wait())
+        try:
+            await self.send({"type": "session.created", "session": render(self.config)})
+            await asyncio.wait({reader, ended, writer}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if self.response is not None:
+                self.response.cancel("session_closed")
+            stopping = self.tasks | self.transcriptions
+            if stopping:
+                await asyncio.wait(stopping, timeout=SETTLE_SECS)
+            self.gone.set()
+            if not self.client_left and not writer.done():  # what was said before the end still goes out
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._drained(), FLUSH_SECS)
+            for task in (reader, writer, ended):
+                task.cancel()
+            await asyncio.gather(reader, writer, ended, return_exceptions=True)
+        if not self.client_left:
+            with contextlib.suppress(Exception):  # the client may be gone already (or never reads: bounded)
+                await asyncio.wait_for(
+                    self.socket.close(code=self.close_code, reason=self.close_reason or None), FLUSH_SECS
+                )
+
+    async def _drained(self) -> None:
+        await self.outgoing.join()
+
+    async def _read(self) -> None:
+        while True:
+            message = await self.socket.receive()
+            if message["type"] == "websocket.disconnect":
+                self.client_left = True
+                self.gone.set()
+                return
+            data = message.get("text")
+            if data is None:
+                data = message.get("bytes") or b""
+            if len(data) > self.max_frame:
+                await self.send_error(
+                    f"The frame is {len(data)} bytes, above limits.max_realtime_frame_bytes ({self.max_frame})",
+                    "frame_too_large",
+                )
+                await asyncio.sleep(0)  # let the writer send it before the close
+                self.end(CLOSE_TOO_BIG, "frame too large")
+                return
+            await self.handle(data)
+
+    async def handle(self, data: str | bytes) -> None:
+        """Decode and dispatch one client event; anything wrong with it is an `error` event, never the end."""
+        try:
+            event = msgspec.json.decode(data)
+        except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
+            await self.send_error("The frame is not a JSON object", "invalid_json")
+            return
+        if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+            await self.send_error("A client event is a JSON object with a string `type`", "invalid_event", param="type")
+            return
+        client_id = event.get("event_id") if isinstance(event.get("event_id"), str) else None
+        handler = HANDLERS.get(event["type"])
+        if handler is None:
+            await self.send_error(
+                f"Unknown event type `{event['type'][:64]}`", "unknown_event_type", param="type", client_event=client_id
+            )
+            return
+        try:
+            await handler(self, event)
+        except RealtimeError as error:
+            await self.send_error(error.message, error.code, param=error.param, client_event=client_id)
+        except HypnosError as error:
+            await self.send_error(error.message, error.code or error.type, error.type, client_event=client_id)
+
+    # ---- conversation ----------------------------------------------------------------------------------------
+
+    def add_item(self, item: Item, after: str | None = None) -> None:
+        """Append an item (or insert it after `after`), dropping the oldest past MAX_ITEMS."""
+        index = len(self.items)
+        if after is not None:
+            index = 0 if after == "root" else self.index_of(after) + 1
+        self.items.insert(index, item)
+        if len(self.items) > MAX_ITEMS:
+            del self.items[0]
+
+    def index_of(self, item_id: Any) -> int:
+        """The position of the item with this id; item_not_found when there is none."""
+        for index, item in enumerate(self.items):
+            if item.id == item_id:
+                return index
+        raise RealtimeError(f"No item with id `{str(item_id)[:64]}`", "item_not_found", "item_id")
+
+    def previous_id(self, item: Item) -> str | None:
+        """The id of the item before this one."""
+        index = self.items.index(item) if item in self.items else 0
+        return self.items[index - 1].id if index > 0 else None
+
+    def finish_record(self, record: RequestRecord) -> None:
+        """Charge the key and hand the response's record to the request log and metrics."""
+        if self.key is not None:
+            self.state.limiter.charge(self.key, record.tokens)
+        self.state.notify(record)
+
+    # ---- audio in --------------------------------------------------------------------------------------------
+
+    def new_segmenter(self) -> vad.TurnSegmenter | None:
+        """A VAD for the session's turn_detection (None when it is off)."""
+        detection = self.config.turn_detection
+        if detection is None:
+            return None
+        return vad.TurnSegmenter(vad.EnergyDetector(detection.threshold), SAMPLE_RATE, detection.silence_duration_ms)
+
+    async def append(self, pcm: bytes) -> None:
+        """Add audio to the buffer; with server VAD, turn starts and ends become events, commits and responses."""
+        limit = self.state.settings.limits.max_audio_bytes
+        if len(self.buffer) + len(pcm) > limit:
+            raise RealtimeError(
+                "The input audio buffer is full (limits.max_audio_bytes); commit or clear it", "input_audio_buffer_full"
+            )
+        self.buffer += pcm
+        segmenter, detection = self.segmenter, self.config.turn_detection
+        if segmenter is None or detection is None:
+            return
+        for turn in segmenter.feed(pcm):
+            if turn.kind == "started":
+                self.speech_item = new_id("item")
+                start = max(0, turn.at_ms - detection.prefix_padding_ms)
+                await self.send(
+                    {"type": "input_audio_buffer.speech_started", "audio_start_ms": start, "item_id": self.speech_item}
+                )
+                self._prefetch(self.config.transcription_model)  # loaded while the user speaks
+                if self.responding and detection.interrupt_response:
+                    self.response.cancel("turn_detected")  # barge-in
+            else:
+                item_id = self.speech_item or new_id("item")
+                await self.send(
+                    {"type": "input_audio_buffer.speech_stopped", "audio_end_ms": turn.at_ms, "item_id": item_id}
+                )
+                await self.commit(item_id)
+                if detection.create_response and (self.response is None or self.response.cancelled):
+                    self.start_response({})
+        if not segmenter.speaking:  # only the prefix padding is kept before speech: memory stays bounded
+            keep = (detection.prefix_padding_ms + vad.ONSET_FRAMES * vad.FRAME_MS) * SAMPLE_RATE // 1000 * 2
+            if len(self.buffer) > keep:
+                del self.buffer[: len(self.buffer) - keep]
+
+    def _prefetch(self, model: str | None) -> None:
+        prefetch = getattr(self.state.backend, "prefetch", None)
+        if model is not None and prefetch is not None:
+            prefetch(model)
+
+    async def commit(self, item_id: str | None = None) -> None:
+        """The buffer becomes a user audio item, transcribed in the background."""
+        if len(self.buffer) < MIN_COMMIT_BYTES:
+            raise RealtimeError(
+                "The input audio buffer holds less than 100 ms of audio", "input_audio_buffer_commit_empty"
+            )
+        pcm, self.buffer = bytes(self.buffer), bytearray()
+        item = Item(type="message", role="user", audio=True, id=item_id or new_id("item"))
+        self.add_item(item)
+        previous = self.previous_id(item)
+        await self.send({"type": "input_audio_buffer.committed", "previous_item_id": previous, "item_id": item.id})
+        await self.send(
+            {"type": "conversation.item.created", "previous_item_id": previous, "item": item.render(self.ga)}
+        )
+        task = asyncio.ensure_future(self._transcribe(item, pcm))
+        self.transcriptions.add(task)
+        task.add_done_callback(self.transcriptions.discard)
+
+    async def _transcribe(self, item: Item, pcm: bytes) -> None:
+        model = self.config.transcription_model
+        if model is None:
+            await self._transcription_failed(item, "No speech_to_text model in the pool", "model_not_found")
+            return
+        run = stage_run(
+            self.app, new_record(self.key_label), self.gone, model, [Modality.SPEECH_TO_TEXT], self.config.model
+        )
+        job = TranscriptionInput(audio=wav_header(len(pcm), SAMPLE_RATE) + pcm, filename="audio.wav")
+        try:
+            await run.open()
+            result = await run.call(lambda engine: engine.transcribe(job, run.lease.cancel))
+        except HypnosError as error:
+            await self._transcription_failed(item, error.message, error.code or error.type)
+            return
+        finally:
+            await run.close()
+        item.text = result.text.strip()
+        if self.config.transcribe_input:
+            await self.send(
+                {
+                    "type": "conversation.item.input_audio_transcription.completed",
+                    "item_id": item.id,
+                    "content_index": 0,
+                    "transcript": item.text,
+                }
+            )
+
+    async def _transcription_failed(self, item: Item, message: str, code: str) -> None:
+        error = {"type": "transcription_error", "code": code, "message": message, "param": None}
+        await self.send(
+            {
+                "type": "conversation.item.input_audio_transcription.failed",
+                "item_id": item.id,
+                "content_index": 0,
+                "error": error,
+            }
+        )
+
+    async def transcriptions_done(self, cancelled: asyncio.Event) -> None:
+        """Wait for the committed audio to be transcribed (a response answers it), or for `cancelled`."""
+        if self.transcriptions:
+            waiter = asyncio.ensure_future(cancelled.wait())
+            try:
+                while self.transcriptions and not cancelled.is_set():
+                    await asyncio.wait({*self.transcriptions, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                waiter.cancel()
+
+    # ---- responses -------------------------------------------------------------------------------------------
+
+    @property
+    def responding(self) -> bool:
+        """True while a response runs that was not cancelled (a cancelled one is only finishing)."""
+        return self.response is not None and not self.response.cancelled
+
+    def start_response(self, options: dict[str, Any]) -> None:
+        """Start a response in its own task, after the cancelled one still finishing (responses never overlap)."""
+        response = Response(self, options)
+        before = self.response_task
+        self.response = response
+        task = self.response_task = asyncio.ensure_future(self._respond(response, before))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _respond(self, response: Response, before: asyncio.Task[None] | None) -> None:
+        try:
+            if before is not None and not before.done():
+                await asyncio.wait({before})
+            await response.run()
+        finally:
+            if self.response is response:
+                self.response = None

@@ -1,0 +1,363 @@
+"""One realtime response: the conversation through the chat model, its text cut into phrases that the speech model
+speaks while the chat goes on; cancelled at once by barge-in or response.cancel."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+from hypnos.engine import AudioChunk, CancelToken, ChatFinished, ContentDelta, SpeechInput, ToolCallEvent
+from hypnos.errors import HypnosError
+from hypnos.openai import ChatCompletionRequest, ToolCall
+from hypnos.types import Modality
+
+from hypnos_server.errors import field_error
+from hypnos_server.realtime.conversation import Item, chat_messages, chat_tools
+from hypnos_server.realtime.events import new_id
+from hypnos_server.realtime.phrases import PhraseSplitter
+from hypnos_server.realtime.session import SAMPLE_RATE
+from hypnos_server.realtime.stage import new_record, resample, stage_run
+from hypnos_server.routes.audio import pick_voice
+from hypnos_server.routes.chat_input import build_chat_input, required_modalities
+from hypnos_server.routes.chat_stream import ChatAccumulator
+from hypnos_server.routes.inference import InferenceRun, engine_failed_message
+
+if TYPE_CHECKING:
+    from hypnos_server.realtime.connection import RealtimeSession
+
+logger = logging.getLogger(__name__)
+
+
+class Response:
+    """A response.create's answer, from response.created to response.done."""
+
+    def __init__(self, session: RealtimeSession, options: dict[str, Any]) -> None:
+        self.session = session
+        self.config = session.config
+        self.id = new_id("resp")
+        self.instructions = options.get("instructions") if isinstance(options.get("instructions"), str) else None
+        modalities = options.get("output_modalities", options.get("modalities"))
+        audio = self.config.audio_out if not isinstance(modalities, list) else "audio" in modalities
+        self.audio = audio and self.config.speech_model is not None  # no speech model in the pool: text only
+        self.gone = asyncio.Event()  # set by cancel(): the stages stop, no more deltas go out
+        self.reason = "client_cancelled"
+        self.output: list[Item] = []
+        self.record = new_record(session.key_label)
+        self.record.model = self.config.model
+        self.finished: ChatFinished | None = None
+        self.error: HypnosError | None = None
+        self.audio_ms = 0.0
+        self.stage_ms: dict[str, float] = {}
+        self.tokens: list[CancelToken] = []
+
+    @property
+    def cancelled(self) -> bool:
+        """True once cancel() was called."""
+        return self.gone.is_set()
+
+    def cancel(self, reason: str) -> None:
+        """Stop the chat and the speech at their next check (their leases go back as they stop)."""
+        if not self.gone.is_set():
+            self.reason = reason
+            self.gone.set()
+            for token in self.tokens:
+                token.cancel()
+
+    def render(self, status: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The response object of response.created / response.done."""
+        modalities = ["text", "audio"] if self.audio else ["text"]
+        return {
+            "id": self.id,
+            "object": "realtime.response",
+            "status": status,
+            "status_details": details,
+            "output": [item.render(self.session.ga) for item in self.output],
+            "modalities": modalities,
+            "voice": self.config.voice,
+            "usage": self._usage() if status != "in_progress" else None,
+        }
+
+    def _usage(self) -> dict[str, Any]:
+        done = self.finished
+        tokens_in, tokens_out = (done.prompt_tokens, done.completion_tokens) if done else (0, self.record.tokens_out)
+        cached = done.cached_tokens if done else 0
+        return {
+            "total_tokens": tokens_in + tokens_out,
+            "input_tokens": tokens_in,
+            "output_tokens": tokens_out,
+            "input_token_details": {"text_tokens": tokens_in, "audio_tokens": 0, "cached_tokens": cached},
+            "output_token_details": {"text_tokens": tokens_out, "audio_tokens": 0},
+        }
+
+    async def send(self, event: dict[str, Any]) -> None:
+        """Send a delta unless the response was cancelled meanwhile."""
+        if not self.cancelled:
+            await self.session.send(event)
+
+    # ---- the run ---------------------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """The whole response; never raises (a failure ends it `failed`, with an error event)."""
+        started = time.perf_counter()
+        await self.session.send({"type": "response.created", "response": self.render("in_progress")})
+        try:
+            await self.session.transcriptions_done(self.gone)
+            if not self.cancelled:
+                await self._chat()
+        except HypnosError as error:
+            if error.type != "cancelled" and not self.cancelled:
+                self.error = error
+        except Exception as error:  # an engine's or our own bug: the session goes on
+            logger.error("realtime response %s failed", self.id, exc_info=error)
+            self.error = HypnosError(500, "server_error", engine_failed_message(self.config.model))
+        await self._finish(started)
+
+    async def _finish(self, started: float) -> None:
+        for item in self.output:
+            if item.status == "in_progress":
+                item.status = "incomplete"
+        if self.cancelled:
+            status, details = "cancelled", {"type": "cancelled", "reason": self.reason}
+        elif self.error is not None:
+            error = self.error
+            status, details = "failed", {"type": "failed", "error": {"type": error.type, "code": error.code}}
+            await self.session.send_error(error.message, error.code or error.type, error.type)
+        else:
+            status, details = "completed", None
+        await self.session.send({"type": "response.done", "response": self.render(status, details)})
+        record = self.record
+        record.status = 499 if self.cancelled else (self.error.status if self.error is not None else 200)
+        if self.error is not None:
+            record.error, record.error_type = self.error.message, self.error.type
+        elif self.cancelled:
+            record.error, record.error_type = f"cancelled ({self.reason})", "cancelled"
+        record.duration_ms = round((time.perf_counter() - started) * 1000, 3)
+        logger.debug("realtime response %s (%s): %s, stages %s", self.id, record.id, status, self.stage_ms)
+        self.session.finish_record(record)
+
+    async def _chat_input(self) -> tuple[list[Modality], Any]:
+        config = self.config
+        tools, choice = chat_tools(config)
+        raw: dict[str, Any] = {
+            "model": config.model,
+            "messages": chat_messages(config, self.session.items, self.instructions),
+            "stream": True,
+        }
+        if tools:
+            raw["tools"], raw["tool_choice"] = tools, choice
+        if config.temperature is not None:
+            raw["temperature"] = config.temperature
+        if config.max_output_tokens is not None:
+            raw["max_tokens"] = config.max_output_tokens
+        try:
+            body = msgspec.convert(raw, ChatCompletionRequest)
+        except msgspec.ValidationError as error:
+            raise field_error(error) from None
+        limits = self.session.state.settings.limits
+        modalities = required_modalities(body, limits)
+        return modalities, await build_chat_input(body, limits)
+
+    async def _chat(self) -> None:
+        config = self.config
+        modalities, chat = await self._chat_input()
+        speaker = Speaker(self) if self.audio else None
+        run = stage_run(self.session.app, self.record, self.gone, config.model, modalities, config.speech_model)
+        answer = ChatAccumulator(config.model)
+        message: Item | None = None
+        splitter = PhraseSplitter()
+        first_token: float | None = None
+        began = time.perf_counter()
+        try:
+            await run.open()
+            events = run.engine.chat(chat, run.lease.cancel)
+            self.gone_tokens(run)
+            try:
+                async for event in events:
+                    answer.add(event)
+                    if self.cancelled:
+                        continue  # the engine stops at its next check and finishes
+                    if isinstance(event, ContentDelta) and event.text:
+                        first_token = first_token or time.perf_counter()
+                        if message is None:
+                            message = await self._open_message()
+                        message.text += event.text
+                        await self._text_delta(message, event.text)
+                        for phrase in splitter.feed(event.text) if speaker is not None else []:
+                            speaker.say(message, phrase)
+                    elif isinstance(event, ToolCallEvent):
+                        await self._function_call(event.call)
+                    elif isinstance(event, ChatFinished):
+                        self.finished = answer.final()
+            finally:
+                aclose = getattr(events, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+                answer.record_usage(run, chat)
+        finally:
+            await run.close()
+            self.stage_ms["chat_ms"] = round((time.perf_counter() - began) * 1000, 1)
+            if first_token is not None:
+                self.stage_ms["chat_first_token_ms"] = round((first_token - began) * 1000, 1)
+            if speaker is not None:
+                rest = splitter.flush()
+                if rest and message is not None:
+                    speaker.say(message, rest)
+                await speaker.finish()
+        if message is not None:
+            await self._close_message(message)
+
+    def gone_tokens(self, run: InferenceRun) -> None:
+        """Cancel the run's lease token when the response is cancelled."""
+        token = run.lease.cancel
+        self.tokens.append(token)
+        if self.cancelled:
+            token.cancel()
+
+    async def _open_message(self) -> Item:
+        item = Item(type="message", role="assistant", audio=self.audio, status="in_progress")
+        await self._add_output(item)
+        part = item.part(self.session.ga)
+        await self.send({"type": "response.content_part.added", **self._where(item), "part": part})
+        return item
+
+    async def _add_output(self, item: Item) -> None:
+        self.output.append(item)
+        self.session.add_item(item)
+        rendered = item.render(self.session.ga)
+        await self.send(
+            {
+                "type": "response.output_item.added",
+                "response_id": self.id,
+                "output_index": len(self.output) - 1,
+                "item": rendered,
+            }
+        )
+        await self.send(
+            {"type": "conversation.item.created", "previous_item_id": self.session.previous_id(item), "item": rendered}
+        )
+
+    def _where(self, item: Item) -> dict[str, Any]:
+        return {"response_id": self.id, "item_id": item.id, "output_index": self.output.index(item), "content_index": 0}
+
+    async def _text_delta(self, item: Item, text: str) -> None:
+        kind = "response.audio_transcript.delta" if item.audio else "response.text.delta"
+        await self.send({"type": kind, **self._where(item), "delta": text})
+
+    async def audio_delta(self, item: Item, pcm: bytes) -> None:
+        """One response.audio.delta of base64 pcm16."""
+        await self.send({"type": "response.audio.delta", **self._where(item), "delta": base64.b64encode(pcm).decode()})
+
+    async def _close_message(self, item: Item) -> None:
+        if self.cancelled and item.audio:  # barge-in: the conversation keeps what was spoken
+            item.truncate(self.audio_ms)
+        item.status = "incomplete" if self.cancelled else "completed"
+        where = self._where(item)
+        if not self.cancelled:
+            if item.audio:
+                await self.send({"type": "response.audio.done", **where})
+                await self.send({"type": "response.audio_transcript.done", **where, "transcript": item.text})
+            else:
+                await self.send({"type": "response.text.done", **where, "text": item.text})
+        await self.send({"type": "response.content_part.done", **where, "part": item.part(self.session.ga)})
+        await self.send(
+            {
+                "type": "response.output_item.done",
+                "response_id": self.id,
+                "output_index": where["output_index"],
+                "item": item.render(self.session.ga),
+            }
+        )
+
+    async def _function_call(self, call: ToolCall) -> None:
+        item = Item(
+            type="function_call",
+            call_id=call.id,
+            name=call.function.name,
+            arguments=call.function.arguments,
+            status="in_progress",
+        )
+        await self._add_output(item)
+        where = {
+            "response_id": self.id,
+            "item_id": item.id,
+            "output_index": self.output.index(item),
+            "call_id": call.id,
+        }
+        await self.send({"type": "response.function_call_arguments.delta", **where, "delta": item.arguments})
+        item.status = "completed"
+        await self.send(
+            {"type": "response.function_call_arguments.done", **where, "name": item.name, "arguments": item.arguments}
+        )
+        await self.send(
+            {
+                "type": "response.output_item.done",
+                "response_id": self.id,
+                "output_index": where["output_index"],
+                "item": item.render(self.session.ga),
+            }
+        )
+
+
+class Speaker:
+    """Speaks the phrases of a response in order, in its own task, under one lease of the speech model."""
+
+    def __init__(self, response: Response) -> None:
+        self.response = response
+        self.queue: asyncio.Queue[tuple[Item, str] | None] = asyncio.Queue()
+        self.task: asyncio.Task[None] | None = None
+        self.error: HypnosError | None = None
+
+    def say(self, item: Item, phrase: str) -> None:
+        """Queue a phrase (the task starts with the first)."""
+        self.queue.put_nowait((item, phrase))
+        if self.task is None:
+            self.task = asyncio.ensure_future(self._speak())
+
+    async def finish(self) -> None:
+        """Wait until every queued phrase was spoken (or the response cancelled); a failure fails the response."""
+        if self.task is None:
+            return
+        self.queue.put_nowait(None)
+        await asyncio.wait({self.task})
+        if self.error is not None and self.response.error is None and not self.response.cancelled:
+            self.response.error = self.error
+
+    async def _speak(self) -> None:
+        response = self.response
+        config = response.config
+        assert config.speech_model is not None
+        record = new_record(response.record.key)  # the stage's own scratch record; the response's is the chat's
+        run = stage_run(response.session.app, record, response.gone, config.speech_model, [Modality.TEXT_TO_SPEECH])
+        began = time.perf_counter()
+        try:
+            await run.open()
+            response.gone_tokens(run)
+            pack = run.engine.capabilities().voices
+            voice = pick_voice(config.voice, pack)
+            while (entry := await self.queue.get()) is not None and not response.cancelled:
+                item, phrase = entry
+                job = SpeechInput(text=phrase, voice=voice, speed=1.0, language=None)
+                async for chunk in run.engine.speak(job, run.lease.cancel):
+                    if response.cancelled:
+                        break
+                    await self._out(item, chunk, began)
+                item.spoken.append((phrase, response.audio_ms))
+        except HypnosError as error:
+            self.error = None if error.type == "cancelled" else error
+        except Exception as error:
+            logger.error("realtime speech on %s failed", config.speech_model, exc_info=error)
+            self.error = HypnosError(500, "server_error", engine_failed_message(config.speech_model))
+        finally:
+            await run.close()
+
+    async def _out(self, item: Item, chunk: AudioChunk, began: float) -> None:
+        response = self.response
+        pcm = resample(chunk.pcm16, chunk.sample_rate, SAMPLE_RATE)
+        if "speech_first_audio_ms" not in response.stage_ms:
+            response.stage_ms["speech_first_audio_ms"] = round((time.perf_counter() - began) * 1000, 1)
+        response.audio_ms += len(pcm) / 2 / SAMPLE_RATE * 1000
+        await response.audio_delta(item, pcm)

@@ -1,0 +1,85 @@
+"""Server VAD: 20 ms frames through a speech detector (an energy detector by default), turned into turn events.
+
+The default detector is a plain RMS energy gate in pure Python: a frame is speech when its level is above
+-60 + 40 * threshold dBFS (threshold 0.5: -40 dBFS). It needs no model and keeps up with real time on any CPU, but
+it hears any loud noise as speech; a model-based detector (Silero) plugs in through the `SpeechDetector` protocol.
+"""
+
+from __future__ import annotations
+
+import array
+import math
+import sys
+from dataclasses import dataclass
+from typing import Protocol
+
+FRAME_MS = 20
+ONSET_FRAMES = 2  # consecutive speech frames that start a turn (a click is not speech)
+
+
+class SpeechDetector(Protocol):
+    """Says whether one frame of pcm16 mono audio holds speech."""
+
+    def is_speech(self, frame: bytes) -> bool:
+        """True when the frame is speech."""
+        ...
+
+
+class EnergyDetector:
+    """Speech when the frame's RMS level is above -60 + 40 * threshold dBFS."""
+
+    def __init__(self, threshold: float) -> None:
+        self.level = 32768.0 * 10 ** ((-60.0 + 40.0 * threshold) / 20.0)
+
+    def is_speech(self, frame: bytes) -> bool:
+        """True when the frame is loud enough."""
+        samples = array.array("h")
+        samples.frombytes(frame[: len(frame) // 2 * 2])
+        if sys.byteorder == "big":
+            samples.byteswap()
+        if not samples:
+            return False
+        return math.sqrt(sum(s * s for s in samples) / len(samples)) >= self.level
+
+
+@dataclass
+class VadEvent:
+    """A turn boundary: `started` or `stopped`, at this many ms of the session's audio."""
+
+    kind: str
+    at_ms: int
+
+
+class TurnSegmenter:
+    """Feeds appended audio to a detector in frames; speech start after ONSET_FRAMES speech frames, stop after
+    silence_ms of non-speech frames."""
+
+    def __init__(self, detector: SpeechDetector, sample_rate: int, silence_ms: int) -> None:
+        self.detector = detector
+        self.frame_bytes = sample_rate * FRAME_MS // 1000 * 2
+        self.silence_frames = max(1, silence_ms // FRAME_MS)
+        self.pending = b""
+        self.frames = 0  # frames seen in the session
+        self.speaking = False
+        self.run = 0  # speech frames in a row (before onset) or silent frames in a row (during speech)
+
+    def feed(self, pcm: bytes) -> list[VadEvent]:
+        """The turn events the new audio makes."""
+        events: list[VadEvent] = []
+        data = self.pending + pcm
+        usable = len(data) // self.frame_bytes * self.frame_bytes
+        self.pending = data[usable:]
+        for offset in range(0, usable, self.frame_bytes):
+            speech = self.detector.is_speech(data[offset : offset + self.frame_bytes])
+            self.frames += 1
+            if not self.speaking:
+                self.run = self.run + 1 if speech else 0
+                if self.run >= ONSET_FRAMES:
+                    self.speaking, self.run = True, 0
+                    events.append(VadEvent("started", (self.frames - ONSET_FRAMES) * FRAME_MS))
+            else:
+                self.run = 0 if speech else self.run + 1
+                if self.run >= self.silence_frames:
+                    self.speaking, self.run = False, 0
+                    events.append(VadEvent("stopped", self.frames * FRAME_MS))
+        return events
