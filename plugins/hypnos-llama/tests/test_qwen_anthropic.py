@@ -11,6 +11,7 @@ from .qwen_openai import MODEL
 
 pytestmark = pytest.mark.model
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
+GREEDY = {"temperature": 0}  # in the body: the newest SDKs dropped the `temperature` argument the API still takes
 WEATHER = {
     "name": "get_weather",
     "description": "Current weather for a city",
@@ -25,13 +26,13 @@ def client(qwen_server: str) -> Any:
 
 
 def test_messages_create_answers(client: Any) -> None:
-    message = client.messages.create(model=MODEL, max_tokens=24, messages=QUESTION, system="Be brief.", temperature=0)
+    message = client.messages.create(model=MODEL, max_tokens=24, messages=QUESTION, system="Be brief.", extra_body=GREEDY)
     assert message.stop_reason == "end_turn" and "Paris" in message.content[0].text
     assert message.usage.input_tokens + message.usage.cache_read_input_tokens > 0 and message.usage.output_tokens > 0
 
 
 def test_messages_stream_is_the_text_joined(client: Any) -> None:
-    with client.messages.stream(model=MODEL, max_tokens=24, messages=QUESTION, temperature=0) as stream:
+    with client.messages.stream(model=MODEL, max_tokens=24, messages=QUESTION, extra_body=GREEDY) as stream:
         pieces = list(stream.text_stream)
         final = stream.get_final_message()
     assert pieces and "".join(pieces) == final.content[0].text and "Paris" in final.content[0].text
@@ -40,20 +41,20 @@ def test_messages_stream_is_the_text_joined(client: Any) -> None:
 def test_a_tool_use_and_tool_result_round_trip(client: Any) -> None:
     ask = [{"role": "user", "content": "What's the weather in Paris?"}]
     first = client.messages.create(
-        model=MODEL, max_tokens=64, messages=ask, tools=[WEATHER], tool_choice={"type": "any"}, temperature=0
+        model=MODEL, max_tokens=64, messages=ask, tools=[WEATHER], tool_choice={"type": "any"}, extra_body=GREEDY
     )
     assert first.stop_reason == "tool_use"
     (use,) = [block for block in first.content if block.type == "tool_use"]
     assert use.name == "get_weather" and "city" in use.input
     result = {"type": "tool_result", "tool_use_id": use.id, "content": '{"temperature": 18, "sky": "sunny"}'}
     history = [*ask, {"role": "assistant", "content": first.content}, {"role": "user", "content": [result]}]
-    second = client.messages.create(model=MODEL, max_tokens=48, messages=history, tools=[WEATHER], temperature=0)
+    second = client.messages.create(model=MODEL, max_tokens=48, messages=history, tools=[WEATHER], extra_body=GREEDY)
     assert second.stop_reason == "end_turn" and "18" in second.content[0].text
 
 
 def test_count_tokens_matches_what_the_answer_used(client: Any) -> None:
     counted = client.messages.count_tokens(model=MODEL, messages=QUESTION)
-    message = client.messages.create(model=MODEL, max_tokens=4, messages=QUESTION, temperature=0)
+    message = client.messages.create(model=MODEL, max_tokens=4, messages=QUESTION, extra_body=GREEDY)
     assert counted.input_tokens == message.usage.input_tokens + message.usage.cache_read_input_tokens > 0
 
 
