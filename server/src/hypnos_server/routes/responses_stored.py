@@ -6,6 +6,7 @@ from typing import Any
 
 from hypnos.errors import HypnosError, clip, invalid_request, not_found
 from litestar import Request, Response, delete, get, post
+from litestar.response import Stream
 
 from hypnos_server.responses_store import StoredResponse
 from hypnos_server.routes.inference import json_response
@@ -13,6 +14,7 @@ from hypnos_server.routes.responses import owner_of
 from hypnos_server.state import hypnos_state, request_context
 
 MAX_LIST_LIMIT = 100
+NO_CACHE = {"cache-control": "no-cache"}
 
 
 def _unknown(response_id: str) -> HypnosError:
@@ -28,9 +30,38 @@ async def _stored(request: Request[Any, Any, Any], response_id: str) -> StoredRe
 
 
 @get("/v1/responses/{response_id:str}")
-async def retrieve_response(request: Request[Any, Any, Any]) -> Response[bytes]:
-    """A stored response of the caller's key."""
+async def retrieve_response(request: Request[Any, Any, Any]) -> Response[Any]:
+    """A response of the caller's key as it stands (one being generated, or stored); `stream=true` follows a
+    background response's events live, from after `starting_after`."""
     response_id = request.path_params["response_id"]
+    query = request.query_params
+    stream = query.get("stream", "false").lower()
+    if stream not in ("true", "false"):
+        raise invalid_request("Invalid value for `stream`: `true` or `false`")
+    try:
+        starting_after = int(query.get("starting_after", "-1"))
+    except ValueError:
+        starting_after = -2
+    if starting_after < -1:
+        raise invalid_request("Invalid value for `starting_after`: a sequence number (an integer >= 0)")
+    live = hypnos_state(request).live_responses.get(response_id)
+    mine = live is not None and live.owner == owner_of(request_context(request)) and live.meta.body.store
+    if stream == "true":
+        if mine and live.log is not None:
+            return Stream(live.log.follow(starting_after), media_type="text/event-stream", headers=NO_CACHE)
+        await _stored(request, response_id)  # 404 unless the caller's
+        store = hypnos_state(request).responses
+        events = None if store is None else await store.aevents(response_id, owner_of(request_context(request)))
+        if events is None:
+            raise invalid_request(
+                f"The response `{clip(response_id)}` has no event stream to replay (only a background response "
+                "has one, kept once it finished); GET it without `stream`"
+            )
+        return Response(
+            content=b"".join(events[starting_after + 1 :]), media_type="text/event-stream", headers=NO_CACHE
+        )
+    if mine:
+        return json_response(live.snapshot())
     return json_response((await _stored(request, response_id)).response)
 
 
