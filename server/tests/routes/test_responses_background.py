@@ -121,6 +121,17 @@ def test_the_event_stream_is_followed_and_replayed_after_a_sequence_number(clien
         list(api.responses.retrieve(foreground.id, stream=True))
 
 
+def test_a_background_response_deleted_while_it_runs_stops_and_stays_deleted(client: TestClient[HypnosApp]) -> None:
+    api = sdk(client)
+    started = api.responses.create(model="slow-chat", input="go", background=True)
+    poll(api, started.id, {"in_progress"})
+    assert api.responses.delete(started.id) is None
+    nxt = api.responses.create(model="slow-chat", input="next", max_output_tokens=2, background=True)
+    poll(api, nxt.id, {"incomplete"})  # the one slot came free: the deleted one stopped
+    with pytest.raises(openai.NotFoundError):
+        api.responses.retrieve(started.id)
+
+
 def test_background_needs_store_and_a_known_model(client: TestClient[HypnosApp]) -> None:
     api = sdk(client)
     with pytest.raises(openai.BadRequestError, match="`background` needs `store`"):

@@ -46,6 +46,7 @@ class LiveResponse:
     extra: dict[str, Any] = field(default_factory=dict)
     log: EventLog | None = None  # a background response's events, for GET ...?stream=true
     switch: StopSwitch | None = None  # a background response's stand-in client
+    conversation: Conversation | None = None  # where a background response is stored (discarded by a DELETE)
 
     def snapshot(self) -> dict[str, Any]:
         """The Response as it stands: queued (waiting for its model), in_progress or cancelled."""
@@ -69,6 +70,7 @@ class Conversation:
         self.state, self.owner, self.body = state, owner, body
         self.history: list[dict[str, Any]] = []
         self.items = input_items(body)
+        self.discarded = False  # deleted while it ran: nothing more is stored
 
     async def load_history(self) -> None:
         """The conversation of previous_response_id (404 when this key has no such stored response)."""
@@ -85,7 +87,7 @@ class Conversation:
         """Store the response (when `store`) in one transaction, before the client hears that it completed;
         `pending`: a background response that has not finished yet."""
         store = self.state.responses
-        if not self.body.store or store is None:
+        if not self.body.store or store is None or self.discarded:
             return
         conversation = [*self.history, *self.items, *conversation_items(response["output"])]
         stored = StoredResponse(
@@ -172,6 +174,7 @@ async def _start_background(
         answer=ChatAccumulator(body.model),
         log=EventLog(),
         switch=switch,
+        conversation=conversation,
     )
     queued = meta.response("queued")
     await conversation.save(meta, queued, pending=True)

@@ -46,6 +46,7 @@ async def retrieve_response(request: Request[Any, Any, Any]) -> Response[Any]:
         raise invalid_request("Invalid value for `starting_after`: a sequence number (an integer >= 0)")
     live = hypnos_state(request).live_responses.get(response_id)
     mine = live is not None and live.owner == owner_of(request_context(request)) and live.meta.body.store
+    mine = mine and not (live.conversation is not None and live.conversation.discarded)
     if stream == "true":
         if mine and live.log is not None:
             return Stream(live.log.follow(starting_after), media_type="text/event-stream", headers=NO_CACHE)
@@ -102,8 +103,14 @@ async def list_input_items(request: Request[Any, Any, Any]) -> Response[bytes]:
 async def delete_response(request: Request[Any, Any, Any]) -> Response[bytes]:
     """Delete a stored response of the caller's key."""
     response_id = request.path_params["response_id"]
-    store = hypnos_state(request).responses
-    deleted = store is not None and await store.adelete(response_id, owner_of(request_context(request)))
+    state = hypnos_state(request)
+    owner = owner_of(request_context(request))
+    live = state.live_responses.get(response_id)
+    if live is not None and live.owner == owner and live.conversation is not None:
+        live.conversation.discarded = True  # a background response deleted while it runs stops, and stays deleted
+        live.cancel()
+    store = state.responses
+    deleted = store is not None and await store.adelete(response_id, owner)
     if not deleted:
         raise _unknown(response_id)
     return json_response({"id": response_id, "object": "response.deleted", "deleted": True})
