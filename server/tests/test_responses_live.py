@@ -56,8 +56,10 @@ def test_a_stream_is_cancelled_by_its_id_and_stored_as_cancelled(config_path: Pa
         assert events[-1].type == "response.failed" and events[-1].response.status == "cancelled"
         assert len([e for e in events if e.type == "response.output_text.delta"]) < 400
         assert api.responses.retrieve(cancelled.id).status == "cancelled"
+        assert api.responses.cancel(cancelled.id).status == "cancelled"  # twice: the same cancelled response
+        done = api.responses.create(model="slow-chat", input="short", max_output_tokens=2)
         with pytest.raises(openai.BadRequestError, match="no longer in progress"):
-            api.responses.cancel(cancelled.id)
+            api.responses.cancel(done.id)
 
 
 def test_a_response_completed_before_a_kill_9_is_retrievable_after_the_restart(config_path: Path) -> None:

@@ -86,7 +86,11 @@ def test_a_running_background_response_is_cancelled(client: TestClient[HypnosApp
     final = poll(api, started.id, {"cancelled", "completed", "incomplete", "failed"})
     assert final.status == "cancelled"
     assert len(final.output_text.split()) < 400
-    assert api.responses.cancel(started.id).status == "cancelled"  # again: still cancelled, never restarted
+    assert api.responses.cancel(started.id).status == "cancelled"  # twice: the same cancelled response
+    done = api.responses.create(model="fake-chat", input="quick", background=True)
+    poll(api, done.id, {"completed"})
+    with pytest.raises(openai.BadRequestError, match="no longer in progress"):
+        api.responses.cancel(done.id)
 
 
 def test_a_queued_background_response_is_cancelled_before_it_runs(client: TestClient[HypnosApp]) -> None:

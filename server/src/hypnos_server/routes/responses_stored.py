@@ -126,7 +126,10 @@ async def cancel_response(request: Request[Any, Any, Any]) -> Response[bytes]:
     if live is not None and live.owner == owner:
         return json_response(live.cancel())
     store = state.responses
-    if store is not None and await store.aget(response_id, owner) is not None:
+    stored = None if store is None else await store.aget(response_id, owner)
+    if stored is not None and stored.response.get("status") == "cancelled":
+        return json_response(stored.response)  # cancelling twice answers the cancelled response again (OpenAI's way)
+    if stored is not None:
         raise invalid_request(f"The response `{clip(response_id)}` is no longer in progress; nothing to cancel")
     raise _unknown(response_id)
 
