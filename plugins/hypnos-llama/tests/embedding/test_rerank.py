@@ -22,6 +22,8 @@ from hypnos_llama.gguf_meta import read_gguf
 from hypnos_llama.testing_rerank import cross_encoder_ids, write_tiny_cross_encoder
 from litestar.testing import AsyncTestClient
 
+pytestmark = pytest.mark.model
+
 QUERY = "what is the capital of france"
 DOCUMENTS = [
     "paris is the capital of france",
