@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -20,6 +21,14 @@ engine = "fake"
 id = "fake-embed"
 modality = "embeddings"
 engine = "fake"
+
+[[models]]
+id = "slow-chat"
+modality = "text_generation"
+engine = "fake"
+[models.fake]
+tokens = 400
+token_ms = 20
 """
 
 
@@ -58,7 +67,7 @@ def test_sdk_wrong_key_raises_authentication_error(server: str) -> None:
 
 
 def test_models_list(client: openai.OpenAI) -> None:
-    assert [model.id for model in client.models.list()] == ["fake-chat", "fake-embed"]
+    assert [model.id for model in client.models.list()] == ["fake-chat", "fake-embed", "slow-chat"]
 
 
 def test_chat_completion(client: openai.OpenAI) -> None:
@@ -93,3 +102,24 @@ def test_embeddings(client: openai.OpenAI) -> None:
 def test_sdk_sees_model_not_found(client: openai.OpenAI) -> None:
     with pytest.raises(openai.NotFoundError):
         client.embeddings.create(model="missing", input="x")
+
+
+def _poll(client: openai.OpenAI, response_id: str, until: set[str]) -> openai.types.responses.Response:
+    for _ in range(1000):
+        response = client.responses.retrieve(response_id)
+        if response.status in until:
+            return response
+        time.sleep(0.02)
+    raise AssertionError(f"{response_id} never reached {until}")
+
+
+def test_background_response_retrieved_until_completed_and_one_cancelled(client: openai.OpenAI) -> None:
+    started = client.responses.create(model="fake-chat", input="in the background", background=True)
+    assert started.status in ("queued", "in_progress") and started.background
+    done = _poll(client, started.id, {"completed"})
+    assert done.output_text and done.usage is not None and done.usage.output_tokens > 0
+    slow = client.responses.create(model="slow-chat", input="take your time", background=True)
+    _poll(client, slow.id, {"in_progress"})
+    assert client.responses.cancel(slow.id).status == "cancelled"
+    cancelled = _poll(client, slow.id, {"cancelled", "completed", "failed"})
+    assert cancelled.status == "cancelled" and len(cancelled.output_text.split()) < 400

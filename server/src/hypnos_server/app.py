@@ -104,6 +104,10 @@ def _lifespan(state: HypnosState):  # type: ignore[no-untyped-def]
             if task is not None and not task.done():
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
+            background = list(state.background)  # background responses end as failed, stored as such
+            for running in background:
+                running.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
             try:
                 await state.scheduler.shutdown()
                 if state.cluster is not None:

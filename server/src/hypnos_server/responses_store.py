@@ -25,7 +25,14 @@ CREATE TABLE IF NOT EXISTS responses (
     conversation BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS responses_created ON responses (created_at);
+CREATE TABLE IF NOT EXISTS pending (id TEXT PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS events (id TEXT PRIMARY KEY, events BLOB NOT NULL);
 """
+# What a background response that was queued or running when the server stopped says after the restart.
+INTERRUPTED = {
+    "code": "server_error",
+    "message": "The server stopped while this background response was being generated; create it again",
+}
 
 
 class StoredResponse(msgspec.Struct, kw_only=True):
@@ -49,6 +56,7 @@ class ResponseStore:
         self.path = None if folder is None else folder / FILE_NAME
         self._lock = threading.Lock()
         self._db = self._open()
+        self._fail_interrupted()
 
     def _open(self) -> sqlite3.Connection:
         """Open (or create) the database; a file that is not a sound database is moved aside and a new one made."""
@@ -78,8 +86,30 @@ class ResponseStore:
         db.executescript(SCHEMA)
         return db
 
-    def put(self, stored: StoredResponse) -> None:
-        """Insert or replace a response in one transaction, dropping what is beyond the count and age bounds."""
+    def _fail_interrupted(self) -> None:
+        """Background responses still pending from the last run (it crashed or was killed) become `failed`."""
+        with self._lock:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                rows = db.execute("SELECT r.id, r.response FROM responses r JOIN pending p ON p.id = r.id").fetchall()
+                for response_id, blob in rows:
+                    response = msgspec.json.decode(blob)
+                    response.update(status="failed", error=INTERRUPTED)
+                    db.execute(
+                        "UPDATE responses SET response = ? WHERE id = ?", (msgspec.json.encode(response), response_id)
+                    )
+                db.execute("DELETE FROM pending")
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        if rows:
+            logger.warning("%d background response(s) interrupted by the last shutdown are now failed", len(rows))
+
+    def put(self, stored: StoredResponse, pending: bool = False) -> None:
+        """Insert or replace a response in one transaction, dropping what is beyond the count and age bounds;
+        `pending`: a background response not finished yet (failed at the next start if it never finishes)."""
         row = (
             stored.id,
             stored.owner,
@@ -93,12 +123,18 @@ class ResponseStore:
             db.execute("BEGIN IMMEDIATE")
             try:
                 db.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?)", row)
+                if pending:
+                    db.execute("INSERT OR IGNORE INTO pending VALUES (?)", (stored.id,))
+                else:
+                    db.execute("DELETE FROM pending WHERE id = ?", (stored.id,))
                 db.execute("DELETE FROM responses WHERE created_at < ?", (time.time() - self.max_age_secs,))
                 db.execute(
                     "DELETE FROM responses WHERE id IN (SELECT id FROM responses ORDER BY created_at DESC LIMIT -1 "
                     "OFFSET ?)",
                     (self.max_count,),
                 )
+                db.execute("DELETE FROM pending WHERE id NOT IN (SELECT id FROM responses)")
+                db.execute("DELETE FROM events WHERE id NOT IN (SELECT id FROM responses)")
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
@@ -123,15 +159,40 @@ class ResponseStore:
             conversation=msgspec.json.decode(row[5]),
         )
 
+    def put_events(self, response_id: str, events: list[bytes]) -> None:
+        """Keep a finished background response's SSE events (a later GET with `stream` replays them)."""
+        blob = msgspec.json.encode([event.decode() for event in events])
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO events SELECT id, ? FROM responses WHERE id = ?", (blob, response_id)
+            )
+
+    def events(self, response_id: str, owner: str) -> list[bytes] | None:
+        """This owner's kept events of a background response (None: none kept)."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT e.events FROM events e JOIN responses r ON r.id = e.id WHERE e.id = ? AND r.owner = ?",
+                (response_id, owner),
+            ).fetchone()
+        return None if row is None else [event.encode() for event in msgspec.json.decode(row[0])]
+
+    async def aput_events(self, response_id: str, events: list[bytes]) -> None:
+        """put_events() off the event loop."""
+        await anyio.to_thread.run_sync(self.put_events, response_id, events)
+
+    async def aevents(self, response_id: str, owner: str) -> list[bytes] | None:
+        """events() off the event loop."""
+        return await anyio.to_thread.run_sync(self.events, response_id, owner)
+
     def delete(self, response_id: str, owner: str) -> bool:
         """Remove this owner's response; False when there was none."""
         with self._lock:
             cursor = self._db.execute("DELETE FROM responses WHERE id = ? AND owner = ?", (response_id, owner))
         return cursor.rowcount > 0
 
-    async def aput(self, stored: StoredResponse) -> None:
+    async def aput(self, stored: StoredResponse, pending: bool = False) -> None:
         """put() off the event loop."""
-        await anyio.to_thread.run_sync(self.put, stored)
+        await anyio.to_thread.run_sync(self.put, stored, pending)
 
     async def aget(self, response_id: str, owner: str) -> StoredResponse | None:
         """get() off the event loop."""

@@ -126,6 +126,8 @@ class HypnosState:
     # stored /v1/responses (SQLite under the data dir) and the responses being generated now, by id (for cancel)
     responses: ResponseStore | None = None
     live_responses: dict[str, Any] = field(default_factory=dict)
+    # the tasks running background responses (cancelled at shutdown, which stores them as failed)
+    background: set[asyncio.Task[None]] = field(default_factory=set)
 
     @property
     def backend(self) -> Any:

@@ -19,6 +19,7 @@ from hypnos.types import EngineTiming, HypnosTelemetry, Modality
 from litestar import Request, Response
 from litestar.connection import ASGIConnection
 from litestar.handlers import BaseRouteHandler
+from litestar.types import Receive
 
 from hypnos_server.errors import field_error, too_deep
 from hypnos_server.state import HypnosState, RequestContext, hypnos_state, request_context
@@ -129,9 +130,17 @@ class InferenceRun:
     next check) so that the record is complete and the model is free before the lease goes back.
     """
 
-    def __init__(self, request: Request[Any, Any, Any], model: str, modalities: Sequence[Modality]) -> None:
+    def __init__(
+        self,
+        request: Request[Any, Any, Any],
+        model: str,
+        modalities: Sequence[Modality],
+        detached: tuple[RequestContext, Receive] | None = None,
+    ) -> None:
+        """`detached` (a background run that outlives its request): its own context, whose closers run when the
+        work ends, and what stands for the client (its `http.disconnect` is the run's cancellation)."""
         self.state: HypnosState = hypnos_state(request)
-        self.context: RequestContext = request_context(request)
+        self.context: RequestContext = request_context(request) if detached is None else detached[0]
         self.record = self.context.record
         self.record.model = model
         self.model = model
@@ -139,7 +148,7 @@ class InferenceRun:
         self.state.scheduler.serving(model, *self.modalities)
         self._deadline = _deadline_ms(request)
         self._next_model = request.headers.get("x-hypnos-next-model") or None
-        self._receive = request.receive
+        self._receive = request.receive if detached is None else detached[1]
         self._stack = AsyncExitStack()
         self._lease: Lease | None = None
         self._started = 0.0
@@ -155,6 +164,11 @@ class InferenceRun:
         """The lease (after open())."""
         assert self._lease is not None, "open() first"
         return self._lease
+
+    @property
+    def leased(self) -> bool:
+        """Whether open() has been granted its lease."""
+        return self._lease is not None
 
     @property
     def engine(self) -> Engine:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 from hypnos.chat import ChatInput
 from hypnos.errors import HypnosError, clip, invalid_request, not_found
 from litestar import Request, Response, post
@@ -17,6 +19,7 @@ from hypnos_server.responses_store import StoredResponse
 from hypnos_server.routes.chat_input import build_chat_input, required_modalities
 from hypnos_server.routes.chat_stream import ChatAccumulator
 from hypnos_server.routes.inference import InferenceRun, decode_json, engine_failed_message, json_response, ready_guard
+from hypnos_server.routes.responses_background import EventLog, StopSwitch, detached_context, finish_detached
 from hypnos_server.routes.responses_input import ResponsesRequest, chat_messages, chat_request, input_items
 from hypnos_server.routes.responses_output import ResponseMeta, conversation_items, output_items, status_of, usage_of
 from hypnos_server.routes.responses_stream import ResponseEvents
@@ -41,13 +44,23 @@ class LiveResponse:
     cancelled: bool = False
     answer: ChatAccumulator | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    log: EventLog | None = None  # a background response's events, for GET ...?stream=true
+    switch: StopSwitch | None = None  # a background response's stand-in client
+    conversation: Conversation | None = None  # where a background response is stored (discarded by a DELETE)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The Response as it stands: queued (waiting for its model), in_progress or cancelled."""
+        status = "cancelled" if self.cancelled else "in_progress" if self.run.leased else "queued"
+        return self.meta.response(status, list(self.events.output) if self.events is not None else [])
 
     def cancel(self) -> dict[str, Any]:
-        """Stop the generation at its next token; the Response as it stands, status cancelled."""
+        """Stop the generation at its next token (or take it out of the queue); the Response, status cancelled."""
         self.cancelled = True
-        self.run.lease.cancel.cancel()
-        output = list(self.events.output) if self.events is not None else []
-        return self.meta.response("cancelled", output)
+        if self.switch is not None:
+            self.switch.stop()
+        if self.run.leased:
+            self.run.lease.cancel.cancel()
+        return self.snapshot()
 
 
 class Conversation:
@@ -57,6 +70,7 @@ class Conversation:
         self.state, self.owner, self.body = state, owner, body
         self.history: list[dict[str, Any]] = []
         self.items = input_items(body)
+        self.discarded = False  # deleted while it ran: nothing more is stored
 
     async def load_history(self) -> None:
         """The conversation of previous_response_id (404 when this key has no such stored response)."""
@@ -69,10 +83,11 @@ class Conversation:
             raise not_found(f"No stored response `{clip(previous)}` (unknown, expired, deleted or another key's)")
         self.history = stored.conversation
 
-    async def save(self, meta: ResponseMeta, response: dict[str, Any]) -> None:
-        """Store the response (when `store`) in one transaction, before the client hears that it completed."""
+    async def save(self, meta: ResponseMeta, response: dict[str, Any], pending: bool = False) -> None:
+        """Store the response (when `store`) in one transaction, before the client hears that it completed;
+        `pending`: a background response that has not finished yet."""
         store = self.state.responses
-        if not self.body.store or store is None:
+        if not self.body.store or store is None or self.discarded:
             return
         conversation = [*self.history, *self.items, *conversation_items(response["output"])]
         stored = StoredResponse(
@@ -83,7 +98,7 @@ class Conversation:
             input_items=self.items,
             conversation=conversation,
         )
-        await store.aput(stored)
+        await store.aput(stored, pending)
 
 
 @post("/v1/responses", guards=[ready_guard], status_code=200)
@@ -94,16 +109,22 @@ async def create_response(request: Request[Any, Any, Any]) -> Response[Any]:
     context = request_context(request)
     body = await decode_json(request, ResponsesRequest)
     context.record.model, context.record.stream = body.model, body.stream
-    if body.background:
-        raise invalid_request("`background` responses are not supported; use `stream` (POST .../cancel stops one)")
+    if body.background and not body.store:
+        raise invalid_request("`background` needs `store`: a background response is read back by its id")
     conversation = Conversation(state, owner_of(context), body)
     await conversation.load_history()
     wire = chat_request(body, chat_messages(body.instructions, [*conversation.history, *conversation.items]))
+    summary = bool((body.reasoning or {}).get("summary"))
+    if body.background:
+        switch = StopSwitch()
+        run = InferenceRun(
+            request, body.model, required_modalities(wire, limits), detached=(detached_context(context), switch.receive)
+        )
+        return await _start_background(state, run, await build_chat_input(wire, limits), conversation, summary, switch)
     run = InferenceRun(request, body.model, required_modalities(wire, limits))
     chat = await build_chat_input(wire, limits)
     meta = ResponseMeta(body)
     answer = ChatAccumulator(body.model)
-    summary = bool((body.reasoning or {}).get("summary"))
     await run.open(stream=("chat", chat))
     live = LiveResponse(owner=conversation.owner, meta=meta, run=run, answer=answer)
     state.live_responses[meta.id] = live
@@ -131,6 +152,82 @@ async def create_response(request: Request[Any, Any, Any]) -> Response[Any]:
     response = meta.response(status, output, usage_of(finished), incomplete=reason, hypnos_telemetry=telemetry)
     await conversation.save(meta, response)
     return json_response(response, headers=headers)
+
+
+async def _start_background(
+    state: HypnosState,
+    run: InferenceRun,
+    chat: ChatInput,
+    conversation: Conversation,
+    summary: bool,
+    switch: StopSwitch,
+) -> Response[Any]:
+    """Store the response as queued, run it in a task of its own and answer at once: the queued Response, or (with
+    `stream`) its event stream followed live; a hang-up of that stream leaves the generation running."""
+    body = conversation.body
+    meta = ResponseMeta(body)
+    live = LiveResponse(
+        owner=conversation.owner,
+        meta=meta,
+        run=run,
+        events=ResponseEvents(summary),
+        answer=ChatAccumulator(body.model),
+        log=EventLog(),
+        switch=switch,
+        conversation=conversation,
+    )
+    queued = meta.response("queued")
+    await conversation.save(meta, queued, pending=True)
+    state.live_responses[meta.id] = live
+    task = asyncio.create_task(_run_background(state, live, chat, conversation), name=f"hypnos-{meta.id}")
+    state.background.add(task)
+    task.add_done_callback(state.background.discard)
+    assert live.log is not None
+    if body.stream:
+        return Stream(live.log.follow(), media_type="text/event-stream", headers={"cache-control": "no-cache"})
+    return json_response(queued)
+
+
+async def _run_background(state: HypnosState, live: LiveResponse, chat: ChatInput, conversation: Conversation) -> None:
+    """A background response from its queue to its stored end: completed, incomplete, failed or cancelled; at a
+    shutdown, failed (a crash leaves it pending, and the store fails it at the next start)."""
+    run, meta, log, answer = live.run, live.meta, live.log, live.answer
+    assert log is not None and answer is not None
+    status, shutdown = 200, False
+    try:
+        try:
+            await run.open(stream=("chat", chat))
+        except HypnosError as error:
+            status = error.status
+            run.record.error, run.record.error_type = error.message, error.type
+            failure = None if live.cancelled else {"code": error.type, "message": error.message}
+            await conversation.save(meta, meta.response("cancelled" if live.cancelled else "failed", error=failure))
+            return
+        if live.cancelled:  # cancelled as the lease was granted
+            run.lease.cancel.cancel()
+        async for _ in run.stream(lambda _lease: log.record(_events_body(run, chat, answer, live, conversation))):
+            pass
+        status = 499 if live.cancelled else 500 if run.record.error else 200
+    except asyncio.CancelledError:
+        shutdown, status = True, 503
+        live.cancelled = True
+        raise
+    except Exception as error:
+        logger.error("background response %s on %s failed", meta.id, clip(run.model), exc_info=error)
+        status = 500
+        failure = {"code": "server_error", "message": engine_failed_message(run.model)}
+        await conversation.save(meta, meta.response("failed", error=failure))
+    finally:
+        with anyio.CancelScope(shield=True):
+            await finish_detached(state, run.context, status)  # the generation has stopped and saved its end
+            if shutdown:
+                output = list(live.events.output) if live.events is not None else []
+                stopped = {"code": "server_error", "message": "The server shut down while this response was running"}
+                await conversation.save(meta, meta.response("failed", output, error=stopped))
+            if state.responses is not None:
+                await state.responses.aput_events(meta.id, log.events)
+            log.close()
+            state.live_responses.pop(meta.id, None)
 
 
 def _forget(state: HypnosState, response_id: str):  # type: ignore[no-untyped-def]

@@ -6,6 +6,7 @@ from typing import Any
 
 from hypnos.errors import HypnosError, clip, invalid_request, not_found
 from litestar import Request, Response, delete, get, post
+from litestar.response import Stream
 
 from hypnos_server.responses_store import StoredResponse
 from hypnos_server.routes.inference import json_response
@@ -13,6 +14,7 @@ from hypnos_server.routes.responses import owner_of
 from hypnos_server.state import hypnos_state, request_context
 
 MAX_LIST_LIMIT = 100
+NO_CACHE = {"cache-control": "no-cache"}
 
 
 def _unknown(response_id: str) -> HypnosError:
@@ -28,9 +30,39 @@ async def _stored(request: Request[Any, Any, Any], response_id: str) -> StoredRe
 
 
 @get("/v1/responses/{response_id:str}")
-async def retrieve_response(request: Request[Any, Any, Any]) -> Response[bytes]:
-    """A stored response of the caller's key."""
+async def retrieve_response(request: Request[Any, Any, Any]) -> Response[Any]:
+    """A response of the caller's key as it stands (one being generated, or stored); `stream=true` follows a
+    background response's events live, from after `starting_after`."""
     response_id = request.path_params["response_id"]
+    query = request.query_params
+    stream = query.get("stream", "false").lower()
+    if stream not in ("true", "false"):
+        raise invalid_request("Invalid value for `stream`: `true` or `false`")
+    try:
+        starting_after = int(query.get("starting_after", "-1"))
+    except ValueError:
+        starting_after = -2
+    if starting_after < -1:
+        raise invalid_request("Invalid value for `starting_after`: a sequence number (an integer >= 0)")
+    live = hypnos_state(request).live_responses.get(response_id)
+    mine = live is not None and live.owner == owner_of(request_context(request)) and live.meta.body.store
+    mine = mine and not (live.conversation is not None and live.conversation.discarded)
+    if stream == "true":
+        if mine and live.log is not None:
+            return Stream(live.log.follow(starting_after), media_type="text/event-stream", headers=NO_CACHE)
+        await _stored(request, response_id)  # 404 unless the caller's
+        store = hypnos_state(request).responses
+        events = None if store is None else await store.aevents(response_id, owner_of(request_context(request)))
+        if events is None:
+            raise invalid_request(
+                f"The response `{clip(response_id)}` has no event stream to replay (only a background response "
+                "has one, kept once it finished); GET it without `stream`"
+            )
+        return Response(
+            content=b"".join(events[starting_after + 1 :]), media_type="text/event-stream", headers=NO_CACHE
+        )
+    if mine:
+        return json_response(live.snapshot())
     return json_response((await _stored(request, response_id)).response)
 
 
@@ -71,8 +103,14 @@ async def list_input_items(request: Request[Any, Any, Any]) -> Response[bytes]:
 async def delete_response(request: Request[Any, Any, Any]) -> Response[bytes]:
     """Delete a stored response of the caller's key."""
     response_id = request.path_params["response_id"]
-    store = hypnos_state(request).responses
-    deleted = store is not None and await store.adelete(response_id, owner_of(request_context(request)))
+    state = hypnos_state(request)
+    owner = owner_of(request_context(request))
+    live = state.live_responses.get(response_id)
+    if live is not None and live.owner == owner and live.conversation is not None:
+        live.conversation.discarded = True  # a background response deleted while it runs stops, and stays deleted
+        live.cancel()
+    store = state.responses
+    deleted = store is not None and await store.adelete(response_id, owner)
     if not deleted:
         raise _unknown(response_id)
     return json_response({"id": response_id, "object": "response.deleted", "deleted": True})
@@ -88,7 +126,10 @@ async def cancel_response(request: Request[Any, Any, Any]) -> Response[bytes]:
     if live is not None and live.owner == owner:
         return json_response(live.cancel())
     store = state.responses
-    if store is not None and await store.aget(response_id, owner) is not None:
+    stored = None if store is None else await store.aget(response_id, owner)
+    if stored is not None and stored.response.get("status") == "cancelled":
+        return json_response(stored.response)  # cancelling twice answers the cancelled response again (OpenAI's way)
+    if stored is not None:
         raise invalid_request(f"The response `{clip(response_id)}` is no longer in progress; nothing to cancel")
     raise _unknown(response_id)
 

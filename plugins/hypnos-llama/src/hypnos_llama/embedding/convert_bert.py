@@ -1,4 +1,5 @@
-"""Converts a local sentence-transformers BERT folder (safetensors + WordPiece vocab) into a GGUF llama.cpp serves.
+"""Converts a local sentence-transformers BERT folder (safetensors + WordPiece vocab) into a GGUF llama.cpp serves;
+a BERT cross-encoder (BertForSequenceClassification) becomes a reranker GGUF (rank pooling, its head as `cls`).
 
 Offline and without torch: numpy, safetensors and the `gguf` package. Mirrors what llama.cpp's convert_hf_to_gguf.py
 does for BertModel (phantom-space vocab, tensor names from gguf's name map, mean/CLS pooling from the
@@ -21,10 +22,27 @@ def _read_json(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
 
 
+def is_cross_encoder(config: dict) -> bool:
+    """A BERT reranker (cross-encoder): a sequence classifier, scored by llama.cpp's rank pooling."""
+    return "BertForSequenceClassification" in (config.get("architectures") or [])
+
+
+# A cross-encoder's head as llama.cpp runs it under rank pooling: `cls` (dense + tanh on the [CLS] state, BERT's
+# pooler) then `cls.output` (the classifier), so the score is the logit transformers computes.
+HEAD_TENSORS = {
+    "pooler.dense.weight": "cls.weight",
+    "pooler.dense.bias": "cls.bias",
+    "classifier.weight": "cls.output.weight",
+    "classifier.bias": "cls.output.bias",
+}
+
+
 def _pooling(model_dir: Path):  # type: ignore[no-untyped-def]
-    """The llama.cpp pooling type of a sentence-transformers folder (mean when unspecified)."""
+    """The llama.cpp pooling type of a sentence-transformers folder (mean when unspecified; rank for a reranker)."""
     import gguf
 
+    if is_cross_encoder(_read_json(model_dir / "config.json")):
+        return gguf.PoolingType.RANK
     config = _read_json(model_dir / "1_Pooling" / "config.json")
     if config.get("pooling_mode_cls_token"):
         return gguf.PoolingType.CLS
@@ -119,9 +137,13 @@ def convert_bert(model_dir: Path, out_path: Path, *, weight_type: str = "f16") -
         writer.add_token_type_count(int(config.get("type_vocab_size", 1)))
         gguf.SpecialVocab(model_dir, n_vocab=len(tokens)).add_to_gguf(writer)
 
+        head = HEAD_TENSORS if is_cross_encoder(config) else {}
         for name, array in weights.items():
             name = name.removeprefix("bert.")
-            if name == "embeddings.position_ids" or name.startswith(("pooler.", "cls.")):
+            if name in head:
+                writer.add_tensor(head[name], array.astype(np.float32))
+                continue
+            if name == "embeddings.position_ids" or name.startswith(("pooler.", "cls.", "classifier.")):
                 continue
             mapped = name_map.get_name(name, try_suffixes=(".weight", ".bias"))
             if mapped is None:

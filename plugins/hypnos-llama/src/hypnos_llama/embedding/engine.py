@@ -14,6 +14,8 @@ from hypnos.engine import (
     EngineCapabilities,
     EngineContext,
     MemoryEstimate,
+    RerankInput,
+    RerankResult,
 )
 from hypnos.errors import HypnosError, invalid_request
 from hypnos.kit.staged import ModelNotLoaded, StagedEngine, check_cancelled
@@ -49,6 +51,17 @@ def float32_resolution(rows: Any) -> Any:
     return out
 
 
+RANK_POOLING = 4  # LLAMA_POOLING_TYPE_RANK: the classification head in the graph, one score per sequence
+CLASSIFIER_TENSORS = ("cls.weight", "cls.output.weight")
+
+
+def is_reranker(gguf: GgufFile) -> bool:
+    """A cross-encoder GGUF: rank pooling in its metadata, or a classification head (`cls` / `cls.output`)."""
+    if gguf.arch_value("pooling_type") == RANK_POOLING:
+        return True
+    return any(tensor.name in CLASSIFIER_TENSORS for tensor in gguf.tensors)
+
+
 class EmbeddingBatcher:
     """Owns a llama.cpp embedding context; packs inputs into batches of up to n_batch tokens and n_seq_max sequences."""
 
@@ -59,15 +72,18 @@ class EmbeddingBatcher:
         self.max_tokens = int(gguf.metadata.get(MAX_SEQUENCE_KEY) or trained)
         self.normalize = bool(gguf.metadata.get(NORMALIZE_KEY, True))
         n_batch = max(options.n_batch, self.max_tokens)
+        self.rank = is_reranker(gguf)
         self.llama = lib.Llama(
             str(path),
             embedding=True,
+            pooling_type=RANK_POOLING if self.rank else lib.LLAMA_POOLING_TYPE_UNSPECIFIED,
             n_ctx=n_batch,
             n_batch=n_batch,
             n_ubatch=n_batch,
             n_gpu_layers=n_gpu_layers,
-            # Flash attention skips the masked cells, so packing many inputs into one decode costs no n_tokens^2.
-            flash_attn=True if options.flash_attn is None else options.flash_attn,
+            # Flash attention skips the masked cells, so packing many inputs into one decode costs no n_tokens^2; a
+            # reranker goes without by default: with it a pair's score moves (~1e-3) with what shares its decode.
+            flash_attn=(not self.rank) if options.flash_attn is None else options.flash_attn,
             n_threads=options.threads(),
             n_threads_batch=options.batch_threads(),
             use_mmap=options.use_mmap,
@@ -78,6 +94,7 @@ class EmbeddingBatcher:
         self.n_seq_max = int(self.llama.context_params.n_seq_max)
         self.n_embd = int(self.llama.n_embd())
         self.sep = int(lib.llama_vocab_sep(self.llama._model.vocab)) if hasattr(lib, "llama_vocab_sep") else -1
+        self.rerank_template = self.llama.metadata.get("tokenizer.chat_template.rerank")
 
     def close(self) -> None:
         """Free the context and model."""
@@ -104,44 +121,90 @@ class EmbeddingBatcher:
 
     def embed(self, texts: list[EmbeddingInput], cancel: CancelToken) -> tuple[list[list[float]], int, int]:
         """Vectors in input order, the prompt token count and how many decodes it took."""
+        if self.rank:
+            raise invalid_request("This model is a reranker (rank pooling): it scores documents on POST /v1/rerank")
+        every = [self.tokens(text, index) for index, text in enumerate(texts)]  # all checked before any decode
+        pooled, decodes = self._pooled(every, self.n_embd, cancel)
+        vectors = float32_resolution(normalized(pooled) if self.normalize else pooled).tolist()
+        return vectors, sum(len(tokens) for tokens in every), decodes
+
+    def pair_tokens(self, query: str, document: str, index: int) -> list[int]:
+        """One (query, document) input as llama.cpp's server builds it: the GGUF's rerank template when it has
+        one, else BOS query EOS SEP document EOS as the vocabulary adds them (BERT: [CLS] q [SEP] d); 400 when
+        longer than the model's sequence length."""
+        llama, lib = self.llama, self.lib
+        if self.rerank_template:
+            prompt = self.rerank_template.replace("{query}", query).replace("{document}", document)
+            tokens = llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+        else:
+            vocab = llama._model.vocab
+            eos = int(lib.llama_vocab_eos(vocab))
+            eos = self.sep if eos < 0 else eos
+            bos = [int(lib.llama_vocab_bos(vocab))] if lib.llama_vocab_get_add_bos(vocab) else []
+            end = [eos] if lib.llama_vocab_get_add_eos(vocab) else []
+            sep = [self.sep] if lib.llama_vocab_get_add_sep(vocab) else []
+            query_tokens = llama.tokenize(query.encode("utf-8"), add_bos=False, special=False)
+            doc_tokens = llama.tokenize(document.encode("utf-8"), add_bos=False, special=False)
+            tokens = [*bos, *query_tokens, *end, *sep, *doc_tokens, *end]
+        if len(tokens) > self.max_tokens:
+            raise HypnosError(
+                400,
+                "invalid_request_error",
+                f"The query with `documents[{index}]` is {len(tokens)} tokens; the model takes at most "
+                f"{self.max_tokens}",
+                code="context_length_exceeded",
+            )
+        return tokens
+
+    def rerank(self, query: str, documents: list[str], cancel: CancelToken) -> tuple[list[float], int, int]:
+        """One relevance score per document (the classification head's first output, as llama.cpp's server
+        answers), the prompt token count and how many decodes it took."""
+        if not self.rank:
+            raise invalid_request(
+                "This model is an embedding model, not a reranker: /v1/rerank needs a cross-encoder GGUF "
+                "(rank pooling, a classification head)"
+            )
+        every = [self.pair_tokens(query, document, index) for index, document in enumerate(documents)]
+        width = int(self.lib.llama_model_n_cls_out(self.llama._model.model)) or 1
+        pooled, decodes = self._pooled(every, width, cancel)
+        return [round(float(row[0]), 7) for row in pooled], sum(len(tokens) for tokens in every), decodes
+
+    def _pooled(self, sequences: list[list[int]], width: int, cancel: CancelToken) -> tuple[Any, int]:
+        """The pooled output (`width` floats) of each token sequence, packed many to a decode."""
         import numpy as np
 
         llama, lib = self.llama, self.lib
-        vectors: list[list[float]] = []
-        total = 0
+        rows: list[Any] = []
         decodes = 0
-        pending: list[int] = []
+        pending = 0
         used = 0
 
         def flush() -> None:
-            nonlocal decodes, used
+            nonlocal decodes, used, pending
             if not pending:
                 return
             llama._ctx.kv_cache_clear()
             llama._ctx.decode(llama._batch)
             decodes += 1
-            pooled = np.empty((len(pending), self.n_embd), dtype=np.float64)
-            for seq in range(len(pending)):
+            pooled = np.empty((pending, width), dtype=np.float64)
+            for seq in range(pending):
                 pointer = lib.llama_get_embeddings_seq(llama._ctx.ctx, seq)
-                pooled[seq] = np.ctypeslib.as_array(pointer, shape=(self.n_embd,))
-            vectors.extend(float32_resolution(normalized(pooled) if self.normalize else pooled).tolist())
+                pooled[seq] = np.ctypeslib.as_array(pointer, shape=(width,))
+            rows.append(pooled)
             llama._batch.reset()
-            pending.clear()
-            used = 0
+            pending = used = 0
 
-        every = [self.tokens(text, index) for index, text in enumerate(texts)]  # all checked before any decode
         llama._batch.reset()
-        for tokens in every:
+        for tokens in sequences:
             check_cancelled(cancel)
-            total += len(tokens)
-            if pending and (used + len(tokens) > self.pack_tokens or len(pending) >= self.n_seq_max):
+            if pending and (used + len(tokens) > self.pack_tokens or pending >= self.n_seq_max):
                 flush()
-            llama._batch.add_sequence(tokens, len(pending), True)
-            pending.append(len(tokens))
+            llama._batch.add_sequence(tokens, pending, True)
+            pending += 1
             used += len(tokens)
         flush()
         llama._ctx.kv_cache_clear()
-        return vectors, total, decodes
+        return (np.concatenate(rows) if rows else np.empty((0, width))), decodes
 
 
 class LlamaEmbeddingEngine(StagedEngine):
@@ -202,6 +265,21 @@ class LlamaEmbeddingEngine(StagedEngine):
         rate = tokens / (elapsed / 1000) if elapsed > 0 else None
         timing = EngineTiming(prefill_ms=round(elapsed, 3), prefill_tokens_per_s=rate and round(rate, 1))
         return EmbeddingResult(vectors=vectors, prompt_tokens=tokens, timing=timing)
+
+    async def rerank(self, job: RerankInput, cancel: CancelToken) -> RerankResult:
+        """Score each document against the query with the model's classification head (llama.cpp rank pooling)."""
+        self.require_ready()
+        started = time.perf_counter()
+        scores, tokens, _decodes = await self.run_blocking(self._rerank_blocking, job, cancel)
+        elapsed = (time.perf_counter() - started) * 1000
+        rate = tokens / (elapsed / 1000) if elapsed > 0 else None
+        timing = EngineTiming(prefill_ms=round(elapsed, 3), prefill_tokens_per_s=rate and round(rate, 1))
+        return RerankResult(scores=scores, prompt_tokens=tokens, timing=timing)
+
+    def _rerank_blocking(self, job: RerankInput, cancel: CancelToken) -> tuple[list[float], int, int]:
+        if self._batcher is None:  # demoted while this call waited on the worker
+            raise ModelNotLoaded(self.model.id)
+        return self._batcher.rerank(job.query, job.documents, cancel)
 
     def _embed_blocking(self, texts: list[EmbeddingInput], cancel: CancelToken) -> tuple[list[list[float]], int, int]:
         if self._batcher is None:  # demoted while this call waited on the worker
