@@ -71,6 +71,7 @@ class EngineCapabilities(msgspec.Struct, kw_only=True):
 
     image_edit: bool = False
     voices: list[str] | None = None
+    voice_languages: dict[str, str] | None = None  # each voice's own language (BCP 47), where the engine knows it
     # an embedding model trained for shorter vectors (Matryoshka): `dimensions` truncates and renormalizes
     matryoshka: bool = False
 

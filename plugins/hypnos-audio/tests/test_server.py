@@ -186,6 +186,9 @@ def test_speech_models_list_their_voices_and_openai_names_spread_over_them(clien
     entries = {entry["id"]: entry for entry in client.get("/v1/models").json()["data"]}
     voices = entries["kokoro-82m"]["voices"]
     assert voices == ["jf_alpha", "jf_gongitsune", "jf_nezumi", "jf_tebukuro", "jm_kumo"]
+    # the starter Kokoro pack is Japanese (no registry ships an English one): the listing says so, and Piper is English
+    assert entries["kokoro-82m"]["voice_languages"] == dict.fromkeys(voices, "ja")
+    assert entries["piper-joe"]["voice_languages"] == {"en_US-joe-medium": "en-US"}
     assert "voices" not in entries["whisper-tiny.en"]
     said = {
         voice: client.post("/v1/audio/speech", json={"model": "kokoro-82m", "input": "Good morning.", "voice": voice})

@@ -26,7 +26,9 @@ def client(qwen_server: str) -> Any:
 
 
 def test_messages_create_answers(client: Any) -> None:
-    message = client.messages.create(model=MODEL, max_tokens=24, messages=QUESTION, system="Be brief.", extra_body=GREEDY)
+    message = client.messages.create(
+        model=MODEL, max_tokens=24, messages=QUESTION, system="Be brief.", extra_body=GREEDY
+    )
     assert message.stop_reason == "end_turn" and "Paris" in message.content[0].text
     assert message.usage.input_tokens + message.usage.cache_read_input_tokens > 0 and message.usage.output_tokens > 0
 

@@ -33,6 +33,18 @@ from hypnos_audio.phonemes import EspeakPhonemizer, group_phrases, split_phoneme
 logger = logging.getLogger(__name__)
 
 SAMPLE_RATE = 24000
+# Kokoro voice ids start with their language's letter (af_heart: American English, jf_alpha: Japanese)
+KOKORO_LANGUAGES = {
+    "a": "en-US",
+    "b": "en-GB",
+    "e": "es",
+    "f": "fr",
+    "h": "hi",
+    "i": "it",
+    "j": "ja",
+    "p": "pt-BR",
+    "z": "zh",
+}
 MAX_FALLBACKS_LOGGED = 64  # distinct missing voice names that still get a warning
 
 
@@ -145,7 +157,8 @@ class KokoroEngine(StagedEngine):
                     self._voice_names = list(pack.files)
             except (OSError, ValueError):
                 return EngineCapabilities(voices=[])
-        return EngineCapabilities(voices=list(self._voice_names))
+        languages = {name: KOKORO_LANGUAGES[name[0]] for name in self._voice_names if name[:1] in KOKORO_LANGUAGES}
+        return EngineCapabilities(voices=list(self._voice_names), voice_languages=languages or None)
 
     # ---- speech -------------------------------------------------------------------------------------------------
 

@@ -107,10 +107,13 @@ class PiperEngine(StagedEngine):
     def capabilities(self) -> EngineCapabilities:
         """The voice's speakers (a multi-speaker voice) or the voice itself, named after its file."""
         try:
-            speakers = list(self._read_config().get("speaker_id_map") or {})
+            config = self._read_config()
         except EngineUnavailable:
             return EngineCapabilities(voices=[])
-        return EngineCapabilities(voices=speakers or [self.weights_file.name.removesuffix(".onnx")])
+        voices = list(config.get("speaker_id_map") or {}) or [self.weights_file.name.removesuffix(".onnx")]
+        code = (config.get("language") or {}).get("code") if isinstance(config.get("language"), dict) else None
+        languages = {voice: str(code).replace("_", "-") for voice in voices} if code else None
+        return EngineCapabilities(voices=voices, voice_languages=languages)
 
     async def speak(self, speech: SpeechInput, cancel: CancelToken) -> AsyncIterator[AudioChunk]:  # type: ignore[override]
         """One AudioChunk per sentence, 16-bit mono 24 kHz, sentences after the first led by a pause."""

@@ -30,9 +30,11 @@ def model_entry(state: ModelState, created: int) -> dict[str, Any]:
         "active_leases": state.active_leases,
     }
     if Modality.TEXT_TO_SPEECH in state.modalities and state.engine is not None:
-        voices = state.engine.capabilities().voices
-        if voices is not None:
-            entry["voices"] = voices
+        capabilities = state.engine.capabilities()
+        if capabilities.voices is not None:
+            entry["voices"] = capabilities.voices
+        if capabilities.voice_languages:  # which voice speaks which language natively (Kokoro's ja pack: ja)
+            entry["voice_languages"] = capabilities.voice_languages
     return entry
 
 
