@@ -1,5 +1,6 @@
 """Engine hosts seen through the server: status and metrics name the host, a killed host drops its model to tier 3
-with the reason, the next request starts a new one, and a crash mid-stream ends the stream with the error chunk."""
+with the reason, the next request starts a new one, a crash mid-stream ends the stream with the error chunk, and a
+host that exits while loading or hangs mid-stream fails its request in the spec's shape."""
 
 from __future__ import annotations
 
@@ -23,6 +24,14 @@ CONFIG: dict[str, Any] = {
             "fake": {"tokens": 50, "crash_after_tokens": 3, "layer_bytes": 1 << 20},
         },
         {"id": "local", "modality": "text_generation", "engine": "fake", "isolation": "thread"},
+        {"id": "exits", "modality": "text_generation", "engine": "fake", "fake": {"exit_on_load": True}},
+        {
+            "id": "hangs",
+            "modality": "text_generation",
+            "engine": "fake",
+            "fake": {"tokens": 50, "hang_after_tokens": 2, "layer_bytes": 1 << 20},
+            "process": {"hang_secs": 1.0},
+        },
     ],
 }
 CHAT = {"messages": [{"role": "user", "content": "hello"}], "max_tokens": 10}
@@ -77,3 +86,31 @@ def test_a_crash_mid_stream_ends_with_the_error_chunk_and_a_whole_request_with_a
         assert whole.status_code == 500
         assert whole.json()["error"]["type"] == "server_error" and "SIGKILL" in whole.json()["error"]["message"]
         assert client.post("/v1/chat/completions", json={"model": "chat", **CHAT}).status_code == 200
+
+
+def test_a_host_that_exits_while_loading_answers_500_and_the_model_stays_in_tier3() -> None:
+    with TestClient(build_app(CONFIG)) as client:
+        wait_ready(client)
+        answer = client.post("/v1/chat/completions", json={"model": "exits", **CHAT})
+        assert answer.status_code == 500
+        error = answer.json()["error"]
+        assert error["type"] == "server_error" and "status 3" in error["message"]
+        entry = _model(client, "exits")
+        assert entry["current_tier"] == "tier3_nvme_ssd" and entry["engine_process"] is None
+        assert entry["active_leases"] == 0 and "status 3" in entry["unavailable_reason"]
+        assert client.post("/v1/chat/completions", json={"model": "chat", **CHAT}).status_code == 200
+
+
+def test_a_hung_host_is_killed_and_its_stream_ends_with_the_error_chunk() -> None:
+    with TestClient(build_app(CONFIG)) as client:
+        wait_ready(client)
+        with client.stream("POST", "/v1/chat/completions", json={"model": "hangs", "stream": True, **CHAT}) as reply:
+            assert reply.status_code == 200
+            lines = [line for line in reply.iter_lines() if line.startswith("data: ")]
+        assert lines[-1] == "data: [DONE]"
+        last = json.loads(lines[-2][6:])
+        assert last["choices"][0]["finish_reason"] == "error" and "no progress" in last["error"]["message"]
+        assert any(json.loads(line[6:])["choices"][0]["delta"].get("content") for line in lines[:-2])
+        entry = _model(client, "hangs")
+        assert entry["current_tier"] == "tier3_nvme_ssd" and entry["engine_process"] is None
+        assert "hung" in entry["unavailable_reason"] and entry["active_leases"] == 0

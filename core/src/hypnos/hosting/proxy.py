@@ -113,7 +113,12 @@ class HostedEngine(Engine):
     @property
     def unavailable_reason(self) -> str | None:
         """Why the model has no host now when its last one died on its own (None while one runs)."""
-        return None if self.host is not None and self.host.alive else self.last_exit
+        if self.host is not None and self.host.alive:
+            return None
+        if self.quarantined:
+            crashes = len(self.policy.crashes)
+            return f"{self.last_exit}; quarantined after {crashes} crashes until an admin enables the model"
+        return self.last_exit
 
     def process_info(self) -> EngineProcessInfo | None:
         """`engine_process` for the status: pid, measured RSS, restarts, start time (None while no host runs)."""
