@@ -10,9 +10,8 @@ from typing import Any
 
 import openai
 import pytest
+import websockets  # noqa: F401  the SDK's realtime client needs openai[realtime]: the e2e session installs it
 from hypnos_server.testing import live_server
-
-pytest.importorskip("websockets", reason="the SDK's realtime client needs openai[realtime] (websockets)")
 
 API_KEY = "e2e-realtime-key"
 CONFIG = """

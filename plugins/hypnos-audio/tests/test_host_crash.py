@@ -30,7 +30,7 @@ def assert_killed(base: str, model_id: str, pid: int, answer: httpx.Response) ->
     error = answer.json()["error"]
     assert error["type"] == "server_error" and "SIGKILL" in error["message"]
     entry = status_entry(base, model_id)
-    assert entry["engine_process"] is None or entry["engine_process"]["pid"] != pid
+    assert entry["engine_process"] is None, entry  # the dead host is gone; nothing restarts it before a request
     assert entry["active_leases"] == 0
 
 
