@@ -49,6 +49,20 @@ async def test_after_a_failed_load_requests_get_503_with_the_reason_and_no_new_l
     await use(scheduler, "ok")  # the other model serves meanwhile
 
 
+async def test_a_library_exception_in_load_leaves_its_text_out_of_the_503(monkeypatch: pytest.MonkeyPatch) -> None:
+    scheduler = make_scheduler([fake_model("m"), fake_model("ok")], clock=ManualClock())
+
+    async def raw_failure(plan):  # type: ignore[no-untyped-def]
+        raise OSError("/secret/weights.gguf: bad magic 0xdeadbeef")
+
+    monkeypatch.setattr(scheduler.get("m").engine, "load", raw_failure)
+    assert (await failure(scheduler)).status == 500
+    error = await failure(scheduler)
+    assert (error.status, error.type) == (503, "model_not_available")
+    for text in (error.message, reason(scheduler) or ""):
+        assert "server log" in text and "/secret" not in text and "deadbeef" not in text and "OSError" not in text
+
+
 async def test_the_load_is_retried_after_a_backoff_that_doubles_up_to_a_cap() -> None:
     clock = ManualClock()
     scheduler = broken(clock)

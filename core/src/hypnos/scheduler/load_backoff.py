@@ -38,7 +38,8 @@ def is_load_failure(error: BaseException) -> bool:
 
 def record_load_failure(state: ModelState, error: BaseException, now: float) -> None:
     """Remember why the load failed and start (or lengthen) the backoff."""
-    reason = error.message if isinstance(error, HypnosError) else f"{type(error).__name__}: {error}"
+    # a library's own exception text goes to the log only (tiers logs it): error bodies carry none
+    reason = error.message if isinstance(error, HypnosError) else "the engine failed; the server log has the cause"
     state.load_error = clip(reason, REASON_LIMIT)
     state.load_backoff.record(now)
 
