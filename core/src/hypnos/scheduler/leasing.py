@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from hypnos.scheduler.lease import Lease
 from hypnos.scheduler.load_backoff import refuse_while_backing_off
+from hypnos.scheduler.measured import rebook_measured
 from hypnos.scheduler.state import ModelState
 from hypnos.types import MemoryTier, Modality
 
@@ -98,7 +99,7 @@ class LeaseContext:
         state.record_service((time.perf_counter() - self._held_from) * 1000)
         state.last_used = self._sched.clock()
         self._release(state)
-        self._sched.tiers.rebook_measured(state)  # what its host holds after serving, if more than booked
+        rebook_measured(self._sched.tiers, state)  # what its host holds after serving, if more than booked
 
     def _release(self, state: ModelState) -> None:
         self._state = None

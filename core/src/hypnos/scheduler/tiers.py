@@ -10,12 +10,9 @@ from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
-import msgspec
-
 from hypnos.config import Settings
 from hypnos.errors import HypnosError, model_busy, server_error
 from hypnos.hardware import HardwareProbe
-from hypnos.hosting import HostedEngine
 from hypnos.scheduler.budgets import Budgets, Tier1Figures, tier1_figures
 from hypnos.scheduler.eviction import Eviction, EvictionCandidate, choose_victims
 from hypnos.scheduler.load_backoff import forget_load_failures, is_load_failure, record_load_failure
@@ -35,8 +32,6 @@ if TYPE_CHECKING:  # kv_park -> status -> tiers
     from hypnos.scheduler.kv_park import KvParkStore
 
 logger = logging.getLogger(__name__)
-
-MEASURED_OVER_BOOKED = 1.1  # a host holding more than this times its booking is booked at what it holds
 
 
 def _empty_plan(state: ModelState) -> LayerPlacementPlan:
@@ -372,29 +367,6 @@ class TierManager:
         except Exception:
             logger.exception("unloading %s after a failed load failed", state.id)
         self.forget_growth(state)
-
-    def rebook_measured(self, state: ModelState) -> bool:
-        """Memory truth: a model at tier 1 whose engine host measurably holds more than 10% over its booking (where
-        tier 1 is host memory: simulated or unified) is booked at the measured figure, so the next placement counts
-        what it really takes. Only ever up; True when it changed the booking."""
-        engine = state.engine
-        if not isinstance(engine, HostedEngine) or state.tier is not MemoryTier.TIER1 or state.transition is not None:
-            return False
-        if not (self.budgets.simulated or not self.budgets.discrete):
-            return False
-        info = engine.process_info()
-        booked = state.booked.vram_bytes + state.booked.pinned_ram_bytes
-        if info is None or info.rss_bytes <= booked * MEASURED_OVER_BOOKED:
-            return False
-        extra = info.rss_bytes - booked
-        plan = msgspec.structs.replace(
-            state.booked, vram_kv_and_workspace_bytes=state.booked.vram_kv_and_workspace_bytes + extra
-        )
-        with self.parked.lock:
-            self.book(state, plan)
-            self.fit_parked(state.id)
-        logger.info("%s holds %d bytes, %d over its booking: booked as measured", state.id, info.rss_bytes, extra)
-        return True
 
     def drop_to_tier3(self, state: ModelState) -> None:
         """The engine lost everything it held (its host process died): book nothing, tier 3."""

@@ -261,20 +261,14 @@ class LlamaEmbeddingEngine(StagedEngine):
         self.require_ready()
         started = time.perf_counter()
         vectors, tokens, _decodes = await self.run_blocking(self._embed_blocking, texts, cancel)
-        elapsed = (time.perf_counter() - started) * 1000
-        rate = tokens / (elapsed / 1000) if elapsed > 0 else None
-        timing = EngineTiming(prefill_ms=round(elapsed, 3), prefill_tokens_per_s=rate and round(rate, 1))
-        return EmbeddingResult(vectors=vectors, prompt_tokens=tokens, timing=timing)
+        return EmbeddingResult(vectors=vectors, prompt_tokens=tokens, timing=_prefill_timing(started, tokens))
 
     async def rerank(self, job: RerankInput, cancel: CancelToken) -> RerankResult:
         """Score each document against the query with the model's classification head (llama.cpp rank pooling)."""
         self.require_ready()
         started = time.perf_counter()
         scores, tokens, _decodes = await self.run_blocking(self._rerank_blocking, job, cancel)
-        elapsed = (time.perf_counter() - started) * 1000
-        rate = tokens / (elapsed / 1000) if elapsed > 0 else None
-        timing = EngineTiming(prefill_ms=round(elapsed, 3), prefill_tokens_per_s=rate and round(rate, 1))
-        return RerankResult(scores=scores, prompt_tokens=tokens, timing=timing)
+        return RerankResult(scores=scores, prompt_tokens=tokens, timing=_prefill_timing(started, tokens))
 
     def _rerank_blocking(self, job: RerankInput, cancel: CancelToken) -> tuple[list[float], int, int]:
         if self._batcher is None:  # demoted while this call waited on the worker
@@ -285,3 +279,10 @@ class LlamaEmbeddingEngine(StagedEngine):
         if self._batcher is None:  # demoted while this call waited on the worker
             raise ModelNotLoaded(self.model.id)
         return self._batcher.embed(texts, cancel)
+
+
+def _prefill_timing(started: float, tokens: int) -> EngineTiming:
+    """The prefill time since `started` (perf_counter) and its tokens/s."""
+    elapsed = (time.perf_counter() - started) * 1000
+    rate = tokens / (elapsed / 1000) if elapsed > 0 else None
+    return EngineTiming(prefill_ms=round(elapsed, 3), prefill_tokens_per_s=rate and round(rate, 1))
