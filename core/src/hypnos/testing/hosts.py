@@ -1,5 +1,5 @@
 """Test kit for engine host processes behind a running server: find a model's host, kill it (mid-request), and find
-the hosts left on the machine (orphans) from /proc. Standard library only: the plugins' tests share it."""
+the hosts left on the machine (orphans) from /proc; the plugins' tests share it."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-HOST_ENV = "HYPNOS_ENGINE_HOST"  # hypnos.hosting.host.HOST_ENV, repeated so this kit imports nothing of the server's
-HOST_MODULE = "hypnos.hosting"
+from hypnos.hosting.host import HOST_ENV
+
+HOST_MODULE = "hypnos.hosting"  # an engine host runs as `python -m hypnos.hosting`
 T = TypeVar("T")
 
 
