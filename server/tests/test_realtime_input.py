@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from litestar.exceptions import WebSocketDisconnect
 from litestar.testing import TestClient
-from realtime_kit import append, leases, realtime_app, tone, until
+from realtime_kit import append, leases, realtime_app, tone, types, until
 from server_kit import wait_ready
 
 KEY = "sk-realtime-test"
@@ -72,6 +72,8 @@ def test_the_input_buffer_is_bounded(client: TestClient[Any]) -> None:
         ws.receive_json()
         ws.send_json({"type": "session.update", "session": {"turn_detection": None}})
         ws.receive_json()
+        ws.send_json({"type": "session.update", "session": {"turn_detection": None}})  # commits are the client's
+        until(ws, "session.updated")
         append(ws, tone(900), chunk_ms=40)  # 43200 bytes: under max_audio_bytes (48000)
         append(ws, tone(200), chunk_ms=40)
         assert _error(ws)["code"] == "input_audio_buffer_full"
@@ -88,6 +90,36 @@ def test_silence_under_server_vad_is_not_kept(client: TestClient[Any]) -> None:
         append(ws, tone(3000, 0), chunk_ms=40)  # 144000 bytes of silence: above max_audio_bytes, never an error
         ws.send_json({"type": "input_audio_buffer.commit"})  # what is left is the prefix padding: 340 ms
         assert until(ws, "input_audio_buffer.committed")[0]["type"] == "input_audio_buffer.committed"
+
+
+def test_speech_longer_than_the_buffer_is_a_turn_under_server_vad(client: TestClient[Any]) -> None:
+    with _session(client) as ws:
+        ws.receive_json()
+        append(ws, tone(1500), chunk_ms=40)  # 72000 bytes of speech: past max_audio_bytes (48000)
+        append(ws, tone(1000, 0), chunk_ms=40)
+        stopped, seen = until(ws, "input_audio_buffer.speech_stopped")
+        assert "error" not in types(seen)  # the turn ends at the full buffer instead of refusing the audio
+        assert until(ws, "input_audio_buffer.committed")[0]["item_id"] == stopped["item_id"]
+        # the tone goes on past the cut: a second turn (it may barge in on the first answer), ended by the silence
+        statuses = [until(ws, "response.done")[0]["response"]["status"]]
+        while statuses[-1] != "completed" and len(statuses) < 2:
+            statuses.append(until(ws, "response.done")[0]["response"]["status"])
+        assert statuses[-1] == "completed" and set(statuses) <= {"cancelled", "completed"}, statuses
+
+
+def test_a_wrongly_typed_field_is_an_error_event_and_the_session_goes_on(client: TestClient[Any]) -> None:
+    with _session(client) as ws:
+        ws.receive_json()
+        ws.send_json({"type": "session.update", "session": {"input_audio_format": ["pcm16"]}})
+        assert _error(ws)["param"] == "session.input_audio_format"
+        item = {"type": "message", "role": [], "content": [{"type": "input_text", "text": "hi"}]}
+        ws.send_json({"type": "conversation.item.create", "item": item})
+        assert _error(ws)["param"] == "item.role"
+        item = {"type": "message", "role": "user", "content": [{"type": {}, "text": "hi"}]}
+        ws.send_json({"type": "conversation.item.create", "item": item})
+        assert _error(ws)["param"] == "item.content"
+        ws.send_json({"type": "session.update", "session": {}})
+        assert until(ws, "session.updated")[0]["type"] == "session.updated"  # still served
 
 
 def test_a_frame_over_the_bound_closes_with_1009(client: TestClient[Any]) -> None:

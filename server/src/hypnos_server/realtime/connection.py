@@ -186,6 +186,10 @@ class RealtimeSession:
             await self.send_error(error.message, error.code, param=error.param, client_event=client_id)
         except HypnosError as error:
             await self.send_error(error.message, error.code or error.type, error.type, client_event=client_id)
+        except Exception:  # a handler's own fault: the session goes on, the client hears of it
+            logger.exception("realtime: the `%s` event failed", event["type"][:64])
+            message = "The event could not be handled; the server log has the cause"
+            await self.send_error(message, "server_error", "server_error", client_event=client_id)
 
     # ---- conversation ----------------------------------------------------------------------------------------
 
@@ -228,12 +232,15 @@ class RealtimeSession:
     async def append(self, pcm: bytes) -> None:
         """Add audio to the buffer; with server VAD, turn starts and ends become events, commits and responses."""
         limit = self.state.settings.limits.max_audio_bytes
-        if len(self.buffer) + len(pcm) > limit:
-            raise RealtimeError(
-                "The input audio buffer is full (limits.max_audio_bytes); commit or clear it", "input_audio_buffer_full"
-            )
-        self.buffer += pcm
         segmenter, detection = self.segmenter, self.config.turn_detection
+        if len(self.buffer) + len(pcm) > limit:
+            if segmenter is None or detection is None or not segmenter.speaking:
+                raise RealtimeError(
+                    "The input audio buffer is full (limits.max_audio_bytes); commit or clear it",
+                    "input_audio_buffer_full",
+                )
+            await self._end_turn_at_limit(segmenter, detection)  # a turn as long as the buffer holds ends there
+        self.buffer += pcm
         if segmenter is None or detection is None:
             return
         for turn in segmenter.feed(pcm):
@@ -258,6 +265,16 @@ class RealtimeSession:
             keep = (detection.prefix_padding_ms + vad.ONSET_FRAMES * vad.FRAME_MS) * SAMPLE_RATE // 1000 * 2
             if len(self.buffer) > keep:
                 del self.buffer[: len(self.buffer) - keep]
+
+    async def _end_turn_at_limit(self, segmenter: vad.TurnSegmenter, detection: Any) -> None:
+        """Server VAD with the buffer full mid-speech: the turn so far is committed (and answered) and the VAD starts
+        on, so that speech or noise longer than the buffer never stalls the session."""
+        item_id = self.speech_item or new_id("item")
+        at_ms = segmenter.end_turn()
+        await self.send({"type": "input_audio_buffer.speech_stopped", "audio_end_ms": at_ms, "item_id": item_id})
+        await self.commit(item_id)
+        if detection.create_response and (self.response is None or self.response.cancelled):
+            self.start_response({})
 
     def _prefetch(self, model: str | None) -> None:
         prefetch = getattr(self.state.backend, "prefetch", None)
@@ -287,10 +304,14 @@ class RealtimeSession:
         if model is None:
             await self._transcription_failed(item, "No speech_to_text model in the pool", "model_not_found")
             return
-        run = stage_run(
-            self.app, new_record(self.key_label), self.gone, model, [Modality.SPEECH_TO_TEXT], self.config.model
-        )
         job = TranscriptionInput(audio=wav_header(len(pcm), SAMPLE_RATE) + pcm, filename="audio.wav")
+        try:  # a model disabled, backing off or quarantined refuses already here
+            run = stage_run(
+                self.app, new_record(self.key_label), self.gone, model, [Modality.SPEECH_TO_TEXT], self.config.model
+            )
+        except HypnosError as error:
+            await self._transcription_failed(item, error.message, error.code or error.type)
+            return
         try:
             await run.open()
             result = await run.call(lambda engine: engine.transcribe(job, run.lease.cancel))

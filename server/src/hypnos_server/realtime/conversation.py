@@ -81,14 +81,16 @@ def parse_item(raw: Any) -> Item:
     if kind not in (None, "message"):
         raise RealtimeError(f"Unsupported item type `{kind}`", param="item.type")
     role = raw.get("role")
-    if role not in {"user", "system", "assistant", "developer"}:
-        raise RealtimeError(f"Invalid value for `item.role`: `{role}`", param="item.role")
+    if not isinstance(role, str) or role not in {"user", "system", "assistant", "developer"}:
+        raise RealtimeError(f"Invalid value for `item.role`: `{str(role)[:64]}`", param="item.role")
     content = raw.get("content")
     if not isinstance(content, list) or not content:
         raise RealtimeError("`item.content` must be a non-empty array", param="item.content")
     texts = []
     for part in content:
-        if not isinstance(part, dict) or part.get("type") not in TEXT_PARTS or not isinstance(part.get("text"), str):
+        if not isinstance(part, dict) or not isinstance(part.get("type"), str) or not isinstance(part.get("text"), str):
+            raise RealtimeError("Message parts must be text parts ({type: input_text, text})", param="item.content")
+        if part["type"] not in TEXT_PARTS:
             raise RealtimeError("Message parts must be text parts ({type: input_text, text})", param="item.content")
         texts.append(part["text"])
     return Item(type="message", id=item_id, role=role, text="".join(texts))

@@ -75,8 +75,8 @@ def first_model(scheduler: Scheduler, modality: Modality) -> str | None:
 def _check_format(value: Any, param: str) -> None:
     kind = value.get("type") if isinstance(value, dict) else value
     rate = value.get("rate", SAMPLE_RATE) if isinstance(value, dict) else SAMPLE_RATE
-    if kind not in AUDIO_FORMATS or rate != SAMPLE_RATE:
-        raise RealtimeError(f"Unsupported audio format {value!r}: only pcm16 at {SAMPLE_RATE} Hz", param=param)
+    if not isinstance(kind, str) or kind not in AUDIO_FORMATS or rate != SAMPLE_RATE:
+        raise RealtimeError(f"Unsupported audio format {str(value)[:64]}: only pcm16 at {SAMPLE_RATE} Hz", param=param)
 
 
 def _convert(value: Any, type_: type[Any], param: str) -> Any:

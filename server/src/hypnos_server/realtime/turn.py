@@ -331,9 +331,10 @@ class Speaker:
         config = response.config
         assert config.speech_model is not None
         record = new_record(response.record.key)  # the stage's own scratch record; the response's is the chat's
-        run = stage_run(response.session.app, record, response.gone, config.speech_model, [Modality.TEXT_TO_SPEECH])
         began = time.perf_counter()
-        try:
+        run = None
+        try:  # a speech model disabled, backing off or quarantined refuses already in stage_run
+            run = stage_run(response.session.app, record, response.gone, config.speech_model, [Modality.TEXT_TO_SPEECH])
             await run.open()
             response.gone_tokens(run)
             pack = run.engine.capabilities().voices
@@ -352,7 +353,8 @@ class Speaker:
             logger.error("realtime speech on %s failed", config.speech_model, exc_info=error)
             self.error = HypnosError(500, "server_error", engine_failed_message(config.speech_model))
         finally:
-            await run.close()
+            if run is not None:
+                await run.close()
 
     async def _out(self, item: Item, chunk: AudioChunk, began: float) -> None:
         response = self.response

@@ -63,6 +63,11 @@ class TurnSegmenter:
         self.speaking = False
         self.run = 0  # speech frames in a row (before onset) or silent frames in a row (during speech)
 
+    def end_turn(self) -> int:
+        """End the turn in progress now (the buffer is full); the audio time it ends at, in ms."""
+        self.speaking, self.run = False, 0
+        return self.frames * FRAME_MS
+
     def feed(self, pcm: bytes) -> list[VadEvent]:
         """The turn events the new audio makes."""
         events: list[VadEvent] = []
