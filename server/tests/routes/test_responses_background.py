@@ -131,7 +131,9 @@ def test_a_background_response_deleted_while_it_runs_stops_and_stays_deleted(cli
     poll(api, started.id, {"in_progress"})
     assert api.responses.delete(started.id) is None
     nxt = api.responses.create(model="slow-chat", input="next", max_output_tokens=2, background=True)
-    poll(api, nxt.id, {"incomplete"})  # the one slot came free: the deleted one stopped
+    poll(api, nxt.id, {"incomplete"})  # the one slot came free ...
+    engine = client.app.state.hypnos.scheduler.get("slow-chat").engine
+    assert engine.cancelled_requests == 1  # ... because the deleted one stopped at a cancellation check
     with pytest.raises(openai.NotFoundError):
         api.responses.retrieve(started.id)
 
@@ -201,3 +203,26 @@ def test_a_response_pending_at_a_crash_is_failed_at_the_next_start(tmp_path: Pat
     assert "create it again" in crashed.response["error"]["message"]
     finished = reopened.get("resp_2", "")
     assert finished is not None and finished.response["status"] == "completed"
+
+
+def test_an_engine_refusal_before_the_first_token_is_stored_and_streamed_as_it_is(
+    client: TestClient[HypnosApp], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hypnos.errors import HypnosError
+
+    engine = client.app.state.hypnos.scheduler.get("fake-chat").engine
+
+    async def refuse(request: Any, cancel: Any) -> Any:
+        raise HypnosError(400, "invalid_request_error", "the prompt is longer than the model's context (8 tokens)")
+        yield  # an async generator, as engines' chat is
+
+    monkeypatch.setattr(engine, "chat", refuse)
+    api = sdk(client)
+    started = api.responses.create(model="fake-chat", input="hello there", background=True)
+    failed = poll(api, started.id, {"failed", "completed", "cancelled"})
+    assert failed.status == "failed" and failed.error is not None
+    assert failed.error.code == "invalid_request_error" and "longer than the model's context" in failed.error.message
+    replay = client.get(f"/v1/responses/{started.id}", params={"stream": "true"})
+    events = sse(replay.text)
+    assert events and events[-1]["type"] == "response.failed"
+    assert events[-1]["response"]["error"]["code"] == "invalid_request_error"

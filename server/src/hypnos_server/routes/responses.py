@@ -197,16 +197,19 @@ async def _run_background(state: HypnosState, live: LiveResponse, chat: ChatInpu
     try:
         try:
             await run.open(stream=("chat", chat))
-        except HypnosError as error:
-            status = error.status
+            if live.cancelled:  # cancelled as the lease was granted
+                run.lease.cancel.cancel()
+            async for _ in run.stream(lambda _lease: log.record(_events_body(run, chat, answer, live, conversation))):
+                pass
+        except HypnosError as error:  # refused in the queue or before the first token (a prompt past the context)
+            status = 499 if live.cancelled else error.status
             run.record.error, run.record.error_type = error.message, error.type
             failure = None if live.cancelled else {"code": error.type, "message": error.message}
-            await conversation.save(meta, meta.response("cancelled" if live.cancelled else "failed", error=failure))
+            response = meta.response("cancelled" if live.cancelled else "failed", error=failure)
+            await conversation.save(meta, response)
+            if live.events is not None:  # a follower of the stream hears how it ended
+                log.add(live.events.event("response.failed", response=response))
             return
-        if live.cancelled:  # cancelled as the lease was granted
-            run.lease.cancel.cancel()
-        async for _ in run.stream(lambda _lease: log.record(_events_body(run, chat, answer, live, conversation))):
-            pass
         status = 499 if live.cancelled else 500 if run.record.error else 200
     except asyncio.CancelledError:
         shutdown, status = True, 503
@@ -219,15 +222,20 @@ async def _run_background(state: HypnosState, live: LiveResponse, chat: ChatInpu
         await conversation.save(meta, meta.response("failed", error=failure))
     finally:
         with anyio.CancelScope(shield=True):
-            await finish_detached(state, run.context, status)  # the generation has stopped and saved its end
-            if shutdown:
-                output = list(live.events.output) if live.events is not None else []
-                stopped = {"code": "server_error", "message": "The server shut down while this response was running"}
-                await conversation.save(meta, meta.response("failed", output, error=stopped))
-            if state.responses is not None:
-                await state.responses.aput_events(meta.id, log.events)
-            log.close()
-            state.live_responses.pop(meta.id, None)
+            try:
+                await finish_detached(state, run.context, status)  # the generation has stopped and saved its end
+                if shutdown:
+                    output = list(live.events.output) if live.events is not None else []
+                    stopped = {
+                        "code": "server_error",
+                        "message": "The server shut down while this response was running",
+                    }
+                    await conversation.save(meta, meta.response("failed", output, error=stopped))
+                if state.responses is not None:
+                    await state.responses.aput_events(meta.id, log.events)
+            finally:  # even when the store cannot be written: followers end, GET reads the store
+                log.close()
+                state.live_responses.pop(meta.id, None)
 
 
 def _forget(state: HypnosState, response_id: str):  # type: ignore[no-untyped-def]

@@ -24,11 +24,15 @@ class EventLog:
         self._changed.set()
         self._changed = asyncio.Event()
 
+    def add(self, chunk: bytes) -> None:
+        """Keep one event and wake the followers."""
+        self.events.append(chunk)
+        self._wake()
+
     async def record(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         """Pass `chunks` (one event each) through, keeping each."""
         async for chunk in chunks:
-            self.events.append(chunk)
-            self._wake()
+            self.add(chunk)
             yield chunk
 
     def close(self) -> None:
