@@ -25,14 +25,47 @@ CREATE TABLE IF NOT EXISTS responses (
     conversation BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS responses_created ON responses (created_at);
-CREATE TABLE IF NOT EXISTS pending (id TEXT PRIMARY KEY);
-CREATE TABLE IF NOT EXISTS events (id TEXT PRIMARY KEY, events BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS pending (id TEXT PRIMARY KEY REFERENCES responses (id) ON DELETE CASCADE);
+CREATE TABLE IF NOT EXISTS events (
+    id TEXT PRIMARY KEY REFERENCES responses (id) ON DELETE CASCADE,
+    events BLOB NOT NULL
+);
 """
+# Version 1: `pending` and `events` go with their response (ON DELETE CASCADE) instead of a scan after each write.
+SCHEMA_VERSION = 1
+UPSERT = (
+    "INSERT INTO responses VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET owner = excluded.owner, "
+    "created_at = excluded.created_at, response = excluded.response, input_items = excluded.input_items, "
+    "conversation = excluded.conversation"
+)
 # What a background response that was queued or running when the server stopped says after the restart.
 INTERRUPTED = {
     "code": "server_error",
     "message": "The server stopped while this background response was being generated; create it again",
 }
+
+
+def _migrate(db: sqlite3.Connection) -> None:
+    """Bring a database of an older version to SCHEMA_VERSION in one transaction (tables of version 0 had no foreign
+    keys: their rows are copied into the new tables, orphans dropped)."""
+    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        for table in ("pending", "events"):
+            if table in tables:
+                db.execute(f"ALTER TABLE {table} RENAME TO old_{table}")
+        for statement in SCHEMA.split(";"):
+            if statement.strip():
+                db.execute(statement)
+        for table in ("pending", "events"):
+            if table in tables:
+                db.execute(f"INSERT INTO {table} SELECT * FROM old_{table} WHERE id IN (SELECT id FROM responses)")
+                db.execute(f"DROP TABLE old_{table}")
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
 
 
 class StoredResponse(msgspec.Struct, kw_only=True):
@@ -83,6 +116,9 @@ class ResponseStore:
         db = sqlite3.connect(target, check_same_thread=False, isolation_level=None)
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=FULL")  # a completed response survives a kill -9 and a power cut
+        db.execute("PRAGMA foreign_keys=ON")
+        if db.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+            _migrate(db)
         db.executescript(SCHEMA)
         return db
 
@@ -122,7 +158,7 @@ class ResponseStore:
             db = self._db
             db.execute("BEGIN IMMEDIATE")
             try:
-                db.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?)", row)
+                db.execute(UPSERT, row)  # an update, not a delete and insert: its pending mark and events stay
                 if pending:
                     db.execute("INSERT OR IGNORE INTO pending VALUES (?)", (stored.id,))
                 else:
@@ -133,8 +169,6 @@ class ResponseStore:
                     "OFFSET ?)",
                     (self.max_count,),
                 )
-                db.execute("DELETE FROM pending WHERE id NOT IN (SELECT id FROM responses)")
-                db.execute("DELETE FROM events WHERE id NOT IN (SELECT id FROM responses)")
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")

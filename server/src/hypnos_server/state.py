@@ -81,6 +81,21 @@ class RequestContext:
     started: float = field(default_factory=time.perf_counter)
     key: ApiKey | None = None
     closers: list[Callable[[], Awaitable[Any]]] = field(default_factory=list)
+    # gives the key's concurrency slot back; whoever ends the work calls it (a background run takes it along)
+    release_permit: Callable[[], None] | None = None
+
+    def take_permit(self) -> Callable[[], None] | None:
+        """The concurrency slot's release, now owned by the caller (None: no slot held, or already taken)."""
+        release, self.release_permit = self.release_permit, None
+        return release
+
+    def finish(self, limiter: KeyLimiter) -> None:
+        """End the record: its duration, the key's concurrency slot given back and its tokens charged."""
+        self.record.duration_ms = round((time.perf_counter() - self.started) * 1000, 3)
+        if (release := self.take_permit()) is not None:
+            release()
+        if self.key is not None:
+            limiter.charge(self.key, self.record.tokens)
 
     def defer(self, closer: Callable[[], Awaitable[Any]]) -> None:
         """Run `closer` once the response is over (also when it never started)."""

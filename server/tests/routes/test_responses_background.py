@@ -226,3 +226,23 @@ def test_an_engine_refusal_before_the_first_token_is_stored_and_streamed_as_it_i
     events = sse(replay.text)
     assert events and events[-1]["type"] == "response.failed"
     assert events[-1]["response"]["error"]["code"] == "invalid_request_error"
+
+
+def test_a_running_background_response_holds_its_keys_concurrency_slot(data: Path) -> None:
+    keys = [{"key": "k", "label": "single", "max_concurrent": 1}]
+    with TestClient(build_app(app_config(data, keys=keys))) as client:
+        wait_ready(client)
+        api = sdk(client, "k")
+        running = api.responses.create(model="slow-chat", input="go on", background=True)
+        with pytest.raises(openai.RateLimitError) as refused:  # the run, not the answered POST, holds the slot
+            api.chat.completions.create(model="fake-chat", messages=[{"role": "user", "content": "hi"}])
+        assert refused.value.code == "max_concurrent"
+        poll(api, running.id, {"in_progress"})  # reading and cancelling it take no slot
+        assert api.responses.cancel(running.id).status == "cancelled"
+        for _ in range(500):  # the slot comes back when the run has stopped
+            try:
+                api.chat.completions.create(model="fake-chat", messages=[{"role": "user", "content": "hi"}])
+                return
+            except openai.RateLimitError:
+                time.sleep(0.01)
+        raise AssertionError("the cancelled background response never gave its slot back")

@@ -146,16 +146,26 @@ class AuthLayer:
             context.record.key = key.label
             if needs_admin(scope["method"], path) and not key.admin:
                 raise forbidden(scope["method"], path)
-            permit = self.limiter.admit(key)
+            permit = self.limiter.admit(key, concurrent=not _controls_stored_response(scope["method"], path))
         except HypnosError as error:
             if error.status == 429:
                 logger.info("key %s refused: %s", context.record.key, error.code)
             await send_error(scope, send, error)
             return
+        context.release_permit = permit.release
         try:
             await self.app(scope, receive, send)
         finally:
-            permit.release()
+            if (release := context.take_permit()) is not None:  # None: a background run took it along
+                release()
+
+
+def _controls_stored_response(method: str, path: str) -> bool:
+    """A read, cancel or delete of a stored response: it takes no concurrency slot, so that a key whose slots its
+    background responses hold can still poll, follow, cancel and delete them."""
+    if not path.startswith("/v1/responses/"):
+        return False
+    return method in ("GET", "DELETE") or (method == "POST" and path.endswith("/cancel"))
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

@@ -64,8 +64,9 @@ class KeyLimiter:
             usage.tokens = 0
         return usage
 
-    def admit(self, key: ApiKey) -> Permit:
-        """A permit for one request, or 429 rate_limit_error naming the exhausted limit."""
+    def admit(self, key: ApiKey, concurrent: bool = True) -> Permit:
+        """A permit for one request, or 429 rate_limit_error naming the exhausted limit; `concurrent` False: a
+        request that takes no concurrency slot (its permit holds none)."""
         usage = self._for(key)
         now = self._monotonic()
         while usage.recent and usage.recent[0] <= now - WINDOW_SECS:
@@ -83,7 +84,7 @@ class KeyLimiter:
                 f"The key {key.label} is limited to {key.requests_per_minute} requests per minute",
                 wait,
             )
-        if key.max_concurrent is not None and usage.in_flight >= key.max_concurrent:
+        if concurrent and key.max_concurrent is not None and usage.in_flight >= key.max_concurrent:
             raise rate_limited(
                 "max_concurrent",
                 f"The key {key.label} is limited to {key.max_concurrent} concurrent requests",
@@ -91,6 +92,8 @@ class KeyLimiter:
             )
         if key.requests_per_minute is not None:  # only a limited key keeps its last minute of request times
             usage.recent.append(now)
+        if not concurrent:
+            return Permit(None)
         usage.in_flight += 1
         return Permit(usage)
 

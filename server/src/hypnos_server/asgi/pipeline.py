@@ -80,14 +80,12 @@ class RequestPipeline:
 
     def _finalize(self, scope: Scope, context: RequestContext) -> None:
         record = context.record
-        record.duration_ms = round((time.perf_counter() - context.started) * 1000, 3)
         if record.route is None:
             handler = scope.get("route_handler")
             paths = getattr(handler, "paths", None)
             if paths:
                 record.route = sorted(paths)[0]
-        if context.key is not None:
-            self.state.limiter.charge(context.key, record.tokens)
+        context.finish(self.state.limiter)
         self.state.notify(record)
 
 

@@ -71,7 +71,8 @@ class StopSwitch:
 
 
 def detached_context(request_context: RequestContext) -> RequestContext:
-    """A context of its own for a background run (same key), whose record is the generation's."""
+    """A context of its own for a background run (same key), whose record is the generation's; it takes the
+    request's concurrency slot along, so that the key's max_concurrent counts the run until it ends."""
     outer = request_context.record
     record = RequestRecord(
         id=new_request_id(),
@@ -83,15 +84,13 @@ def detached_context(request_context: RequestContext) -> RequestContext:
         model=outer.model,
         workflow=outer.workflow,
     )
-    return RequestContext(record=record, key=request_context.key)
+    return RequestContext(record=record, key=request_context.key, release_permit=request_context.take_permit())
 
 
 async def finish_detached(state: HypnosState, context: RequestContext, status: int) -> None:
-    """Run a background run's closers, then record it as the pipeline records a request (key charged, observers)."""
+    """Run a background run's closers, then end its record as the pipeline ends a request's (the key's concurrency
+    slot given back, its tokens charged, observers told)."""
     await context.run_closers()
-    record = context.record
-    record.status = status
-    record.duration_ms = round((time.perf_counter() - context.started) * 1000, 3)
-    if context.key is not None:
-        state.limiter.charge(context.key, record.tokens)
-    state.notify(record)
+    context.record.status = status
+    context.finish(state.limiter)
+    state.notify(context.record)
