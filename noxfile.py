@@ -149,6 +149,7 @@ class Bench(NamedTuple):
     peers: list[str] = []  # after the plugin (what the bench compares against)
     starter: bool = False  # the plugin's starter-requirements.txt (registry-shipped weights)
     venv: str = ""  # a venv of its own, `.nox/bench-<venv>` (pins the shared `.nox/bench` cannot hold); "": shared
+    more: list[str] = []  # further plugins (folder[extras]), each with its starter weights when `starter`
 
 
 BENCHES: dict[str, Bench] = {
@@ -157,6 +158,19 @@ BENCHES: dict[str, Bench] = {
     "llama_bench": Bench("plugins/hypnos-llama[test]", peers=LLAMA_PEER, starter=True),
     "llama_ab_bench": Bench("plugins/hypnos-llama[test]", starter=True),
     "kv_park_bench": Bench("plugins/hypnos-llama[test]", starter=True),
+    "api_bench": Bench("plugins/hypnos-llama[test]", starter=True),
+    # every engine plugin with its starter weights (gliner's transformers pin: a venv of its own)
+    "isolation_bench": Bench(
+        "plugins/hypnos-llama[test]",
+        CPU_TORCH,
+        starter=True,
+        venv="isolation",
+        more=[
+            "plugins/hypnos-audio[cpu,whisper,piper]",
+            "plugins/hypnos-docling[docling]",
+            "plugins/hypnos-gliner[torch]",
+        ],
+    ),
     "embeddings_bench": Bench("plugins/hypnos-llama[test]", CPU_TORCH, ["sentence-transformers>=3"], starter=True),
     "audio_bench": Bench("plugins/hypnos-audio[cpu,whisper,bench,test]", starter=True),
     # gliner pins transformers < 5.17, diffusers wants newer (and sentence-transformers takes the newest): own venvs
@@ -205,9 +219,11 @@ def bench(session: nox.Session) -> None:
         folder = needs.plugin.split("[", 1)[0]
         if os.path.exists(os.path.join(folder, "prebuild.py")):  # llama.cpp: the cached wheel, never a second build
             session.run(python, os.path.join(folder, "prebuild.py"), external=True)
-        editable(needs.plugin)
-        if needs.starter and os.path.exists(os.path.join(folder, "starter-requirements.txt")):
-            pip("--no-deps", "-r", os.path.join(folder, "starter-requirements.txt"))
+        editable(needs.plugin, *needs.more)
+        for target in (needs.plugin, *needs.more):
+            requirements = os.path.join(target.split("[", 1)[0], "starter-requirements.txt")
+            if needs.starter and os.path.exists(requirements):
+                pip("--no-deps", "-r", requirements)
     if needs.peers:  # after prebuild, so that pip finds llama-cpp-python installed and adds only the extras
         pip("--upgrade-strategy", "only-if-needed", *needs.peers)
     session.run(python, "-m", "bench", name, *session.posargs[1:], env=OFFLINE, external=True)
