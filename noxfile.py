@@ -167,7 +167,7 @@ BENCHES: dict[str, Bench] = {
         venv="isolation",
         more=[
             "plugins/hypnos-audio[cpu,whisper,piper]",
-            "plugins/hypnos-docling[docling]",
+            "plugins/hypnos-docling[docling,test]",
             "plugins/hypnos-gliner[torch]",
         ],
     ),

@@ -188,13 +188,21 @@ def main() -> None:
     parser.add_argument("--model", help="a GGUF for the TTFT and conversation parts (default: the starter)")
     args = parser.parse_args()
 
-    from hypnos_llama.testing import toml_model_config, write_tiny_llama
-    from hypnos_server.testing import free_port, live_server
-
     from bench.llama_bench import _resolve_model
 
     starter = _resolve_model(args.model)
-    work = Path(tempfile.mkdtemp(prefix="hypnos-api-bench-"))
+    with tempfile.TemporaryDirectory(prefix="hypnos-api-bench-") as scratch:
+        rps, ttft, ways = measure(Path(scratch), starter, args)
+    report(args, rps, ttft, ways)
+
+
+def measure(
+    work: Path, starter: Path, args: argparse.Namespace
+) -> tuple[dict[str, RouteResult], dict[str, list[float]], dict[bool, list[dict[str, Any]]]]:
+    """Serve both models from `work` and run the three parts."""
+    from hypnos_llama.testing import toml_model_config, write_tiny_llama
+    from hypnos_server.testing import free_port, live_server
+
     tiny = write_tiny_llama(work / "tiny.gguf", context=2048)
     common = {"modality": "text_generation", "engine": "ggml_llama", "initial_tier": "tier1_gpu_vram"}
     models = [
@@ -211,7 +219,16 @@ def main() -> None:
         for index in range(args.conversations):
             for stored in (True, False) if index % 2 == 0 else (False, True):
                 ways[stored] += conversation(client, stored, f"c{index}{stored}", args.history_words)
+    return rps, ttft, ways
 
+
+def report(
+    args: argparse.Namespace,
+    rps: dict[str, RouteResult],
+    ttft: dict[str, list[float]],
+    ways: dict[bool, list[dict[str, Any]]],
+) -> None:
+    """Print the three tables with their ratios."""
     print(f"requests/s on {TINY} (1 output token), concurrency {args.concurrency}, {args.rounds} alternating rounds")
     print(f"{'route':<12}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'errors':>8}{'vs chat':>10}")
     for name, result in rps.items():

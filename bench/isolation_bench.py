@@ -199,10 +199,10 @@ def main() -> None:
     from hypnos_docling.testing import long_pdf
     from hypnos_server.testing import live_server
 
-    work_dir = Path(tempfile.mkdtemp(prefix="hypnos-isolation-bench-"))
-    models = lineup(work_dir)
     figures: dict[str, dict[str, list[float]]] = {"process": {}, "thread": {}}
     with ExitStack() as stack:
+        work_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hypnos-isolation-bench-")))
+        models = lineup(work_dir)
         bases = {
             mode: stack.enter_context(live_server(write_config(work_dir, models, mode), ready_timeout=600))
             for mode in figures
