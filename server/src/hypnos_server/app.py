@@ -19,8 +19,8 @@ from hypnos.scheduler import Scheduler
 from litestar import Litestar
 from litestar.types import Receive, Scope, Send
 
-from hypnos_server.asgi.auth import KeyRing
 from hypnos_server.asgi.keylimits import KeyLimiter
+from hypnos_server.asgi.keys import KeyRing
 from hypnos_server.asgi.pipeline import RequestPipeline
 from hypnos_server.catalog import Catalog, shipped_catalog_path
 from hypnos_server.errors import exception_handler
