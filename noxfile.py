@@ -131,10 +131,11 @@ def playground(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff check and format check."""
+    """ruff check and format check, and no import circle inside any package (tools/import_cycles.py)."""
     session.install("ruff")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+    session.run("python", "tools/import_cycles.py")
 
 
 LLAMA_PEER = ["llama-cpp-python[server]==0.3.36"]  # llama_cpp.server's extras; llama-cpp-python itself is prebuild's

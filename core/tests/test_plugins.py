@@ -10,7 +10,7 @@ import pluggy
 import pytest
 from hypnos import plugins
 from hypnos.engine import EngineKind
-from hypnos.hookspecs import hookimpl
+from hypnos.hookspecs import hookimpl, hookspec
 from hypnos.plugins import allow_list_from_env, collect_engine_kinds, load_plugins, make_plugin_manager, pending_hooks
 from hypnos.testing import fake_engine_kind, fake_plugin
 from hypnos.types import Modality
@@ -132,3 +132,28 @@ def test_an_entry_point_that_fails_to_import_is_a_problem_with_its_distribution(
     assert (problem.plugin, problem.distribution) == ("ghost", "hypnos-ghost")
     assert "ModuleNotFoundError" in problem.error and "hypnos_no_such_plugin_module" in problem.error
     assert set(collect_engine_kinds(load.manager)) == {"fake"}
+
+
+class _RoutesPlugin:
+    @hookimpl
+    def hypnos_routes(self) -> list:
+        return []
+
+
+class _WebSpecs:
+    """A spec module as the server adds one (core itself has no web hook)."""
+
+    @hookspec
+    def hypnos_routes(self) -> list:
+        """Routes."""
+        raise NotImplementedError
+
+
+def test_core_alone_does_not_know_the_routes_hook_an_extra_spec_module_does() -> None:
+    (problem,) = load_plugins(autoload=False, plugins=[fake_plugin, _RoutesPlugin()]).problems
+    assert problem.plugin == "_RoutesPlugin" and "`hypnos_routes`" in problem.error
+    load = load_plugins(autoload=False, plugins=[fake_plugin, _RoutesPlugin()], specs=[_WebSpecs])
+    assert load.problems == []
+    assert load.manager.hook.hypnos_routes() == [[]]
+    typo = load_plugins(autoload=False, plugins=[_Misspelled()], specs=[_WebSpecs])
+    assert "hypnos_routes" in typo.problems[0].error  # the hooks listed include the extra module's

@@ -9,11 +9,11 @@ from hypnos.config import settings_from_mapping
 from hypnos.engine import ChatFinished, ContentDelta, EngineKind, ReasoningDelta, ToolCallEvent
 from hypnos.hookspecs import hookimpl
 from hypnos.openai import ToolCall, ToolCallFunction
-from hypnos.plugins import make_plugin_manager
 from hypnos.testing import fake_plugin
 from hypnos.testing.fake_engine import FakeEngine
 from hypnos.types import Modality
 from hypnos_server.app import HypnosApp, create_app
+from hypnos_server.plugin_loading import server_plugin_manager
 from litestar.testing import TestClient
 
 ALL_MODALITIES = ["vision", "embeddings", "speech_to_text", "text_to_speech", "image_generation"]
@@ -41,7 +41,7 @@ def build_app(raw: dict[str, Any] | None = None, plugins: list[object] | None = 
     raw = copy.deepcopy(raw if raw is not None else config())
     raw.setdefault("server", {}).setdefault("isolation", "thread")  # engine hosts where a test asks for them
     settings = settings_from_mapping(raw)
-    manager = make_plugin_manager(autoload=False, plugins=[fake_plugin, *(plugins or [])])
+    manager = server_plugin_manager(autoload=False, plugins=[fake_plugin, *(plugins or [])])
     return create_app(settings, manager)
 
 

@@ -7,10 +7,7 @@ the config loader prefixes them with the file and `models[i]` and raises ConfigE
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from hypnos.config import ModelConfig
+from typing import Any, Protocol
 
 # Model ids: letters, digits, `.`, `_`, `-` and `:`, starting with a letter or digit. No `/`: the routes
 # (`/v1/models/{id}`) address one path segment and refuse an encoded `/`, so such a model could never be replaced.
@@ -27,6 +24,19 @@ MAX_NESTING = 8  # tables and arrays inside one model block
 MAX_BLOCK_CHARS = 64 * 1024  # the TOML text of one [[models]] block sent to POST/PUT /v1/models
 PATH_KEYS = ("weights_path", "aux_path", "text_encoder_path", "tokenizer_path", "voices_path")
 _ARCH_KEY = re.compile(r"[A-Za-z0-9_.]{1,64}")
+
+
+class CheckedModel(Protocol):
+    """What the checks read of a model block (config.ModelConfig; its PATH_KEYS are read by name)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def slots(self) -> int: ...
+    @property
+    def context_len(self) -> int | None: ...
+    @property
+    def arch(self) -> dict[str, Any]: ...
 
 
 def id_problem(model_id: str) -> str | None:
@@ -104,7 +114,7 @@ def _arch_value_problem(key: str, value: Any) -> str | None:
     return f"`arch.{key}`: expected a number, a boolean, a string or a list of them"
 
 
-def model_problems(model: ModelConfig) -> list[str]:
+def model_problems(model: CheckedModel) -> list[str]:
     """Every range and shape problem of one model block, as `key`: message."""
     problems = []
     id_issue = id_problem(model.id)

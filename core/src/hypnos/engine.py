@@ -37,7 +37,15 @@ from hypnos.engine_io import (  # noqa: F401  the per-modality inputs and result
     TranscriptionSegment,
 )
 from hypnos.errors import HypnosError
-from hypnos.types import KNOWN_ENGINE_KINDS, LayerPlacementPlan, MemoryTier, Modality, TierSwitchPhases
+from hypnos.option_tables import decode_table
+from hypnos.types import (
+    KNOWN_ENGINE_KINDS,
+    SPEC_KIND_BY_MODALITY,
+    LayerPlacementPlan,
+    MemoryTier,
+    Modality,
+    TierSwitchPhases,
+)
 
 if TYPE_CHECKING:
     from hypnos.config import LimitsConfig, ModelConfig
@@ -178,8 +186,6 @@ class EngineContext:
         decoded = self.options.get(model.id, {}).get(table)
         if decoded is not None or struct is None:
             return decoded
-        from hypnos.options import decode_table
-
         decoded = decode_table(model, table, struct, "<engine options>")
         self.options.setdefault(model.id, {})[table] = decoded
         return decoded
@@ -298,8 +304,6 @@ class EngineKind:
     def wire_kind(self, modality: Modality) -> str:
         """The API's EngineKind (appendix) a model of this primary modality is reported as: the declared one, the
         kind's own name when it is one, else the appendix's kind for the modality."""
-        from hypnos.wire_kind import SPEC_KIND_BY_MODALITY
-
         if isinstance(self.spec_kind, str):
             chosen = self.spec_kind or self.name
         else:

@@ -1,4 +1,8 @@
-"""Every hook a Hypnos plugin can implement. Hooks run at startup and return data; none runs per request."""
+"""Every hook core defines for a Hypnos plugin. Hooks run at startup and return data; none runs per request.
+
+Core has no web notion: the routes hook (`hypnos_routes`) is the server's (hypnos_server.hookspecs), added to the
+manager by the server's plugin loading.
+"""
 
 from __future__ import annotations
 
@@ -17,15 +21,6 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 @hookspec
 def hypnos_engine_kinds() -> list[EngineKind]:
     """Called once at startup: the engine kinds this plugin provides (name, modalities, factory, config tables)."""
-    raise NotImplementedError
-
-
-@hookspec
-def hypnos_routes() -> list[Any]:
-    """Called once when the app is built: Litestar routers or handlers for routes that belong to this plugin alone.
-
-    Handlers reach the scheduler through the app state (`request.app.state.hypnos`).
-    """
     raise NotImplementedError
 
 

@@ -2,33 +2,14 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import msgspec
-
 from hypnos.config import ConfigError, ModelConfig, Settings
+from hypnos.option_tables import decode_table
 
 if TYPE_CHECKING:
     from hypnos.engine import EngineKind
-
-
-def decode_table(model: ModelConfig, table: str, struct: type[Any], source: str) -> Any:
-    """One `[models.<table>]` decoded into its Struct; a ConfigError naming file, model, table and key."""
-    raw = model.engine_options.get(table, {})
-    if isinstance(raw, struct):
-        return raw
-    try:
-        return msgspec.convert(raw, struct, strict=True)
-    except msgspec.ValidationError as error:
-        text, _, where = str(error).partition(" - at `$")
-        key = where.rstrip("`").lstrip(".")
-        unknown = re.match(r"Object contains unknown field `([^`]*)`", text)
-        if unknown:
-            key, text = (f"{key}.{unknown.group(1)}" if key else unknown.group(1)), "unknown key"
-        where_key = f"key `{key}`" if key else "the table"
-        raise ConfigError(f"{source}: model `{model.id}`: [models.{table}] {where_key}: {text[:200]}") from None
 
 
 def decode_engine_options(model: ModelConfig, kind: EngineKind, source: str) -> dict[str, Any]:

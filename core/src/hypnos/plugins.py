@@ -76,12 +76,13 @@ def _register(load: PluginLoad, plugin: object, name: str | None, source: Plugin
 
 
 def pending_hooks(manager: pluggy.PluginManager) -> list[PluginProblem]:
-    """pluggy's check_pending() for every plugin, not only the first: each hook implemented that Hypnos does not
-    define (a misspelled hook name), as a problem naming its plugin."""
-    known = ", ".join(sorted(name for name in dir(hookspecs) if name.startswith("hypnos_")))
+    """pluggy's check_pending() for every plugin, not only the first: each hook implemented that no spec module of
+    the manager defines (a misspelled hook name), as a problem naming its plugin."""
+    callers = sorted((name, caller) for name, caller in vars(manager.hook).items() if not name.startswith("_"))
+    known = ", ".join(name for name, caller in callers if caller.has_spec())
     problems: list[PluginProblem] = []
-    for name, caller in sorted(vars(manager.hook).items()):
-        if name.startswith("_") or caller.has_spec():
+    for name, caller in callers:
+        if caller.has_spec():
             continue
         for impl in caller.get_hookimpls():
             if not impl.optionalhook:
@@ -91,13 +92,19 @@ def pending_hooks(manager: pluggy.PluginManager) -> list[PluginProblem]:
 
 
 def load_plugins(
-    allow: Iterable[str] | None = None, autoload: bool = True, plugins: Iterable[object] = ()
+    allow: Iterable[str] | None = None,
+    autoload: bool = True,
+    plugins: Iterable[object] = (),
+    specs: Iterable[object] = (),
 ) -> PluginLoad:
     """The plugins of entry-point group `hypnos` (only `allow`ed ones when given) plus `plugins`, registered in a
-    fresh manager; one that fails to import or register, or implements a hook Hypnos does not define, is a problem
-    (the first two are skipped, the last stays registered)."""
+    fresh manager with core's hookspecs and the extra spec modules `specs` (the server's routes hook); one that fails
+    to import or register, or implements a hook no spec defines, is a problem (the first two are skipped, the last
+    stays registered)."""
     manager = pluggy.PluginManager(hookspecs.PROJECT)
     manager.add_hookspecs(hookspecs)
+    for spec in specs:
+        manager.add_hookspecs(spec)
     load = PluginLoad(manager)
     allowed = set(allow) if allow is not None else None
     if autoload:
@@ -125,11 +132,14 @@ def load_plugins(
 
 
 def make_plugin_manager(
-    allow: Iterable[str] | None = None, autoload: bool = True, plugins: Iterable[object] = ()
+    allow: Iterable[str] | None = None,
+    autoload: bool = True,
+    plugins: Iterable[object] = (),
+    specs: Iterable[object] = (),
 ) -> pluggy.PluginManager:
     """A fresh plugin manager as load_plugins() builds it; each problem is logged as a warning (`hypnos serve`
     stops on them first, unless server.plugin_errors = "warn")."""
-    load = load_plugins(allow, autoload, plugins)
+    load = load_plugins(allow, autoload, plugins, specs)
     for problem in load.problems:
         logger.warning("%s", problem.line())
     return load.manager
@@ -145,11 +155,3 @@ def collect_engine_kinds(manager: pluggy.PluginManager) -> dict[str, EngineKind]
                 continue
             kinds[kind.name] = kind
     return kinds
-
-
-def collect_routes(manager: pluggy.PluginManager) -> list[object]:
-    """Every route handler or router the registered plugins bring."""
-    routes: list[object] = []
-    for batch in manager.hook.hypnos_routes():
-        routes.extend(batch or [])
-    return routes

@@ -59,6 +59,19 @@ class MoeOffload(enum.StrEnum):
 # name (the config's `engine`), each declaring which of these it is; the concrete one goes out as `backend`.
 KNOWN_ENGINE_KINDS = ("ggml_llama", "ggml_whisper", "ggml_diffusion", "onnx_runtime", "docling", "gliner")
 
+# The appendix's kind for each primary modality: what a model is reported as when its engine kind is not installed
+# here (no plugin declares it), and what the test kit's fake engine declares.
+SPEC_KIND_BY_MODALITY = {
+    Modality.TEXT_GENERATION: "ggml_llama",
+    Modality.VISION: "ggml_llama",
+    Modality.EMBEDDINGS: "ggml_llama",
+    Modality.SPEECH_TO_TEXT: "ggml_whisper",
+    Modality.TEXT_TO_SPEECH: "onnx_runtime",
+    Modality.IMAGE_GENERATION: "ggml_diffusion",
+    Modality.DOCUMENT_CONVERSION: "docling",
+    Modality.ENTITY_EXTRACTION: "gliner",
+}
+
 
 class LayerPlacementPlan(msgspec.Struct, kw_only=True):
     """How a model's layers and bytes are split across the tiers (appendix)."""

@@ -5,23 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from hypnos.types import KNOWN_ENGINE_KINDS, Modality
+from hypnos.types import KNOWN_ENGINE_KINDS, SPEC_KIND_BY_MODALITY, Modality
 
 if TYPE_CHECKING:
     from hypnos.engine import EngineKind
-
-# The appendix's kind for each primary modality: what a model is reported as when its engine kind is not installed
-# here (no plugin declares it), and what the test kit's fake engine declares.
-SPEC_KIND_BY_MODALITY = {
-    Modality.TEXT_GENERATION: "ggml_llama",
-    Modality.VISION: "ggml_llama",
-    Modality.EMBEDDINGS: "ggml_llama",
-    Modality.SPEECH_TO_TEXT: "ggml_whisper",
-    Modality.TEXT_TO_SPEECH: "onnx_runtime",
-    Modality.IMAGE_GENERATION: "ggml_diffusion",
-    Modality.DOCUMENT_CONVERSION: "docling",
-    Modality.ENTITY_EXTRACTION: "gliner",
-}
 
 
 def wire_engine(engine: str, modality: Modality | str, kinds: Mapping[str, EngineKind]) -> tuple[str, str]:

@@ -14,19 +14,20 @@ import msgspec
 import pluggy
 from hypnos.config import ClusterConfig, Settings, load_settings
 from hypnos.overlay import load_pool
-from hypnos.plugins import allow_list_from_env, collect_engine_kinds, collect_routes, make_plugin_manager
+from hypnos.plugins import collect_engine_kinds
 from hypnos.scheduler import Scheduler
 from litestar import Litestar
 from litestar.types import Receive, Scope, Send
 
-from hypnos_server.asgi.auth import KeyRing
 from hypnos_server.asgi.keylimits import KeyLimiter
+from hypnos_server.asgi.keys import KeyRing
 from hypnos_server.asgi.pipeline import RequestPipeline
 from hypnos_server.catalog import Catalog, shipped_catalog_path
 from hypnos_server.errors import exception_handler
 from hypnos_server.lifeline import tie_to_parent
 from hypnos_server.observability import install_observability, observe_dispatch
 from hypnos_server.openapi import openapi_config
+from hypnos_server.plugin_loading import collect_routes, installed_plugin_manager
 from hypnos_server.pool import ModelPool
 from hypnos_server.responses_store import ResponseStore
 from hypnos_server.routes import server_routes
@@ -123,7 +124,7 @@ def create_app(
 ) -> HypnosApp:
     """Build the app for these settings (with the pool overlay next to their config applied) and plugins (all
     installed plugins when none is given); the catalog is the shipped one unless `catalog_path` names another."""
-    manager = plugin_manager if plugin_manager is not None else make_plugin_manager(allow=allow_list_from_env())
+    manager = plugin_manager if plugin_manager is not None else installed_plugin_manager()
     settings, overlay = load_pool(settings)
     scheduler = Scheduler(settings, collect_engine_kinds(manager))
     catalog = Catalog.load(catalog_path or shipped_catalog_path(), manager)
@@ -161,4 +162,4 @@ def app_factory() -> HypnosApp:
     """Granian's factory, in its worker (tied to the main process): settings from the environment, allowed plugins."""
     tie_to_parent()
     settings = with_ray_address(load_settings(), os.environ.get(RAY_ADDRESS_ENV))
-    return create_app(settings, make_plugin_manager(allow=allow_list_from_env()))
+    return create_app(settings, installed_plugin_manager())

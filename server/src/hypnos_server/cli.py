@@ -15,7 +15,7 @@ from hypnos.errors import HypnosError
 from hypnos.hardware import SystemHardware
 from hypnos.options import check_engine_options
 from hypnos.overlay import load_pool
-from hypnos.plugins import allow_list_from_env, collect_engine_kinds, load_plugins, make_plugin_manager
+from hypnos.plugins import allow_list_from_env, collect_engine_kinds
 
 from hypnos_server.advisor import NEEDS, AdvisorRequest, advise, config_text, machine_for
 from hypnos_server.app import RAY_ADDRESS_ENV, server_version
@@ -23,6 +23,7 @@ from hypnos_server.catalog import Catalog, shipped_catalog_path
 from hypnos_server.download import DownloadError, pull
 from hypnos_server.lifeline import holder_of, port_in_use
 from hypnos_server.plugin_list import plugins_report, render_report
+from hypnos_server.plugin_loading import installed_plugin_manager, load_server_plugins
 from hypnos_server.starter import write_starter_config
 
 logger = logging.getLogger(__name__)
@@ -114,7 +115,7 @@ def serve(config: str | None, host: str | None, port: int | None) -> int:
         os.environ["HYPNOS_PORT"] = str(port)
     try:
         settings, _ = load_pool(load_settings())
-        plugins = load_plugins(allow=allow_list_from_env())
+        plugins = load_server_plugins(allow=allow_list_from_env())
         if plugins.problems and settings.server.plugin_errors == "fail":
             for problem in plugins.problems:
                 sys.stderr.write(f'hypnos: {problem.line()} (server.plugin_errors = "warn" starts anyway)\n')
@@ -156,7 +157,7 @@ def serve(config: str | None, host: str | None, port: int | None) -> int:
 
 def plugins_command(as_json: bool) -> int:
     """List the installed plugins (those HYPNOS_PLUGINS allows) and what failed to load; 1 when something failed."""
-    report = plugins_report(load_plugins(allow=allow_list_from_env()))
+    report = plugins_report(load_server_plugins(allow=allow_list_from_env()))
     if as_json:
         sys.stdout.write(msgspec.json.encode(report).decode() + "\n")
     else:
@@ -166,13 +167,13 @@ def plugins_command(as_json: bool) -> int:
 
 def starter(models_dir: Path, out: Path) -> int:
     """Write the starter config of every installed plugin."""
-    count = write_starter_config(make_plugin_manager(allow=allow_list_from_env()), models_dir, out)
+    count = write_starter_config(installed_plugin_manager(), models_dir, out)
     sys.stdout.write(f"hypnos: wrote {out} with {count} starter model(s)\n")
     return 0
 
 
 def _catalog(path: Path | None) -> Catalog:
-    catalog = Catalog.load(path or shipped_catalog_path(), make_plugin_manager(allow=allow_list_from_env()))
+    catalog = Catalog.load(path or shipped_catalog_path(), installed_plugin_manager())
     if catalog is None:
         raise HypnosError(404, "not_found", f"no model catalog at {path or shipped_catalog_path()}")
     return catalog

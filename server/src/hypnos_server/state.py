@@ -18,8 +18,8 @@ from hypnos.scheduler import Scheduler
 if TYPE_CHECKING:
     from litestar.connection import ASGIConnection
 
-    from hypnos_server.asgi.auth import ApiKey, KeyRing
     from hypnos_server.asgi.keylimits import KeyLimiter
+    from hypnos_server.asgi.keys import ApiKey, KeyRing
     from hypnos_server.catalog import Catalog
     from hypnos_server.pool import ModelPool
     from hypnos_server.responses_store import ResponseStore

@@ -6,8 +6,8 @@ import asyncio
 import datetime as dt
 import json
 
-from hypnos_server.asgi.auth import ApiKey
 from hypnos_server.asgi.keylimits import KeyLimiter
+from hypnos_server.asgi.keys import ApiKey
 from litestar.testing import TestClient
 from server_harness import RawResponse, call, running
 from server_kit import build_app, config, error_of, wait_ready

@@ -6,7 +6,7 @@ from hypnos.scheduler.planner import FreeMemory, PlacementRequest, plan_placemen
 from hypnos.scheduler.records import EvictionRecord, SchedulerCounters
 from hypnos.scheduler.scheduler import LeaseContext, Scheduler
 from hypnos.scheduler.state import ModelState
-from hypnos.scheduler.status import KvParkStatus, MemoryStatus
+from hypnos.scheduler.status_types import KvParkStatus, MemoryStatus
 
 __all__ = [
     "Budgets",

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from hypnos.config import KvParkConfig
 from hypnos.engine import ParkedSlot
-from hypnos.scheduler.status import KvParkedModel, KvParkStatus
+from hypnos.scheduler.status_types import KvParkedModel, KvParkStatus
 
 logger = logging.getLogger(__name__)
 

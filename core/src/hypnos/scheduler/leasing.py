@@ -4,16 +4,36 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Protocol
 
 from hypnos.scheduler.lease import Lease
 from hypnos.scheduler.load_backoff import refuse_while_backing_off
 from hypnos.scheduler.measured import rebook_measured
+from hypnos.scheduler.pool import PoolChanges
 from hypnos.scheduler.state import ModelState
+from hypnos.scheduler.tiers import TierManager
 from hypnos.types import MemoryTier, Modality
 
-if TYPE_CHECKING:  # the scheduler builds its lease contexts
-    from hypnos.scheduler.scheduler import Scheduler
+
+class Leasing(Protocol):
+    """What a lease context asks of the scheduler (scheduler.Scheduler) that built it."""
+
+    clock: Callable[[], float]
+    pool: PoolChanges
+    tiers: TierManager
+
+    def serving(self, model_id: str, *modalities: Modality) -> ModelState:
+        """The model, checked: known, enabled, installed and serving every one of the modalities."""
+        ...
+
+    def admit(self, state: ModelState, deadline_ms: int | None) -> int | None:
+        """Refuse at once (429 queue full, 503 deadline) or count the request; returns the estimated wait."""
+        ...
+
+    def prefetch(self, model_id: str) -> None:
+        """Start loading a model in the background (x-hypnos-next-model); never raises, unknown ids ignored."""
+        ...
 
 
 class LeaseContext:
@@ -33,7 +53,7 @@ class LeaseContext:
 
     def __init__(
         self,
-        scheduler: Scheduler,
+        scheduler: Leasing,
         model_id: str,
         modalities: tuple[Modality, ...],
         deadline_ms: int | None,

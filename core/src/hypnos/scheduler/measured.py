@@ -10,16 +10,16 @@ import msgspec
 from hypnos.hosting import HostedEngine
 from hypnos.types import MemoryTier
 
-if TYPE_CHECKING:  # the tier manager calls in after each lease
+if TYPE_CHECKING:
+    from hypnos.scheduler.books import TierBooks
     from hypnos.scheduler.state import ModelState
-    from hypnos.scheduler.tiers import TierManager
 
 logger = logging.getLogger(__name__)
 
 MEASURED_OVER_BOOKED = 1.1  # a host holding more than this times its booking is booked at what it holds
 
 
-def rebook_measured(tiers: TierManager, state: ModelState) -> bool:
+def rebook_measured(tiers: TierBooks, state: ModelState) -> bool:
     """Memory truth: a model at tier 1 whose engine host measurably holds more than 10% over its booking (where
     tier 1 is host memory: simulated or unified) is booked at the measured figure, so the next placement counts
     what it really takes. Only ever up; True when it changed the booking."""

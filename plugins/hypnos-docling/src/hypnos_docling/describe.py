@@ -1,4 +1,4 @@
-"""describe_pictures: each picture described by a vision model, reached through a scheduler lease on its id."""
+"""describe_pictures: each picture described by a vision model, reached through a lease on its id."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 from hypnos.chat import ChatInput, ImagePart, InputMessage, TextPart
 from hypnos.engine import ContentDelta
 from hypnos.types import Modality
-from hypnos_server.plugin_api import Scheduler
+from hypnos_server.plugin_api import ModelLeases
 
 from hypnos_docling.events import Picture
 
@@ -16,12 +16,12 @@ PLACEHOLDER = "<!-- image -->"
 MAX_TOKENS = 200
 
 
-async def describe(scheduler: Scheduler, model: str, prompt: str, picture: Picture) -> str:
+async def describe(leases: ModelLeases, model: str, prompt: str, picture: Picture) -> str:
     """The vision model's description of one picture (a chat request with the image, as any client would send)."""
     parts_in = [TextPart(text=prompt), ImagePart(data=picture.png or b"", mime="image/png")]
     chat = ChatInput(messages=[InputMessage(role="user", parts=parts_in)], max_tokens=MAX_TOKENS)
     parts: list[str] = []
-    async with scheduler.lease(model, Modality.VISION) as lease:
+    async with leases.lease(model, Modality.VISION) as lease:
         async for event in lease.engine.chat(chat, lease.cancel):
             if isinstance(event, ContentDelta):
                 parts.append(event.text)

@@ -17,8 +17,11 @@ from hypnos_server.plugin_api import (
     InferenceRun,
     Lease,
     RequestContext,
+    check_serving,
+    engine_table,
     hypnos_state,
     json_response,
+    model_leases,
     ready_guard,
     request_context,
 )
@@ -57,7 +60,7 @@ class Conversion:
 
     def __init__(self, request: Request[Any, Any, Any], body: ConvertRequest, prompt: str) -> None:
         self.body = body
-        self.scheduler = hypnos_state(request).scheduler
+        self.leases = model_leases(request)
         self.prompt = prompt
         self.store = picture_store(request) if body.return_pictures else None
         self.stored: StoredDocument | None = self.store.open(caller(request)) if self.store is not None else None
@@ -80,7 +83,7 @@ class Conversion:
         if self.body.describe_pictures:
             descriptions = []
             for picture in event.pictures:
-                text = await describe(self.scheduler, self.body.describe_pictures, self.prompt, picture)
+                text = await describe(self.leases, self.body.describe_pictures, self.prompt, picture)
                 descriptions.append(text if picture.png else None)
                 self.usage["pictures_described"] += bool(text)
             markdown = insert_descriptions(markdown, descriptions)
@@ -158,13 +161,13 @@ async def convert(request: Request[Any, Any, Any]) -> Response[Any]:
     context = request_context(request)
     body = await convert_request(request, state.settings.limits)
     context.record.model, context.record.stream = body.model, body.stream
-    state.scheduler.serving(body.model, Modality.DOCUMENT_CONVERSION)
-    table = state.scheduler.get(body.model).config.engine_options.get("docling") or {}
+    check_serving(request, body.model, Modality.DOCUMENT_CONVERSION)
+    table = engine_table(request, body.model, "docling")
     options = msgspec.convert(table, DoclingOptions)
     prompt = options.describe_prompt
     body.describe_pictures = body.describe_pictures or options.describe_model
     if body.describe_pictures:
-        state.scheduler.serving(body.describe_pictures, Modality.VISION)
+        check_serving(request, body.describe_pictures, Modality.VISION)
     detect_format(body.job.data, body.job.filename)  # an unknown format is refused before any model loads
     conversion = Conversion(request, body, prompt)
     if body.stream:

@@ -17,6 +17,7 @@ from hypnos.types import EngineTiming
 from hypnos_llama.choice_output import ChoiceOutput, token_logprob
 from hypnos_llama.runtime import ContextShape, LlamaContext, LlamaModel
 from hypnos_llama.sampling import SlotSampler
+from hypnos_llama.slot_cache import clear_idle_caches, make_room, prefill_media, reuse_media_head
 from hypnos_llama.slots import ChatJob, Slot, common_prefix
 
 logger = logging.getLogger(__name__)
@@ -113,11 +114,7 @@ class BatchLoop:
             try:
                 return self._inbox.get(timeout=self.idle_timeout_s / 4)
             except queue.Empty:
-                cutoff = time.perf_counter() - self.idle_timeout_s
-                for slot in self.slots:
-                    if slot.job is None and slot.cached and slot.last_used < cutoff:
-                        self.context.seq_trim(slot.seq_id, 0)
-                        slot.cached = []
+                clear_idle_caches(self.context, self.slots, used_before=time.perf_counter() - self.idle_timeout_s)
 
     def _drop_cancelled(self) -> None:
         for job in [j for j in self._waiting if j.stopped()]:
@@ -161,7 +158,7 @@ class BatchLoop:
                 return
             self._waiting.popleft()
             slot = max(idle, key=lambda s: (common_prefix(s.cached, job.prompt), -s.last_used))
-            self._make_room(job, slot, capacity - committed)
+            make_room(self.context, self.slots, job, slot, capacity - committed)
             self._start(slot, job)
 
     @property
@@ -170,23 +167,9 @@ class BatchLoop:
         shape = self.context.shape
         return shape.n_ctx if self.context.unified else shape.n_ctx // shape.n_seq
 
-    def _make_room(self, job: ChatJob, chosen: Slot, free: int) -> None:
-        """Clear idle slots' caches, least recently used first, until the job fits beside them."""
-        reuse = common_prefix(chosen.cached, job.prompt)
-        others = sorted(
-            (s for s in self.slots if s.job is None and s is not chosen and s.cached), key=lambda s: s.last_used
-        )
-        held = sum(len(s.cached) for s in others)
-        for slot in others:
-            if held + job.reserve - reuse <= free:
-                break
-            self.context.seq_trim(slot.seq_id, 0)
-            held -= len(slot.cached)
-            slot.cached = []
-
     def _start(self, slot: Slot, job: ChatJob) -> None:
         slot.admitted = time.perf_counter()
-        if job.media is not None and self._reuse_media_head(slot, job):
+        if job.media is not None and reuse_media_head(self.context, slot, job):
             reuse = len(slot.cached)  # the slot already holds this prompt's media (an earlier turn)
         else:
             reuse = 0 if job.media is not None else min(common_prefix(slot.cached, job.prompt), len(job.prompt) - 1)
@@ -197,7 +180,8 @@ class BatchLoop:
             slot.pending = job.prompt[reuse:]
             slot.pos_offset = 0
             slot.media = job.media is not None
-            if job.media is not None and not self._prefill_media(slot, job):
+            if job.media is not None and (failed := prefill_media(self.context, slot, job)) is not None:
+                _send(job, failed)
                 return
         slot.job = job
         slot.reused = reuse
@@ -207,38 +191,6 @@ class BatchLoop:
         slot.first_token = None
         slot.sampler = SlotSampler(self.model, job.sampling)
         slot.output = ChoiceOutput(job.index, job.stop)
-
-    def _reuse_media_head(self, slot: Slot, job: ChatJob) -> bool:
-        """Keep the slot's cells when they already hold all of this prompt's media and the text before it (same
-        content ids, same places): the positions after the media are then the same too. False: evaluate anew."""
-        media = job.media
-        reuse = min(common_prefix(slot.cached, job.prompt), len(job.prompt) - 1)
-        if not slot.media or reuse < media.head_tokens:
-            return False
-        if not self.context.seq_trim(slot.seq_id, reuse + slot.pos_offset):  # positions, not cells, after media
-            return False
-        media.close()
-        slot.cached = job.prompt[:reuse]
-        slot.pending = job.prompt[reuse:]
-        return True
-
-    def _prefill_media(self, slot: Slot, job: ChatJob) -> bool:
-        """Evaluate a media prompt's chunks (all but its final text) into the slot's sequence with mtmd."""
-        media = job.media
-        try:
-            position = media.eval_head(self.context.pointer, slot.seq_id, self.context.shape.n_batch)
-        except Exception as error:  # this request fails; the others keep running
-            logger.warning("mtmd prefill failed: %s", error)
-            self.context.seq_trim(slot.seq_id, 0)
-            slot.cached, slot.pending = [], []
-            _send(job, server_error("the llama engine could not read the prompt's media"))
-            return False
-        finally:
-            media.close()
-        slot.cached = job.prompt[: media.head_tokens]
-        slot.pending = job.prompt[media.head_tokens :]
-        slot.pos_offset = position - media.head_tokens
-        return True
 
     def _rebuild_context(self, required: int) -> float:
         """Replace the context with one of at least `required` cells; returns the milliseconds it took."""
@@ -287,7 +239,7 @@ class BatchLoop:
                 if last:
                     outputs.append((slot, index))
         status = context.decode()
-        if status == 1 and self._clear_idle_caches():  # no KV room: drop idle slots' prefixes and retry once
+        if status == 1 and clear_idle_caches(self.context, self.slots):  # no KV room: drop idle prefixes, retry once
             status = context.decode()
         if status != 0:
             self._decode_failed(status, active)
@@ -303,16 +255,6 @@ class BatchLoop:
             top = slot.job.top_logprobs if slot.job is not None else None
             logprob = None if top is None else token_logprob(self.model, context, index, token, top)
             self._accept(slot, token, logprob)
-
-    def _clear_idle_caches(self) -> bool:
-        """Drop the cached prefixes of idle slots; True when any cells were freed."""
-        freed = False
-        for slot in self.slots:
-            if slot.job is None and slot.cached:
-                self.context.seq_trim(slot.seq_id, 0)
-                slot.cached = []
-                freed = True
-        return freed
 
     def _decode_failed(self, status: int, active: list[Slot]) -> None:
         """Undo this step's tokens and fail the requests it held."""

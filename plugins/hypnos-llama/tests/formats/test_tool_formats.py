@@ -7,6 +7,7 @@ import json
 import pytest
 from hypnos.engine import ContentDelta, ToolCallEvent
 from hypnos_llama.formats import OutputSplitter, detect_tool_format
+from hypnos_llama.formats.splitter import split_text
 from hypnos_llama.formats.tool_formats import FAMILIES
 
 BY_NAME = {family.name: family for family in FAMILIES}
@@ -106,7 +107,7 @@ def _expected(calls):
 
 @pytest.mark.parametrize(("family", "output", "text", "calls"), CASES)
 def test_whole_output_parses(family, output, text, calls) -> None:
-    content, parsed = BY_NAME[family].parse(output)
+    content, parsed = split_text(BY_NAME[family], output)
     assert content == text
     assert [(c.name, json.loads(c.arguments)) for c in parsed] == _expected(calls)
 
@@ -160,7 +161,7 @@ def test_forced_prefix_followed_by_the_rest_of_a_call_parses(family) -> None:
         "gemma": "city:<escape>Paris<escape>}<end_function_call>",
         "llama3": '{"city": "Paris"}}',
     }[family]
-    content, calls = BY_NAME[family].parse(BY_NAME[family].forced_prefix("get_weather") + rest)
+    content, calls = split_text(BY_NAME[family], BY_NAME[family].forced_prefix("get_weather") + rest)
     assert content == ""
     assert [(c.name, json.loads(c.arguments)) for c in calls] == [("get_weather", {"city": "Paris"})]
 

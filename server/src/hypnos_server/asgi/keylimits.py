@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from hypnos.errors import HypnosError
 
 if TYPE_CHECKING:
-    from hypnos_server.asgi.auth import ApiKey
+    from hypnos_server.asgi.keys import ApiKey
 
 WINDOW_SECS = 60.0
 

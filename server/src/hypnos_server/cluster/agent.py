@@ -12,11 +12,12 @@ import msgspec
 from hypnos.config import ModelConfig, Settings
 from hypnos.engine import DeviceOutOfMemory
 from hypnos.errors import HypnosError, clip, server_error
-from hypnos.plugins import allow_list_from_env, collect_engine_kinds, make_plugin_manager
+from hypnos.plugins import collect_engine_kinds
 from hypnos.scheduler import Lease, LeaseContext, Scheduler
 from hypnos.types import MemoryTier, Modality
 
 from hypnos_server.cluster.wire import Failure, LeaseGrant, NodeRoute, failure_of
+from hypnos_server.plugin_loading import installed_plugin_manager
 from hypnos_server.routes.inference import engine_failed_message
 
 logger = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ class NodeAgent:
     """Holds this node's Scheduler; the front opens, uses and closes leases on it by id (Ray carries the calls)."""
 
     def __init__(self, settings: Settings, stream_window_ms: float) -> None:
-        manager = make_plugin_manager(allow=allow_list_from_env())
+        manager = installed_plugin_manager()
         self.scheduler = Scheduler(settings, collect_engine_kinds(manager))
         self.window_secs = max(0.0, stream_window_ms) / 1000.0
         self._leases: dict[str, tuple[LeaseContext, Lease]] = {}

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -16,6 +15,7 @@ from hypnos.types import MemoryTier, Modality
 
 from hypnos_server.cluster.agent import NodeAgent
 from hypnos_server.cluster.lease import RemoteLeaseContext, node_lost
+from hypnos_server.cluster.nodes import Node
 from hypnos_server.cluster.wire import Failure, NodeRoute
 
 logger = logging.getLogger(__name__)
@@ -28,16 +28,6 @@ SHUTDOWN_SECS = 30.0  # how long the nodes may take to unload their models when 
 def agent_name(node_id: str) -> str:
     """The Ray actor name of the agent on a node (in the `hypnos` namespace), for operators and tests."""
     return f"hypnos-agent-{node_id}"
-
-
-@dataclass
-class Node:
-    """One agent actor and the Ray node it is pinned to."""
-
-    node_id: str
-    address: str
-    agent: Any
-    alive: bool = True
 
 
 class ClusterBackend:

@@ -17,7 +17,7 @@ from hypnos.types import Modality
 from hypnos_server.cluster.wire import Failure, LeaseGrant
 
 if TYPE_CHECKING:
-    from hypnos_server.cluster.front import ClusterBackend, Node
+    from hypnos_server.cluster.nodes import LeaseRouter, Node
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class RemoteEngine:
 
     def __init__(
         self,
-        cluster: ClusterBackend,
+        cluster: LeaseRouter,
         node: Node,
         lease_id: str,
         model: str,
@@ -172,7 +172,7 @@ class RemoteLeaseContext:
 
     def __init__(
         self,
-        cluster: ClusterBackend,
+        cluster: LeaseRouter,
         model_id: str,
         modalities: tuple[Modality, ...],
         deadline_ms: int | None,

@@ -10,7 +10,7 @@ from typing import Any
 
 from hypnos.hardware import GpuSample
 from hypnos.scheduler.records import SchedulerCounters
-from hypnos.scheduler.status import MemoryStatus, ModelMemoryStatus
+from hypnos.scheduler.status_types import MemoryStatus, ModelMemoryStatus
 from hypnos.types import EngineTiming
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily

@@ -24,7 +24,7 @@ from hypnos_server.wav import wav_header
 if TYPE_CHECKING:
     from litestar import WebSocket
 
-    from hypnos_server.asgi.auth import ApiKey
+    from hypnos_server.asgi.keys import ApiKey
     from hypnos_server.state import HypnosState, RequestRecord
 
 logger = logging.getLogger(__name__)

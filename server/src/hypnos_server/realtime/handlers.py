@@ -10,10 +10,10 @@ from hypnos_server.realtime.session import apply_update, is_ga, render
 from hypnos_server.realtime.stage import decode_audio
 
 if TYPE_CHECKING:
-    from hypnos_server.realtime.connection import RealtimeSession
+    from hypnos_server.realtime.surface import SessionSurface
 
 
-async def _session_update(session: RealtimeSession, event: dict[str, Any]) -> None:
+async def _session_update(session: SessionSurface, event: dict[str, Any]) -> None:
     update = event.get("session")
     session.ga = session.ga or (is_ga(update) and not session.beta)
     before = session.config.turn_detection
@@ -23,21 +23,21 @@ async def _session_update(session: RealtimeSession, event: dict[str, Any]) -> No
     await session.send({"type": "session.updated", "session": render(session.config)})
 
 
-async def _append(session: RealtimeSession, event: dict[str, Any]) -> None:
+async def _append(session: SessionSurface, event: dict[str, Any]) -> None:
     await session.append(decode_audio(event.get("audio")))
 
 
-async def _commit(session: RealtimeSession, _: dict[str, Any]) -> None:
+async def _commit(session: SessionSurface, _: dict[str, Any]) -> None:
     await session.commit()
 
 
-async def _clear(session: RealtimeSession, _: dict[str, Any]) -> None:
+async def _clear(session: SessionSurface, _: dict[str, Any]) -> None:
     session.buffer = bytearray()
     session.segmenter = session.new_segmenter()
     await session.send({"type": "input_audio_buffer.cleared"})
 
 
-async def _item_create(session: RealtimeSession, event: dict[str, Any]) -> None:
+async def _item_create(session: SessionSurface, event: dict[str, Any]) -> None:
     item = parse_item(event.get("item"))
     after = event.get("previous_item_id")
     session.add_item(item, after if isinstance(after, str) else None)
@@ -50,7 +50,7 @@ async def _item_create(session: RealtimeSession, event: dict[str, Any]) -> None:
     )
 
 
-async def _item_truncate(session: RealtimeSession, event: dict[str, Any]) -> None:
+async def _item_truncate(session: SessionSurface, event: dict[str, Any]) -> None:
     item = session.items[session.index_of(event.get("item_id"))]
     end = event.get("audio_end_ms")
     if item.role != "assistant" or not item.audio:
@@ -63,17 +63,17 @@ async def _item_truncate(session: RealtimeSession, event: dict[str, Any]) -> Non
     )
 
 
-async def _item_delete(session: RealtimeSession, event: dict[str, Any]) -> None:
+async def _item_delete(session: SessionSurface, event: dict[str, Any]) -> None:
     item = session.items.pop(session.index_of(event.get("item_id")))
     await session.send({"type": "conversation.item.deleted", "item_id": item.id})
 
 
-async def _item_retrieve(session: RealtimeSession, event: dict[str, Any]) -> None:
+async def _item_retrieve(session: SessionSurface, event: dict[str, Any]) -> None:
     item = session.items[session.index_of(event.get("item_id"))]
     await session.send({"type": "conversation.item.retrieved", "item": item.render(session.ga)})
 
 
-async def _response_create(session: RealtimeSession, event: dict[str, Any]) -> None:
+async def _response_create(session: SessionSurface, event: dict[str, Any]) -> None:
     if session.responding:
         raise RealtimeError(
             "The conversation already has an active response", "conversation_already_has_active_response"
@@ -82,7 +82,7 @@ async def _response_create(session: RealtimeSession, event: dict[str, Any]) -> N
     session.start_response(options if isinstance(options, dict) else {})
 
 
-async def _response_cancel(session: RealtimeSession, _: dict[str, Any]) -> None:
+async def _response_cancel(session: SessionSurface, _: dict[str, Any]) -> None:
     if not session.responding or session.response is None:
         raise RealtimeError("There is no active response to cancel", "response_cancel_not_active")
     session.response.cancel("client_cancelled")

@@ -11,8 +11,8 @@ from hypnos.errors import HypnosError
 from hypnos.types import Modality
 from litestar import WebSocket, websocket
 
-from hypnos_server.asgi.auth import ApiKey
 from hypnos_server.asgi.cors import OriginPolicy
+from hypnos_server.asgi.keys import ApiKey
 from hypnos_server.realtime.connection import CLOSE_POLICY, RealtimeSession
 from hypnos_server.realtime.events import error_event
 from hypnos_server.realtime.session import first_model

@@ -27,7 +27,7 @@ from hypnos_server.routes.chat_stream import ChatAccumulator
 from hypnos_server.routes.inference import InferenceRun, engine_failed_message
 
 if TYPE_CHECKING:
-    from hypnos_server.realtime.connection import RealtimeSession
+    from hypnos_server.realtime.surface import SessionSurface
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 class Response:
     """A response.create's answer, from response.created to response.done."""
 
-    def __init__(self, session: RealtimeSession, options: dict[str, Any]) -> None:
+    def __init__(self, session: SessionSurface, options: dict[str, Any]) -> None:
         self.session = session
         self.config = session.config
         self.id = new_id("resp")

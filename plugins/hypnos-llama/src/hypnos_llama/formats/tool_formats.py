@@ -90,12 +90,6 @@ class ToolCallFormat:
         """Text the answer is started with to force a call (of `function_name` when given)."""
         return self.regions[0].open
 
-    def parse(self, text: str) -> tuple[str, list[ParsedCall]]:
-        """Split a whole output into its text and its calls (used for non-streamed answers and tests)."""
-        from hypnos_llama.formats.splitter import split_text
-
-        return split_text(self, text)
-
 
 class HermesFormat(ToolCallFormat):
     """Qwen 2.5 / Qwen 3 (Hermes style): <tool_call>{"name": ..., "arguments": {...}}</tool_call>.

@@ -1,0 +1,116 @@
+"""GET /v1/memory/status as msgspec Structs (section 14): the body, one model's entry, the kv_park object."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from hypnos.config import ProfileObjective
+from hypnos.hardware import GpuSample
+from hypnos.hosting import EngineProcessInfo
+from hypnos.scheduler.records import EvictionRecord
+from hypnos.types import LayerPlacementPlan, MemoryTier, Modality, ModelPriority, MoeOffload
+
+
+class Capabilities(msgspec.Struct, kw_only=True):
+    """The machine and the budgets derived from it."""
+
+    accelerator: str
+    topology: str
+    device_name: str
+    total_vram_bytes: int
+    usable_vram_budget_bytes: int
+    pinned_ram_budget_bytes: int
+    physical_memory_bytes: int
+    simulated: bool
+    installed_memory_bytes: int
+    tier2_to_tier1_bandwidth_gbps: float
+    tier3_to_tier2_bandwidth_gbps: float
+
+
+class ModelMemoryStatus(msgspec.Struct, kw_only=True):
+    """One model in the status: where it is, what it costs to reload, how busy it is."""
+
+    id: str
+    enabled: bool
+    modality: Modality
+    modalities: list[Modality]
+    engine: str  # the API's EngineKind (appendix)
+    backend: str  # the concrete engine behind it (kokoro_onnx, piper, faster_whisper, diffusers, ...)
+    total_weight_bytes: int
+    priority: ModelPriority
+    current_tier: MemoryTier
+    placement: LayerPlacementPlan
+    moe_offload: MoeOffload
+    expert_bytes: int
+    active_leases: int
+    idle_seconds: float
+    total_requests_served: int
+    requests_per_minute: float
+    reload_estimate_ms: int
+    service_ms: float | None
+    estimated_wait_ms: int | None
+    slots: int
+    queued: int
+    load_failures: int
+    unavailable_reason: str | None = None
+    # where the engine runs: "process" (an engine host of its own) or "thread" (in the server process)
+    isolation: str = "thread"
+    # the engine host while one runs: pid, measured RSS, restarts, start time (null while none runs, or in a thread)
+    engine_process: EngineProcessInfo | None = None
+    # engine hosts started again after one died on its own (crash, hang, kill), kept while no host runs
+    engine_restarts: int = 0
+    # what the scheduler books for the model (tier 1 + tier 2) and what its host measurably holds (RSS, + VRAM)
+    booked_bytes: int = 0
+    measured_bytes: int | None = None
+
+
+class KvParkedModel(msgspec.Struct, kw_only=True):
+    """One model's parked conversations."""
+
+    model: str
+    slots: int
+    tokens: int
+    bytes: int
+    parked_secs_ago: float
+
+
+class KvParkStatus(msgspec.Struct, kw_only=True):
+    """The kv_park object (also the answer of /v1/memory/kv-park)."""
+
+    enabled: bool
+    max_bytes: int
+    used_bytes: int = 0
+    models: list[KvParkedModel] = []
+
+
+class ProfileStatus(msgspec.Struct, kw_only=True):
+    """The configured workload profile and its objective."""
+
+    name: str
+    objective: ProfileObjective | None = None
+
+
+class MemoryStatus(msgspec.Struct, kw_only=True):
+    """The whole GET /v1/memory/status body."""
+
+    capabilities: Capabilities
+    tier1_vram_used_bytes: int
+    tier1_vram_free_bytes: int
+    tier1_vram_real_free_bytes: int
+    tier1_vram_real_total_bytes: int
+    tier1_vram_unaccounted_bytes: int
+    tier1_vram_effective_free_bytes: int
+    tier2_pinned_ram_used_bytes: int
+    tier2_pinned_ram_free_bytes: int
+    physical_pool_free_bytes: int | None
+    process_footprint_bytes: int
+    process_memory_bytes: int
+    process_memory_cap_bytes: int | None
+    models: list[ModelMemoryStatus]
+    recent_evictions: list[EvictionRecord]
+    kv_park: KvParkStatus
+    gpu: GpuSample | msgspec.UnsetType = msgspec.UNSET
+    profile: ProfileStatus | msgspec.UnsetType = msgspec.UNSET
+    latency: Any | msgspec.UnsetType = msgspec.UNSET

@@ -1,0 +1,71 @@
+"""The slots' KV cells: making room for a new job, clearing idle caches, and keeping or evaluating a media head."""
+
+from __future__ import annotations
+
+import logging
+
+from hypnos.errors import HypnosError, server_error
+
+from hypnos_llama.runtime import LlamaContext
+from hypnos_llama.slots import ChatJob, Slot, common_prefix
+
+logger = logging.getLogger(__name__)
+
+
+def make_room(context: LlamaContext, slots: list[Slot], job: ChatJob, chosen: Slot, free: int) -> None:
+    """Clear idle slots' caches, least recently used first, until the job fits beside them."""
+    reuse = common_prefix(chosen.cached, job.prompt)
+    others = sorted((s for s in slots if s.job is None and s is not chosen and s.cached), key=lambda s: s.last_used)
+    held = sum(len(s.cached) for s in others)
+    for slot in others:
+        if held + job.reserve - reuse <= free:
+            break
+        context.seq_trim(slot.seq_id, 0)
+        held -= len(slot.cached)
+        slot.cached = []
+
+
+def clear_idle_caches(context: LlamaContext, slots: list[Slot], *, used_before: float | None = None) -> bool:
+    """Drop the cached prefixes of idle slots (only those last used before `used_before` when given); True when
+    any cells were freed."""
+    freed = False
+    for slot in slots:
+        if slot.job is None and slot.cached and (used_before is None or slot.last_used < used_before):
+            context.seq_trim(slot.seq_id, 0)
+            slot.cached = []
+            freed = True
+    return freed
+
+
+def reuse_media_head(context: LlamaContext, slot: Slot, job: ChatJob) -> bool:
+    """Keep the slot's cells when they already hold all of this prompt's media and the text before it (same
+    content ids, same places): the positions after the media are then the same too. False: evaluate anew."""
+    media = job.media
+    reuse = min(common_prefix(slot.cached, job.prompt), len(job.prompt) - 1)
+    if not slot.media or reuse < media.head_tokens:
+        return False
+    if not context.seq_trim(slot.seq_id, reuse + slot.pos_offset):  # positions, not cells, after media
+        return False
+    media.close()
+    slot.cached = job.prompt[:reuse]
+    slot.pending = job.prompt[reuse:]
+    return True
+
+
+def prefill_media(context: LlamaContext, slot: Slot, job: ChatJob) -> HypnosError | None:
+    """Evaluate a media prompt's chunks (all but its final text) into the slot's sequence with mtmd; the error
+    the job fails with when that fails (the other jobs keep running), else None."""
+    media = job.media
+    try:
+        position = media.eval_head(context.pointer, slot.seq_id, context.shape.n_batch)
+    except Exception as error:
+        logger.warning("mtmd prefill failed: %s", error)
+        context.seq_trim(slot.seq_id, 0)
+        slot.cached, slot.pending = [], []
+        return server_error("the llama engine could not read the prompt's media")
+    finally:
+        media.close()
+    slot.cached = job.prompt[: media.head_tokens]
+    slot.pending = job.prompt[media.head_tokens :]
+    slot.pos_offset = position - media.head_tokens
+    return None

@@ -1,0 +1,103 @@
+"""What the client-event handlers and a response use of a realtime session (connection.RealtimeSession)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from hypnos_server.realtime import vad
+    from hypnos_server.realtime.conversation import Item
+    from hypnos_server.realtime.session import SessionConfig
+    from hypnos_server.state import HypnosState, RequestRecord
+
+
+class Cancellable(Protocol):
+    """The response in progress, as a handler cancels it (turn.Response)."""
+
+    def cancel(self, reason: str) -> None:
+        """Stop the response's stages at their next check."""
+        ...
+
+
+class SessionSurface(Protocol):
+    """One connection's state and actions, as the handlers (handlers.py) and a response (turn.py) see it."""
+
+    app: Any
+    state: HypnosState
+    config: SessionConfig
+    ga: bool
+    items: list[Item]
+    buffer: bytearray
+    segmenter: vad.TurnSegmenter | None
+
+    @property
+    def beta(self) -> bool:
+        """The client asked for the beta protocol."""
+        ...
+
+    @property
+    def key_label(self) -> str | None:
+        """The caller's key label, None without keys."""
+        ...
+
+    @property
+    def response(self) -> Cancellable | None:
+        """The response in progress, if any."""
+        ...
+
+    @property
+    def responding(self) -> bool:
+        """True while a response runs that was not cancelled."""
+        ...
+
+    async def send(self, event: dict[str, Any]) -> None:
+        """Queue one server event."""
+        ...
+
+    async def send_error(
+        self,
+        message: str,
+        code: str | None,
+        kind: str = "invalid_request_error",
+        param: str | None = None,
+        client_event: str | None = None,
+    ) -> None:
+        """Send an `error` event."""
+        ...
+
+    def add_item(self, item: Item, after: str | None = None) -> None:
+        """Append an item (or insert it after `after`)."""
+        ...
+
+    def index_of(self, item_id: Any) -> int:
+        """The position of the item with this id; item_not_found when there is none."""
+        ...
+
+    def previous_id(self, item: Item) -> str | None:
+        """The id of the item before this one."""
+        ...
+
+    def finish_record(self, record: RequestRecord) -> None:
+        """Charge the key and hand the response's record to the request log and metrics."""
+        ...
+
+    def new_segmenter(self) -> vad.TurnSegmenter | None:
+        """A VAD for the session's turn_detection (None when it is off)."""
+        ...
+
+    async def append(self, pcm: bytes) -> None:
+        """Add audio to the input buffer."""
+        ...
+
+    async def commit(self, item_id: str | None = None) -> None:
+        """Commit the input buffer as a user item."""
+        ...
+
+    async def transcriptions_done(self, cancelled: asyncio.Event) -> None:
+        """Wait for the committed audio to be transcribed, or for `cancelled`."""
+        ...
+
+    def start_response(self, options: dict[str, Any]) -> None:
+        """Start a response in its own task."""
+        ...
