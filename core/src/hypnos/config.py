@@ -146,6 +146,9 @@ class ProcessConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     threads: int | None = None
     # OMP_WAIT_POLICY of the host; None: the engine kind's measured default (torch engines PASSIVE, llama.cpp spins)
     omp_wait_policy: Literal["ACTIVE", "PASSIVE"] | None = None
+    # the host's CPU niceness (0 as the server .. 19 yields the most; below 0 needs privileges); None: the engine
+    # kind's measured default (batch torch engines 10, so a chat decoding beside them keeps its cores)
+    nice: Annotated[int, msgspec.Meta(ge=-20, le=19)] | None = None
     # a request that makes no progress (no token, chunk, page or step, no cancellation check) this long kills the host
     hang_secs: float = 300.0
     # after its client left, a request must reach a cancellation check within this many seconds, or the host is killed

@@ -291,6 +291,9 @@ class EngineKind:
     # the environment an engine host of this kind starts with unless the model's [models.process] says otherwise:
     # measured defaults such as OMP_WAIT_POLICY=PASSIVE for torch engines (llama.cpp's threads are faster spinning)
     process_env: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
+    # the CPU niceness such a host starts with unless [models.process] nice says otherwise: batch engines (entities,
+    # documents, images) yield the cores to interactive ones (a chat decoding, speech) when both want them
+    process_nice: int = field(default=0, hash=False, compare=False)
     spec_kind: str | Mapping[Modality, str] = field(default="", hash=False, compare=False)
     backend: str = ""
 

@@ -164,3 +164,22 @@ async def test_large_payloads_travel_through_shared_memory_and_leave_nothing_beh
     finally:
         await scheduler.shutdown()
     assert not share.exists()
+
+
+def niceness(pid: int) -> int:
+    """A process's niceness from /proc (field 19 of stat)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+        return int(handle.read().rsplit(") ", 1)[1].split()[16])
+
+
+async def test_a_host_takes_the_niceness_its_model_sets_and_the_kinds_default_otherwise() -> None:
+    scheduler = hosted_scheduler([hosted_model("batch", process={"nice": 7}), hosted_model("plain")])
+    try:
+        for model_id in ("batch", "plain"):
+            await chat_text(scheduler, model_id)
+        batch, plain = host_pid(scheduler, "batch"), host_pid(scheduler, "plain")
+        assert batch is not None and plain is not None
+        assert niceness(batch) == min(19, niceness(os.getpid()) + 7)
+        assert niceness(plain) == niceness(os.getpid())  # the fake kind declares no niceness
+    finally:
+        await scheduler.shutdown()

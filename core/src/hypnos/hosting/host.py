@@ -33,6 +33,7 @@ logger = logging.getLogger("hypnos.hosting.host")
 PROGRESS_SECS = 0.5  # how often the host reports which calls made progress
 PR_SET_PDEATHSIG = 1
 HOST_ENV = "HYPNOS_ENGINE_HOST"  # set in every engine host (the model id): code may tell it runs in one
+HOST_NICE_ENV = "HYPNOS_HOST_NICE"  # the niceness the host takes over the server's ([models.process] nice)
 # calls that take the model's cancellation token as their last argument (the lifecycle ones take none)
 LIFECYCLE = frozenset({"load", "demote", "unload", "capabilities", "served_modalities", "estimate"})
 STREAMED = frozenset({"chat", "speak", "convert_document"})
@@ -217,6 +218,16 @@ def tie_to_server() -> None:
         os._exit(1)
 
 
+def take_niceness(value: str) -> None:
+    """Lower (or, with privileges, raise) this process's CPU priority by the configured niceness."""
+    try:
+        wanted = int(value)
+        if wanted:
+            os.nice(wanted)
+    except (ValueError, OSError) as error:  # a negative niceness without CAP_SYS_NICE: keep the server's
+        logger.warning("could not take niceness %s: %s", value, error)
+
+
 def main(argv: list[str]) -> None:
     """Entry point of a host process: the two inherited socket descriptors in argv."""
     tie_to_server()
@@ -225,6 +236,7 @@ def main(argv: list[str]) -> None:
         level=os.environ.get("HYPNOS_HOST_LOG_LEVEL", "WARNING"),
         format=f"%(asctime)s engine-host[{os.environ.get(HOST_ENV, '?')}] %(levelname)s %(name)s: %(message)s",
     )
+    take_niceness(os.environ.get(HOST_NICE_ENV, "0"))
     main_sock = socket.socket(fileno=int(argv[1]))
     ask_sock = socket.socket(fileno=int(argv[2]))
     ask_sock.setblocking(True)

@@ -39,7 +39,7 @@ from hypnos.engine import (
     TranscriptionInput,
     TranscriptionResult,
 )
-from hypnos.hosting.host import HOST_ENV, HostStart
+from hypnos.hosting.host import HOST_ENV, HOST_NICE_ENV, HostStart
 from hypnos.hosting.process import HostProcess
 from hypnos.hosting.supervision import CrashPolicy, EngineProcessInfo, rss_bytes
 from hypnos.types import LayerPlacementPlan, MemoryTier, Modality, TierSwitchPhases
@@ -68,6 +68,7 @@ def host_environment(model: ModelConfig, kind: EngineKind) -> dict[str, str]:
         env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(process.threads)
     env.update(process.env)
     env[HOST_ENV] = model.id
+    env[HOST_NICE_ENV] = str(kind.process_nice if process.nice is None else process.nice)
     # the host logs at the server's level unless told otherwise (its lines go to the server's stderr)
     env.setdefault("HYPNOS_HOST_LOG_LEVEL", logging.getLevelName(logging.getLogger().getEffectiveLevel()))
     return env

@@ -35,7 +35,8 @@ def hypnos_engine_kinds() -> list[EngineKind]:
         EngineKind(KIND, frozenset({Modality.IMAGE_GENERATION}), make_engine,
                    description="diffusers pipelines on torch: image generation and image-to-image edits",
                    options={"image": ImageOptions}, spec_kind="ggml_diffusion",  # the API's image engine kind
-                   process_env={"OMP_WAIT_POLICY": "PASSIVE"}),  # torch's threads sleep between regions (see gliner)
+                   process_env={"OMP_WAIT_POLICY": "PASSIVE"},  # torch's threads sleep between regions (see gliner)
+                   process_nice=10),  # a batch engine: a chat or speech beside it keeps its cores
     ]  # fmt: skip
 
 

@@ -33,6 +33,7 @@ def hypnos_engine_kinds() -> list[EngineKind]:
             make_docling_engine,
             description="Docling document conversion (PDF, DOCX, PPTX, XLSX, HTML, Markdown, images) with OCR",
             options={"docling": DoclingOptions},
+            process_nice=10,  # a batch engine: chats and speech keep their cores while a long document converts
         )
     ]
 

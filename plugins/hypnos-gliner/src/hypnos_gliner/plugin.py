@@ -35,6 +35,9 @@ def hypnos_engine_kinds() -> list[EngineKind]:
             # torch's OpenMP team spinning between the small model's parallel regions cost 92 ms vs 24 ms a request
             # under load (bench gliner_bench, #17); in its own host the policy no longer slows llama.cpp down
             process_env={"OMP_WAIT_POLICY": "PASSIVE"},
+            # a batch engine: a chat decoding beside busy torch threads on 2 cores ran 39-46 tok/s with this, 26 without
+            # (bench isolation's "decode beside busy GLiNER"); GLiNER still has every core the others leave idle
+            process_nice=10,
         )
     ]
 
