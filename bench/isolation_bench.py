@@ -104,12 +104,14 @@ class Workloads:
         return asyncio.run(_aggregate(self.base, self.chat, PROMPTS_4, 64))
 
     def embeddings(self) -> float:
-        """Texts per second, 32 texts a request, 4 requests."""
+        """Texts per second, 32 texts a request: the median of 8 requests (short ones: one sample is noise)."""
         texts = [f"{SENTENCE} Number {n}." for n in range(32)]
-        started = time.perf_counter()
-        for _ in range(4):
+
+        def one() -> float:
             self.http.post("/v1/embeddings", json={"model": self.embed, "input": texts}).raise_for_status()
-        return 4 * len(texts) / (time.perf_counter() - started)
+            return 0.0
+
+        return len(texts) / median_secs(one, 8)
 
     def speech(self) -> float:
         """Seconds for one sentence of speech (WAV)."""
@@ -133,11 +135,9 @@ class Workloads:
         return 20 / (time.perf_counter() - started)
 
     def entity(self) -> float:
-        """Seconds for one text's entities."""
-        started = time.perf_counter()
+        """Seconds for one text's entities: the median of 20 requests."""
         body = {"model": self.entities, "input": ENTITY_TEXT, "labels": LABELS}
-        self.http.post("/v1/entities", json=body).raise_for_status()
-        return time.perf_counter() - started
+        return median_secs(lambda: self.http.post("/v1/entities", json=body).raise_for_status(), 20)
 
     def decode_while_torch_busy(self) -> float:
         """Decode tokens/s of one stream while 4 clients keep the GLiNER (torch) engine busy."""
@@ -161,6 +161,16 @@ class Workloads:
                 thread.join()
 
 
+def median_secs(call: Callable[[], object], times: int) -> float:
+    """The median wall time of `times` calls."""
+    spent = []
+    for _ in range(times):
+        started = time.perf_counter()
+        call()
+        spent.append(time.perf_counter() - started)
+    return statistics.median(spent)
+
+
 # name, what is measured, whether higher is better, the target ratio (process / thread, or TTFT ms added)
 ROWS: list[tuple[str, str, bool, str]] = [
     ("decode", "llama decode 1 stream tok/s", True, ">= 0.97"),
@@ -175,9 +185,12 @@ ROWS: list[tuple[str, str, bool, str]] = [
 ]
 
 
-def one_round(work: Workloads) -> dict[str, float]:
-    """Every workload once on one server."""
-    decode, ttft = work.decode()
+ROWS_BY = tuple(row[0] for row in ROWS)  # the workload names --only takes
+
+
+def one_round(work: Workloads, only: set[str] | None = None) -> dict[str, float]:
+    """Every workload (or those in `only`) once on one server."""
+    decode, ttft = work.decode() if only is None or only & {"decode", "ttft"} else (0.0, 0.0)
     calls: dict[str, Callable[[], float]] = {
         "streams": work.streams,
         "embeddings": work.embeddings,
@@ -187,14 +200,19 @@ def one_round(work: Workloads) -> dict[str, float]:
         "entity": work.entity,
         "busy": work.decode_while_torch_busy,
     }
-    return {"decode": decode, "ttft": ttft, **{name: call() for name, call in calls.items()}}
+    chosen = {name: call for name, call in calls.items() if only is None or name in only}
+    return {"decode": decode, "ttft": ttft, **{name: call() for name, call in chosen.items()}}
 
 
 def main() -> None:
     """Start both servers, measure in alternating rounds, print the table."""
     parser = argparse.ArgumentParser(prog="python -m bench.isolation_bench", description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=4, help="alternating rounds (each server once a round)")
+    parser.add_argument("--only", default="", help="comma-separated workloads (default: all): " + ", ".join(ROWS_BY))
     args = parser.parse_args()
+    only = set(args.only.split(",")) - {""} or None
+    if only is not None and only - set(ROWS_BY):
+        parser.error(f"unknown workloads: {', '.join(sorted(only - set(ROWS_BY)))}")
 
     from hypnos_docling.testing import long_pdf
     from hypnos_server.testing import live_server
@@ -214,16 +232,18 @@ def main() -> None:
         speech.raise_for_status()
         works = {mode: Workloads(base, models, long_pdf(20), speech.content) for mode, base in bases.items()}
         for workload in works.values():  # warm every model on both sides before the first round
-            one_round(workload)
+            one_round(workload, only)
         for index in range(args.rounds):
             for mode in ("process", "thread") if index % 2 == 0 else ("thread", "process"):
-                for name, value in one_round(works[mode]).items():
+                for name, value in one_round(works[mode], only).items():
                     figures[mode].setdefault(name, []).append(value)
                     print(f"round {index} {mode:<8}{name:<14}{value:.4f}", file=sys.stderr)
     medians = {mode: {name: statistics.median(values) for name, values in by.items()} for mode, by in figures.items()}
     print(f"{args.rounds} alternating rounds, medians; ratio: how process mode compares (>= 1: as fast or faster)")
     print(f"{'workload':<36}{'process':>10}{'thread':>10}{'ratio':>9}  target")
     for name, label, higher, target in ROWS:
+        if name not in medians["process"] or (only is not None and name not in only):
+            continue
         process, thread = medians["process"][name], medians["thread"][name]
         if name == "ttft":
             shown = f"{process - thread:+.2f}ms"
