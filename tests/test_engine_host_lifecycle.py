@@ -79,29 +79,35 @@ def server(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], str, tuple
                 os.kill(pid, signal.SIGKILL)
 
 
-def start_hosts(process: subprocess.Popen[bytes], base: str, marker: tuple[str, str]) -> dict[int, str]:
+def start_hosts(
+    process: subprocess.Popen[bytes], base: str, marker: tuple[str, str]
+) -> tuple[dict[int, str], list[str], threading.Thread]:
     """Serve one request on two models and leave a third stuck in a call that blocks its host (it reads nothing,
-    not even its socket); the hosts, checked against the status and the process tree."""
+    not even its socket); the hosts, checked against the status and the process tree, the stuck stream's lines
+    and the thread reading them."""
     assert chat(base, "chat").status_code == 200
     embedded = httpx.post(f"{base}/v1/embeddings", json={"model": "embed", "input": "hello"}, timeout=60)
     assert embedded.status_code == 200
     first_token = threading.Event()
+    lines: list[str] = []
 
     def hang() -> None:
         body = {"model": "stuck", "messages": [{"role": "user", "content": "hello"}], "stream": True}
         url = f"{base}/v1/chat/completions"
         with contextlib.suppress(httpx.HTTPError), httpx.stream("POST", url, json=body, timeout=60) as reply:
             for line in reply.iter_lines():  # the host blocks right after its first token
+                lines.append(line)
                 if '"content"' in line:
                     first_token.set()
 
-    threading.Thread(target=hang, daemon=True).start()
+    reader = threading.Thread(target=hang, daemon=True)
+    reader.start()
     assert first_token.wait(30)
     hosts = engine_hosts(marker=marker)
     assert sorted(hosts.values()) == ["chat", "embed", "stuck"]
     assert engine_hosts(under=process.pid) == hosts  # children of the server's worker
     assert {host_pid(base, model) for model in ("chat", "embed", "stuck")} == set(hosts)
-    return hosts
+    return hosts, lines, reader
 
 
 def test_a_host_killed_mid_request_fails_it_with_a_500_and_the_next_request_is_served(tmp_path: Path) -> None:
@@ -119,12 +125,22 @@ def test_a_host_killed_mid_request_fails_it_with_a_500_and_the_next_request_is_s
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
 def test_no_engine_host_outlives_the_server(tmp_path: Path, how: signal.Signals) -> None:
     with server(tmp_path) as (process, base, marker):
-        hosts = start_hosts(process, base, marker)
+        hosts, stuck_lines, reader = start_hosts(process, base, marker)
         process.send_signal(how)  # the server's main process only: its worker and hosts must follow on their own
         process.wait(timeout=30)
         # an exiting process loses its environment before it is gone: wait for the pids too
         gone = wait_until(lambda: not engine_hosts(marker=marker) and not any(alive(pid) for pid in hosts), 10)
         assert gone, (engine_hosts(marker=marker), [pid for pid in hosts if alive(pid)])
+    if how == signal.SIGTERM:
+        # the stop ended the request stuck in its host within the grace: its client got the error chunk and the
+        # end of the stream, and the web server's worker stopped on its own (granian did not have to kill it)
+        reader.join(10)
+        events = [line for line in stuck_lines if line]
+        errors = [line for line in events if '"finish_reason":"error"' in line]
+        assert errors and "shutting down" in errors[-1], events[-3:]
+        assert events[-1] == "data: [DONE]"
+        log = (tmp_path / "hypnos.log").read_text()
+        assert "Stopped worker-1" in log and "refused to gracefully stop" not in log
 
 
 def test_a_crash_loop_stops_at_max_crashes_until_an_admin_enables_the_model(tmp_path: Path) -> None:

@@ -31,6 +31,7 @@ from hypnos_server.plugin_loading import collect_routes, installed_plugin_manage
 from hypnos_server.pool import ModelPool
 from hypnos_server.responses_store import ResponseStore
 from hypnos_server.routes import server_routes
+from hypnos_server.shutdown import GracefulStop, watch_stop_signals
 from hypnos_server.state import HypnosState
 
 logger = logging.getLogger(__name__)
@@ -93,10 +94,26 @@ def _cluster_backend(settings: Settings, scheduler: Scheduler) -> object | None:
     return ClusterBackend(settings, settings.cluster, scheduler)
 
 
+def _graceful_stop(state: HypnosState) -> GracefulStop:
+    """The stop at SIGTERM: no new work, then background responses and leases in flight ended near the grace's end."""
+
+    async def end_in_flight(settle_secs: float) -> None:
+        for running in list(state.background):  # background responses end as failed, stored as such
+            running.cancel()
+        ended = await state.scheduler.end_in_flight(settle_secs)
+        if ended:
+            logger.warning("stopping: ended %d request(s) still in flight", ended)
+
+    return GracefulStop(state.settings.server.shutdown_grace_secs, state.scheduler.stop_admitting, end_in_flight)
+
+
 def _lifespan(state: HypnosState):  # type: ignore[no-untyped-def]
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        """Stage the startup models in the background (the port is already open), unload everything at exit."""
+        """Stage the startup models in the background (the port is already open), unload everything at exit, the
+        whole stop within shutdown_grace_secs of SIGTERM."""
+        stop = _graceful_stop(state)
+        watch_stop_signals(asyncio.get_running_loop(), stop.begin)
         state.staging_task = asyncio.create_task(_stage(state), name="hypnos-staging")
         try:
             yield
@@ -105,12 +122,13 @@ def _lifespan(state: HypnosState):  # type: ignore[no-untyped-def]
             if task is not None and not task.done():
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
+            await stop.finish()
             background = list(state.background)  # background responses end as failed, stored as such
             for running in background:
                 running.cancel()
             await asyncio.gather(*background, return_exceptions=True)
             try:
-                await state.scheduler.shutdown()
+                await state.scheduler.shutdown(within=stop.remaining())
                 if state.cluster is not None:
                     await state.cluster.shutdown()
             except Exception:

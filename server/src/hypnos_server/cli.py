@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import sys
 from pathlib import Path
@@ -146,8 +147,9 @@ def serve(config: str | None, host: str | None, port: int | None) -> int:
         # died with it (PR_SET_PDEATHSIG), instead of the whole server exiting
         respawn_failed_workers=True,
         respawn_interval=1.0,
-        # SIGTERM: the worker has shutdown_grace_secs to unload (engine hosts are killed past it), then a little more
-        workers_kill_timeout=max(1, int(settings.server.shutdown_grace_secs) + 5),
+        # SIGTERM: the worker stops within shutdown_grace_secs (hypnos_server.shutdown); this kill is the backstop
+        # for an in-process engine stuck in native code, which no cancellation reaches
+        workers_kill_timeout=math.ceil(settings.server.shutdown_grace_secs) + 2,
         ssl_cert=Path(tls.cert_path) if tls else None,
         ssl_key=Path(tls.key_path) if tls else None,
     )

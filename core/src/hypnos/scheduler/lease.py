@@ -14,7 +14,7 @@ from hypnos.types import EngineTiming, HypnosTelemetry, LayerPlacementPlan, Memo
 T = TypeVar("T")
 
 
-@dataclass
+@dataclass(eq=False)  # leases are told apart by identity (the scheduler keeps a set of those in flight)
 class Lease:
     """Held for the whole request (a stream: until its last byte); the model cannot be evicted meanwhile."""
 

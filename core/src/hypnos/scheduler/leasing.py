@@ -12,6 +12,7 @@ from hypnos.scheduler.load_backoff import refuse_while_backing_off
 from hypnos.scheduler.measured import rebook_measured
 from hypnos.scheduler.pool import PoolChanges
 from hypnos.scheduler.state import ModelState
+from hypnos.scheduler.stopping import shutting_down
 from hypnos.scheduler.tiers import TierManager
 from hypnos.types import MemoryTier, Modality
 
@@ -22,6 +23,8 @@ class Leasing(Protocol):
     clock: Callable[[], float]
     pool: PoolChanges
     tiers: TierManager
+    stopping: bool  # the server is stopping: no lease starts any more
+    live_leases: set[Lease]  # the leases in flight
 
     def serving(self, model_id: str, *modalities: Modality) -> ModelState:
         """The model, checked: known, enabled, installed and serving every one of the modalities."""
@@ -87,6 +90,8 @@ class LeaseContext:
             if state.tier is not MemoryTier.TIER1 or state.transition is not None:
                 refuse_while_backing_off(state, sched.clock())  # a load failed while this request queued
                 outcome = await sched.tiers.ensure(state, MemoryTier.TIER1)
+            if sched.stopping:  # the server began stopping while this request queued
+                raise shutting_down()
             lease = Lease(
                 model_id=state.id,
                 engine=state.engine,  # type: ignore[arg-type]
@@ -108,14 +113,18 @@ class LeaseContext:
             sched.prefetch(self._next)
         self._lease = lease
         self._held_from = time.perf_counter()
+        sched.live_leases.add(lease)
         return lease
 
     async def __aexit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         state = self._state
         if state is None:
             return
-        if exc_type is not None and issubclass(exc_type, asyncio.CancelledError) and self._lease is not None:
-            self._lease.cancel.cancel()  # the client went away: the engine stops at its next check
+        lease = self._lease
+        if lease is not None:
+            self._sched.live_leases.discard(lease)
+            if exc_type is not None and issubclass(exc_type, asyncio.CancelledError):
+                lease.cancel.cancel()  # the client went away: the engine stops at its next check
         state.record_service((time.perf_counter() - self._held_from) * 1000)
         state.last_used = self._sched.clock()
         self._release(state)

@@ -31,6 +31,7 @@ from hypnos.scheduler.pool import PoolChanges
 from hypnos.scheduler.records import EvictionRecord, SchedulerCounters
 from hypnos.scheduler.state import ModelState
 from hypnos.scheduler.status import MemoryStatus, build_status
+from hypnos.scheduler.stopping import end_in_flight, shutting_down, unload_all
 from hypnos.scheduler.tiers import TierManager
 from hypnos.types import MemoryTier, Modality, MoeOffload
 
@@ -69,6 +70,8 @@ class Scheduler:
         self.latency_provider = latency_provider
         self._implicit_deadline = implicit_deadline_ms(settings.server, settings.limits)
         self._background: set[asyncio.Task] = set()
+        self.stopping = False  # set when the server stops: no new leases
+        self.live_leases: set[Lease] = set()  # the leases in flight (ended at shutdown when the grace runs short)
         self._loop: asyncio.AbstractEventLoop | None = None  # the loop serving the scheduler (set when staging)
         self._models: dict[str, ModelState] = {}
         for model in settings.models:
@@ -151,6 +154,8 @@ class Scheduler:
 
     def serving(self, model_id: str, *modalities: Modality) -> ModelState:
         """The model, checked: known, enabled, installed and serving every one of the modalities."""
+        if self.stopping:
+            raise shutting_down()
         state = self.get(model_id)
         if not state.enabled:
             raise model_disabled(model_id)
@@ -364,29 +369,18 @@ class Scheduler:
         finally:
             self.ready = True
 
-    async def shutdown(self) -> None:
-        """Stop prefetches, wait for transitions, and unload every model, within [server] shutdown_grace_secs; the
-        engine hosts still running after it are killed."""
-        grace = self.settings.server.shutdown_grace_secs
-        try:
-            await asyncio.wait_for(self._unload_all(), grace)
-        except TimeoutError:
-            logger.error("unloading took longer than %.1f s (shutdown_grace_secs); ending the engine hosts", grace)
-        hosted = [state.engine for state in self.models() if isinstance(state.engine, HostedEngine)]
-        await asyncio.gather(*(engine.kill() for engine in hosted), return_exceptions=True)
+    def stop_admitting(self) -> None:
+        """Refuse new leases from now on (503 model_not_available, "shutting down"); those in flight go on."""
+        self.stopping = True
 
-    async def _unload_all(self) -> None:
-        for task in list(self._background):
-            task.cancel()
-        if self._background:
-            await asyncio.gather(*self._background, return_exceptions=True)
-        for state in self.models():
-            try:
-                await self.tiers.settle(state)
-            except Exception:
-                pass
-            if state.engine is not None and state.tier != MemoryTier.TIER3:
-                try:
-                    await self.tiers.ensure(state, MemoryTier.TIER3)
-                except Exception:
-                    logger.exception("unloading %s at shutdown failed", state.id)
+    async def end_in_flight(self, settle_secs: float) -> int:
+        """Cancel every lease in flight, killing the engine hosts that still hold one after `settle_secs`."""
+        self.stopping = True
+        return await end_in_flight(self.live_leases, self.models(), settle_secs)
+
+    async def shutdown(self, within: float | None = None) -> None:
+        """Stop prefetches, wait for transitions, and unload every model, within `within` seconds ([server]
+        shutdown_grace_secs by default); the engine hosts still running after it are killed."""
+        self.stopping = True
+        grace = self.settings.server.shutdown_grace_secs if within is None else within
+        await unload_all(self.models(), self.tiers, self._background, grace)
