@@ -89,10 +89,10 @@ class StagedEngine(Engine):
 
     # ---- helpers ------------------------------------------------------------------------------------------------
 
-    def model_path(self, key: str = "weights_path", what: str | None = None) -> Path:
-        """The absolute path of one of the model's path keys (weights_path, voices_path...); 503 when unset, naming
-        `what` the path should hold when given (`a diffusers pipeline folder`)."""
-        path = self.model.resolve(self.context.models_dir, getattr(self.model, key))
+    def model_path(self, key: str = "weights_path", what: str | None = None, default: Path | None = None) -> Path:
+        """The absolute path of one of the model's path keys (weights_path, voices_path...); `default` when unset,
+        else a 503 naming `what` the path should hold when given (`a diffusers pipeline folder`)."""
+        path = self.model.resolve(self.context.models_dir, getattr(self.model, key)) or default
         if path is None:
             holds = f" ({what})" if what else ""
             raise EngineUnavailable(

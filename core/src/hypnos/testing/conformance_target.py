@@ -65,10 +65,10 @@ class ConformanceTarget:
     stream). It must check the cancel token at two steps or more (several tokens, phrases, segments or inputs).
     `bad_request` sends input the engine must refuse with a 400 (the engine itself: a 400 raised by the request
     function fails the suite). `variants` are further requests with other inputs (the concurrency checks send them
-    together; default: `request` thrice) and `same(a, b)` says whether two answers agree (default: equal up to float
-    rounding, timings aside). An embedding model gives `embedding` (token ids, vocabulary, context length). Memory:
-    the RSS growth of a load to tier 1 plus one request must be at most the estimate x (1 + memory_tolerance) +
-    memory_slack_bytes, and the estimate at most memory_over_factor x the growth + memory_slack_bytes.
+    together; default: `request` thrice) and `same(a, b)` says whether two answers agree (default: same_answer).
+    An embedding model gives `embedding` (token ids, vocabulary, context length). Memory: the RSS growth of a load
+    to tier 1 plus one request must be at most the estimate x (1 + memory_tolerance) + memory_slack_bytes, and the
+    estimate at most memory_over_factor x the growth + memory_slack_bytes.
     """
 
     kind: EngineKind
@@ -108,16 +108,35 @@ class ConformanceTarget:
         return self.same(one, other) if self.same is not None else same_answer(one, other)
 
 
+VECTOR = 8  # a list of this many numbers or more is a vector: compared by direction and length
+
+
 def same_answer(one: Any, other: Any, rel: float = 1e-3, abs_: float = 1e-4) -> bool:
-    """Equal as plain data, floats up to rounding, `timing` fields aside (they measure, they do not answer)."""
+    """Equal as plain data, `timing` fields aside (they measure, they do not answer): numbers up to rounding, vectors
+    (lists of 8 numbers or more) by a cosine of 0.9999 or more and lengths within `rel` (a batched library call may
+    sum in another order)."""
     one, other = msgspec.to_builtins(one, builtin_types=(bytes,)), msgspec.to_builtins(other, builtin_types=(bytes,))
     return _same(one, other, rel, abs_)
+
+
+def _is_vector(value: Any) -> bool:
+    return isinstance(value, list) and len(value) >= VECTOR and all(isinstance(x, int | float) for x in value)
+
+
+def _same_vector(one: list[float], other: list[float], rel: float) -> bool:
+    dot = sum(a * b for a, b in zip(one, other, strict=True))
+    norm_one, norm_other = math.sqrt(sum(a * a for a in one)), math.sqrt(sum(b * b for b in other))
+    if norm_one == 0 or norm_other == 0:
+        return norm_one == norm_other
+    return dot / (norm_one * norm_other) >= 0.9999 and math.isclose(norm_one, norm_other, rel_tol=rel)
 
 
 def _same(one: Any, other: Any, rel: float, abs_: float) -> bool:
     if isinstance(one, dict) and isinstance(other, dict):
         keys = (set(one) | set(other)) - {"timing"}
         return all(_same(one.get(key), other.get(key), rel, abs_) for key in keys)
+    if _is_vector(one) and _is_vector(other):
+        return len(one) == len(other) and _same_vector(one, other, rel)
     if isinstance(one, list) and isinstance(other, list):
         return len(one) == len(other) and all(_same(a, b, rel, abs_) for a, b in zip(one, other, strict=True))
     if isinstance(one, float) or isinstance(other, float):
