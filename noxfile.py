@@ -172,7 +172,7 @@ BENCHES: dict[str, Bench] = {
             "plugins/hypnos-gliner[torch]",
         ],
     ),
-    "embeddings_bench": Bench("plugins/hypnos-llama[test]", CPU_TORCH, ["sentence-transformers>=3"], starter=True),
+    "embeddings_bench": Bench("plugins/hypnos-llama[test]", starter=True),  # its baseline is llama.cpp's own call
     "audio_bench": Bench("plugins/hypnos-audio[cpu,whisper,bench,test]", starter=True),
     # gliner pins transformers < 5.17, diffusers wants newer (and sentence-transformers takes the newest): own venvs
     "diffusion_bench": Bench("plugins/hypnos-diffusion[diffusers,test]", CPU_TORCH, venv="diffusion"),

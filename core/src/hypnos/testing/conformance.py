@@ -42,8 +42,9 @@ def _unsupported_call(kind: EngineKind) -> Callable[[Engine], Awaitable[Any]] | 
     return next((call for modality, call in calls if modality not in kind.modalities), None)
 
 
-class ConformanceSuite(RequestCases):
-    """The checks every engine passes; collected as `TestConformance` next to a `conformance_engine` fixture."""
+class ConformanceSuite:
+    """The checks every engine passes; collected with RequestCases as `TestConformance` next to a
+    `conformance_engine` fixture."""
 
     def test_estimate_covers_measured_memory(self, conformance_engine: ConformanceTarget) -> None:
         """The RSS growth of a load to tier 1 and one request (after a first round imported the library) stays within
@@ -185,6 +186,11 @@ class ConformanceSuite(RequestCases):
         assert f"`{missing.package}` is not installed" in caught.value.message
 
 
+class InProcessSuite(RequestCases, ConformanceSuite):
+    """Everything collected as `TestConformance` (pytest runs base classes' tests first: the memory check, which
+    must see the library imported for the first time, leads)."""
+
+
 def hosted(target: ConformanceTarget, cancel_grace_secs: float | None = None) -> Engine:
     """A fresh engine of the target in an engine host process (isolation "process"), as the scheduler makes it."""
     from hypnos.hosting import HostedEngine, host_factory_path
@@ -247,7 +253,7 @@ def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: Any) 
     """Collect the suites as `TestConformance` and `TestConformanceInHost` in every test module that defines
     `conformance_engine`."""
     if name == "conformance_engine" and isinstance(collector, pytest.Module):
-        collector.obj.TestConformance = ConformanceSuite  # a Class collector reads its class from the module
+        collector.obj.TestConformance = InProcessSuite  # a Class collector reads its class from the module
         collector.obj.TestConformanceInHost = HostedConformanceSuite
         return [
             pytest.Class.from_parent(collector, name="TestConformance"),

@@ -112,11 +112,17 @@ VECTOR = 8  # a list of this many numbers or more is a vector: compared by direc
 
 
 def same_answer(one: Any, other: Any, rel: float = 1e-3, abs_: float = 1e-4) -> bool:
-    """Equal as plain data, `timing` fields aside (they measure, they do not answer): numbers up to rounding, vectors
-    (lists of 8 numbers or more) by a cosine of 0.9999 or more and lengths within `rel` (a batched library call may
-    sum in another order)."""
+    """Equal as plain data, measuring fields aside (`timing`, `ms`, `*_ms`, `cached_tokens`): numbers up to
+    rounding, vectors (lists of 8 numbers or more) by a cosine of 0.9999 or more and lengths within `rel` (a batched
+    library call may sum in another order)."""
     one, other = msgspec.to_builtins(one, builtin_types=(bytes,)), msgspec.to_builtins(other, builtin_types=(bytes,))
     return _same(one, other, rel, abs_)
+
+
+def _measures(key: str) -> bool:
+    """A field that measures the run rather than answering: `timing`, `ms` and `*_ms` durations, and
+    `cached_tokens` (how much of a prompt a cache held depends on what ran before)."""
+    return key in ("timing", "ms", "cached_tokens") or key.endswith("_ms")
 
 
 def _is_vector(value: Any) -> bool:
@@ -133,7 +139,7 @@ def _same_vector(one: list[float], other: list[float], rel: float) -> bool:
 
 def _same(one: Any, other: Any, rel: float, abs_: float) -> bool:
     if isinstance(one, dict) and isinstance(other, dict):
-        keys = (set(one) | set(other)) - {"timing"}
+        keys = {key for key in set(one) | set(other) if not _measures(key)}
         return all(_same(one.get(key), other.get(key), rel, abs_) for key in keys)
     if _is_vector(one) and _is_vector(other):
         return len(one) == len(other) and _same_vector(one, other, rel)
