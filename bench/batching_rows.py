@@ -77,3 +77,50 @@ def load_line() -> str:
     """The machine's load averages, for the printed figures."""
     one, five, fifteen = os.getloadavg()
     return f"load {one:.1f} / {five:.1f} / {fifteen:.1f}, {os.cpu_count()} CPUs"
+
+
+def measure(
+    urls: dict[str, str], route: str, bodies: list[dict[str, Any]], library: Callable[[], Any], rounds: int, times: int
+) -> dict[str, float]:
+    """The rows, medians of alternating rounds: seconds of the library call, of the bodies at once and one by one on
+    the `after` server; one request's milliseconds on every server."""
+    import httpx
+
+    loop = asyncio.new_event_loop()
+    limits = httpx.Limits(max_connections=2 * len(bodies))
+    clients = {name: httpx.AsyncClient(base_url=url, timeout=600, limits=limits) for name, url in urls.items()}
+    after = clients["after"]
+    plan: dict[str, Callable[[], float]] = {
+        "library": lambda: timed(library),
+        "concurrent": lambda: timed(lambda: loop.run_until_complete(post_all(after, route, bodies))),
+        "one by one": lambda: timed(lambda: loop.run_until_complete(post_each(after, route, bodies))),
+    }
+    for name, client in clients.items():
+        plan[f"one request, {name}"] = lambda client=client: loop.run_until_complete(
+            latency_ms(client, route, bodies[0], times)
+        )
+    try:
+        for row in plan.values():  # warm every row once (first-request costs, kernels built per shape, page cache)
+            row()
+        return alternate(plan, rounds)
+    finally:
+        for client in clients.values():
+            loop.run_until_complete(client.aclose())
+        loop.close()
+
+
+def report(title: str, figures: dict[str, float], requests: int, batching_target: float | None) -> None:
+    """Print the rows (texts/s), the ratios against their targets and one request's latency per side."""
+    print(f"{title}, {load_line()}")
+    rate = {name: requests / figures[name] for name in ("library", "concurrent", "one by one")}
+    for name, value in rate.items():
+        print(f"{name:<36} {value:10.1f} texts/s")
+    print(f"concurrent / library: {rate['concurrent'] / rate['library']:.2f} (target >= 0.9)")
+    target = f" (target >= {batching_target:g})" if batching_target else ""
+    print(f"concurrent / one by one: {rate['concurrent'] / rate['one by one']:.2f}{target}")
+    sides = [name.removeprefix("one request, ") for name in figures if name.startswith("one request, ")]
+    for side in sides:
+        print(f"one request, {side}: {figures[f'one request, {side}']:.2f} ms")
+    if "before" in sides:
+        ratio = figures["one request, before"] / figures["one request, after"]
+        print(f"one request, before / after: {ratio:.3f} (target >= 0.97)")

