@@ -192,7 +192,8 @@ class LlamaEmbeddingEngine(EmbeddingEngine):
 
     options_table = "llama"
     options_type = LlamaOptions
-    # measured (bench embeddings_bench, 2-core EPYC): see bench/README.md
+    # a call holds the starter's 32 requests of a text or two (packed into decodes of embedding_batch_tokens); a sweep
+    # of 32/64/128 inputs and 0/2/8 ms (bench embeddings_bench, 2-core EPYC at load 6-9) could not tell them apart
     batching = BatchLimits(max_batch_size=64, max_wait_ms=2.0)
 
     def __init__(self, model: Any, context: EngineContext) -> None:
