@@ -178,3 +178,29 @@ def test_the_model_options_override_the_engine_defaults() -> None:
     assert defaults.configured(None) == defaults
     assert defaults.configured(BatchingOptions(max_batch_size=4)) == BatchLimits(4, 2.0)
     assert defaults.configured(BatchingOptions(max_wait_ms=0)) == BatchLimits(32, 0.0)
+
+
+class FailingOnce(ModelWorker):
+    """A worker whose first job fails before it runs (as a closed or broken worker would)."""
+
+    def __init__(self) -> None:
+        super().__init__("failing")
+        self.failed = False
+
+    async def run(self, function, *args):  # type: ignore[no-untyped-def]
+        if not self.failed:
+            self.failed = True
+            raise RuntimeError("the worker broke")
+        return await super().run(function, *args)
+
+
+def test_a_failing_worker_fails_its_batch_and_the_next_requests_are_served() -> None:
+    library = Library()
+    work: Batcher[str, str, str] = Batcher(FailingOnce(), library, BatchLimits(8, 0.0))
+
+    async def walk() -> list[str]:
+        with pytest.raises(RuntimeError, match="the worker broke"):
+            await asyncio.wait_for(work.run(["lost"], CancelToken()), 30)
+        return (await asyncio.wait_for(work.run(["next"], CancelToken()), 30)).results
+
+    assert asyncio.run(walk()) == ["NEXT"]

@@ -135,9 +135,17 @@ class Batcher(Generic[I, P, R]):
             while self._prune():
                 await self._fill()
                 pieces = self._take()
-                if pieces:
-                    outcomes = await self.worker.run(self._run_pieces, pieces)
-                    _deliver(pieces, outcomes)
+                if not pieces:
+                    continue
+                try:
+                    outcomes: list[Sequence[R] | BaseException] = await self.worker.run(self._run_pieces, pieces)
+                except Exception as error:  # the worker itself failed: this batch's requests fail, the others go on
+                    outcomes = [error] * len(pieces)
+                except BaseException:  # the loop ends: no request of this batch may be left waiting
+                    for piece in pieces:
+                        _fail(piece.request, Cancelled())
+                    raise
+                _deliver(pieces, outcomes)
         finally:  # cancelled with the loop (shutdown): nobody may wait forever
             while self._queue:
                 _fail(self._queue.popleft(), Cancelled())
