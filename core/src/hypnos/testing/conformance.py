@@ -8,160 +8,27 @@ the suite's tests are collected into that module as `TestConformance`. No pytest
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
-import importlib.abc
-import importlib.metadata
-import importlib.util
-import os
-import sys
-from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
 import pytest
 
-from hypnos.config import ModelConfig
-from hypnos.engine import CancelToken, Engine, EngineContext, EngineKind, EngineUnavailable, EntityInput, ImageInput
+from hypnos.engine import CancelToken, Engine, EngineKind, EngineUnavailable, EntityInput, ImageInput
 from hypnos.errors import HypnosError
-from hypnos.testing.clean_errors import assert_clean_message
-from hypnos.types import LayerPlacementPlan, MemoryTier, Modality
-
-MiB = 1024 * 1024
-Request = Callable[[Engine, CancelToken], Awaitable[Any]]
-# The error types of the spec (section 1); a 499 `cancelled` is what an engine may raise for a cancelled request.
-SPEC_ERROR_TYPES = {
-    "invalid_request_error", "authentication_error", "permission_error", "model_not_found", "model_disabled",
-    "not_found", "model_busy", "rate_limit_exceeded", "insufficient_quota", "model_not_available",
-    "deadline_unmeetable", "device_out_of_memory", "insufficient_memory", "server_error", "cancelled",
-}  # fmt: skip
-
-
-@dataclass(frozen=True)
-class MissingLibrary:
-    """How to make the engine's library look absent: modules to hide, distributions to hide, the package the
-    error must name (as hypnos.engine.missing_library writes it)."""
-
-    package: str
-    modules: tuple[str, ...] = ()
-    distributions: tuple[str, ...] = ()
-
-
-@dataclass
-class ConformanceTarget:
-    """What the suite needs: the engine kind, one model of it, the context, and one small request.
-
-    `request(engine, cancel)` serves one request at tier 1 and returns its result (a streaming method: collect the
-    stream). It must check the cancel token at two steps or more (several tokens, phrases, segments or inputs).
-    `bad_request` sends input the engine must refuse with a 400. Memory: the RSS growth of a load to tier 1 plus
-    one request must be at most the estimate x (1 + memory_tolerance) + memory_slack_bytes, and the estimate at
-    most memory_over_factor x the growth + memory_slack_bytes.
-    """
-
-    kind: EngineKind
-    model_config: ModelConfig
-    context: EngineContext
-    request: Request
-    bad_request: Request | None = None
-    missing_library: MissingLibrary | None = None
-    memory_tolerance: float = 0.25
-    memory_over_factor: float = 4.0
-    memory_slack_bytes: int = 96 * MiB
-    tier1_gpu_layers: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def make(self) -> Engine:
-        """A fresh engine (tier 3) from the kind's factory."""
-        return self.kind.factory(self.model_config, self.context)
-
-    def plan(self, engine: Engine, tier: MemoryTier) -> LayerPlacementPlan:
-        """The plan the scheduler would give: everything on the device at tier 1 when there is one."""
-        if tier != MemoryTier.TIER1:
-            return LayerPlacementPlan(primary_tier=tier)
-        layers = self.tier1_gpu_layers
-        if layers is None:
-            layers = engine.estimate().num_layers if self.context.accelerator == "NvidiaCuda" else 0
-        return LayerPlacementPlan(primary_tier=tier, gpu_layers=layers)
-
-
-class CountingToken(CancelToken):
-    """A cancel token that counts the engine's checks and cancels itself after `after` of them."""
-
-    def __init__(self, after: int | None = None) -> None:
-        super().__init__()
-        self.after = after
-        self.checks = 0
-        self.checks_after_cancel = 0
-
-    @property
-    def cancelled(self) -> bool:
-        """Counted; True from the check after `after` checks on."""
-        self.checks += 1
-        if self.after is not None and self.checks > self.after:
-            self.checks_after_cancel += 1
-            self.cancel()
-        return super().cancelled
-
-
-def resident_bytes() -> int:
-    """This process's resident set size (Linux /proc; 0 elsewhere)."""
-    try:
-        with open("/proc/self/statm") as handle:
-            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
-class _Hidden(importlib.abc.MetaPathFinder):
-    def __init__(self, names: tuple[str, ...]) -> None:
-        self.names = names
-
-    def hides(self, name: str) -> bool:
-        return any(name == hidden or name.startswith(hidden + ".") for hidden in self.names)
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if self.hides(name):
-            raise ModuleNotFoundError(f"No module named '{name}'", name=name)
-        return None
-
-
-@contextlib.contextmanager
-def hidden_library(missing: MissingLibrary) -> Iterator[None]:
-    """Make the modules and distributions look uninstalled (restored afterwards)."""
-    finder = _Hidden(missing.modules)
-    saved = {name: module for name, module in sys.modules.items() if finder.hides(name)}
-    for name in saved:
-        del sys.modules[name]
-    real_find_spec, real_distribution = importlib.util.find_spec, importlib.metadata.distribution
-
-    def find_spec(name: str, package: str | None = None) -> Any:
-        return None if finder.hides(name) else real_find_spec(name, package)
-
-    def distribution(name: str) -> Any:
-        if name in missing.distributions:
-            raise importlib.metadata.PackageNotFoundError(name)
-        return real_distribution(name)
-
-    sys.meta_path.insert(0, finder)
-    importlib.util.find_spec, importlib.metadata.distribution = find_spec, distribution  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        sys.meta_path.remove(finder)
-        importlib.util.find_spec, importlib.metadata.distribution = real_find_spec, real_distribution
-        sys.modules.update(saved)
-
-
-def assert_spec_error(error: HypnosError, status: int | None = None) -> None:
-    """The error has a documented status and type and encodes to the spec's body."""
-    body = msgspec.json.decode(msgspec.json.encode(error.body()))
-    assert set(body) == {"error"} and isinstance(body["error"]["message"], str) and body["error"]["message"]
-    assert body["error"]["type"] in SPEC_ERROR_TYPES, body
-    assert 400 <= error.status < 600
-    assert_clean_message(error.message)
-    if status is not None:
-        assert error.status == status, (error.status, error.message)
+from hypnos.testing.conformance_cases import RequestCases, check_concurrent_answers
+from hypnos.testing.conformance_target import (  # noqa: F401  the names a plugin's tests import from here
+    ConformanceTarget,
+    CountingToken,
+    EmbeddingFacts,
+    EngineWitness,
+    MissingLibrary,
+    assert_spec_error,
+    hidden_library,
+    resident_bytes,
+)
+from hypnos.types import MemoryTier, Modality
 
 
 def _unsupported_call(kind: EngineKind) -> Callable[[Engine], Awaitable[Any]] | None:
@@ -176,7 +43,8 @@ def _unsupported_call(kind: EngineKind) -> Callable[[Engine], Awaitable[Any]] | 
 
 
 class ConformanceSuite:
-    """The checks every engine passes; collected as `TestConformance` next to a `conformance_engine` fixture."""
+    """The checks every engine passes; collected with RequestCases as `TestConformance` next to a
+    `conformance_engine` fixture."""
 
     def test_estimate_covers_measured_memory(self, conformance_engine: ConformanceTarget) -> None:
         """The RSS growth of a load to tier 1 and one request (after a first round imported the library) stays within
@@ -272,7 +140,7 @@ class ConformanceSuite:
     def test_errors_have_the_spec_shape(
         self, conformance_engine: ConformanceTarget, make: Callable[[ConformanceTarget], Engine] | None = None
     ) -> None:
-        """Bad input is a 400, an unserved modality a 400, each in the spec's error body."""
+        """Bad input is a 400 the engine raises itself, an unserved modality a 400, each in the spec's error body."""
         target = conformance_engine
         engine = make(target) if make is not None else target.make()
         unsupported = _unsupported_call(target.kind)
@@ -281,9 +149,13 @@ class ConformanceSuite:
             await engine.load(target.plan(engine, MemoryTier.TIER1))
             try:
                 if target.bad_request is not None:
+                    witness = EngineWitness(engine)
                     with pytest.raises(HypnosError) as caught:
-                        await target.bad_request(engine, CancelToken())
+                        await target.bad_request(witness, CancelToken())  # type: ignore[arg-type]
                     assert_spec_error(caught.value, 400)
+                    assert witness.refused(caught.value), (
+                        "the 400 did not come out of the engine: it must refuse bad input itself"
+                    )
                 if unsupported is not None:
                     with pytest.raises(HypnosError) as caught:
                         await unsupported(engine)
@@ -314,6 +186,11 @@ class ConformanceSuite:
         assert f"`{missing.package}` is not installed" in caught.value.message
 
 
+class InProcessSuite(RequestCases, ConformanceSuite):
+    """Everything collected as `TestConformance` (pytest runs base classes' tests first: the memory check, which
+    must see the library imported for the first time, leads)."""
+
+
 def hosted(target: ConformanceTarget, cancel_grace_secs: float | None = None) -> Engine:
     """A fresh engine of the target in an engine host process (isolation "process"), as the scheduler makes it."""
     from hypnos.hosting import HostedEngine, host_factory_path
@@ -338,6 +215,13 @@ class HostedConformanceSuite:
     def test_errors_have_the_spec_shape_in_a_host(self, conformance_engine: ConformanceTarget) -> None:
         """Bad input and unserved modalities answer 400 in the spec's body through the host."""
         ConformanceSuite.test_errors_have_the_spec_shape(self, conformance_engine, make=hosted)  # type: ignore[arg-type]
+
+    def test_concurrent_requests_in_a_host(self, conformance_engine: ConformanceTarget) -> None:
+        """Requests sent together to a host answer as one by one and, where the engine batches, share its calls
+        there (the host runs the calls it receives concurrently)."""
+        if not conformance_engine.make().capabilities().batching:
+            pytest.skip("the engine declares no batching")
+        check_concurrent_answers(conformance_engine, hosted(conformance_engine))
 
     def test_a_cancellation_reaches_the_host(self, conformance_engine: ConformanceTarget) -> None:
         """A request cancelled while it runs in the host ends (a result or a spec error), the host is not killed for
@@ -369,7 +253,7 @@ def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: Any) 
     """Collect the suites as `TestConformance` and `TestConformanceInHost` in every test module that defines
     `conformance_engine`."""
     if name == "conformance_engine" and isinstance(collector, pytest.Module):
-        collector.obj.TestConformance = ConformanceSuite  # a Class collector reads its class from the module
+        collector.obj.TestConformance = InProcessSuite  # a Class collector reads its class from the module
         collector.obj.TestConformanceInHost = HostedConformanceSuite
         return [
             pytest.Class.from_parent(collector, name="TestConformance"),

@@ -18,15 +18,14 @@ from hypnos.engine import (
     EngineCapabilities,
     EngineContext,
     EngineUnavailable,
-    MemoryEstimate,
     SpeechInput,
 )
 from hypnos.errors import clip, invalid_request, server_error
 from hypnos.kit.audio import to_pcm16
-from hypnos.kit.staged import ModelNotLoaded, StagedEngine
+from hypnos.kit.staged import ModelNotLoaded
 from hypnos.types import LayerPlacementPlan
 
-from hypnos_audio import onnx_session
+from hypnos_audio.onnx_voice import OnnxVoiceEngine
 from hypnos_audio.options import KokoroOptions
 from hypnos_audio.phonemes import EspeakPhonemizer, group_phrases, split_phonemes, split_phrases, tokenize
 
@@ -80,22 +79,19 @@ def load_voices(path: Path) -> dict[str, np.ndarray]:
         return {name: np.asarray(pack[name], dtype=np.float32) for name in pack.files}
 
 
-class KokoroEngine(StagedEngine):
+class KokoroEngine(OnnxVoiceEngine):
     """Kokoro-82M: tier 1 = ONNX Runtime session created; tier 2 = model bytes and voices in RAM; tier 3 = nothing."""
 
     options_table = "kokoro"
     options_type = KokoroOptions
-    build_consumes_warm_copy = True  # the session takes the model bytes
+    label = "kokoro"
 
     def __init__(self, model: ModelConfig, context: EngineContext) -> None:
-        super().__init__(model, context)
+        super().__init__(model, context, beside=lambda weights: weights.parent / "vocab.json")
         self.options: KokoroOptions
-        self.weights_file = self.model_path("weights_path")
         self.voices_file = self.model_path("voices_path")
-        vocab = model.resolve(context.models_dir, model.tokenizer_path)
-        self.vocab_file = vocab if vocab is not None else self.weights_file.parent / "vocab.json"
+        self.vocab_file = self.companion_file
         self.chunks_synthesized = 0
-        self._model_bytes: bytes | None = None
         self._voices: dict[str, np.ndarray] | None = None
         self._voice_names: list[str] | None = None
         self._vocab: dict[str, int] | None = None
@@ -106,19 +102,13 @@ class KokoroEngine(StagedEngine):
 
     # ---- lifecycle ----------------------------------------------------------------------------------------------
 
-    def estimate(self) -> MemoryEstimate:
-        """From the file sizes: the session holds about twice the ONNX file (initializers plus prepacked copies,
-        measured on the int8 export), plus the voice pack, plus the configured inference workspace."""
-        try:
-            weights = 2 * self.weights_file.stat().st_size + self.voices_file.stat().st_size
-        except OSError as error:
-            raise EngineUnavailable(f"the model `{self.model.id}` is missing a file: {error}") from error
-        workspace = self.options.workspace_bytes
-        return MemoryEstimate(weight_bytes=weights, non_layer_bytes=weights, workspace_bytes=workspace)
+    def held_files(self) -> list[Path]:
+        """The voice pack."""
+        return [self.voices_file]
 
     def read_weights(self) -> None:
         """Tier 2: the ONNX bytes and the voice pack in RAM."""
-        self._model_bytes = self.weights_file.read_bytes()
+        super().read_weights()
         if self._voices is None:
             self._voices = load_voices(self.voices_file)
             if not self._voices:
@@ -126,16 +116,12 @@ class KokoroEngine(StagedEngine):
 
     def build(self, plan: LayerPlacementPlan) -> None:
         """Tier 1: the vocabulary, the phonemizer and the ONNX Runtime session (warmed up when configured)."""
-        assert self._model_bytes is not None and self._voices is not None
+        assert self._voices is not None
         self._vocab = load_vocab(self.vocab_file)
         self._phonemize = EspeakPhonemizer(self.options.espeak_language)
-        self._session = onnx_session.create_session(
-            self._model_bytes, self.options.device, self.options.threads, f"kokoro `{self.model.id}`"
-        )
-        self.device = onnx_session.active_device(self._session)
+        self._session = self.open_session()
         inputs = {item.name for item in self._session.get_inputs()}
         self._token_input = "input_ids" if "input_ids" in inputs else "tokens"
-        self._model_bytes = None  # the session holds the weights now
         if self.options.warmup:
             self._infer_phonemes("ə", next(iter(self._voices)), 1.0)
 
@@ -146,7 +132,7 @@ class KokoroEngine(StagedEngine):
 
     def release_warm(self) -> None:
         """Drop the model bytes and the voices."""
-        self._model_bytes = None
+        super().release_warm()
         self._voices = None
 
     def capabilities(self) -> EngineCapabilities:

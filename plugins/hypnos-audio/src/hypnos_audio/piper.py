@@ -15,16 +15,15 @@ from hypnos.engine import (
     EngineCapabilities,
     EngineContext,
     EngineUnavailable,
-    MemoryEstimate,
     SpeechInput,
     missing_library,
 )
 from hypnos.errors import invalid_request, server_error
 from hypnos.kit.audio import to_pcm16
-from hypnos.kit.staged import ModelNotLoaded, StagedEngine
+from hypnos.kit.staged import ModelNotLoaded
 from hypnos.types import LayerPlacementPlan
 
-from hypnos_audio import onnx_session
+from hypnos_audio.onnx_voice import OnnxVoiceEngine
 from hypnos_audio.options import PiperOptions
 
 logger = logging.getLogger(__name__)
@@ -40,23 +39,18 @@ def resample(audio: np.ndarray, rate: int, target: int = SAMPLE_RATE) -> np.ndar
     return np.interp(np.arange(count) * (rate / target), np.arange(audio.size), audio).astype(np.float32)
 
 
-class PiperEngine(StagedEngine):
+class PiperEngine(OnnxVoiceEngine):
     """A Piper voice: tier 1 = ONNX Runtime session; tier 2 = model bytes and config in RAM; tier 3 = nothing."""
 
     options_table = "piper"
     options_type = PiperOptions
-    build_consumes_warm_copy = True  # the session takes the model bytes
+    label = "piper"
 
     def __init__(self, model: ModelConfig, context: EngineContext) -> None:
-        super().__init__(model, context)
+        super().__init__(model, context, beside=lambda weights: weights.with_name(weights.name + ".json"))
         self.options: PiperOptions
-        self.weights_file = self.model_path("weights_path")
-        config = model.resolve(context.models_dir, model.tokenizer_path)
-        self.config_file = (
-            config if config is not None else self.weights_file.with_name(self.weights_file.name + ".json")
-        )
+        self.config_file = self.companion_file
         self._config: dict[str, Any] | None = None
-        self._model_bytes: bytes | None = None
         self._voice: Any = None
 
     def _read_config(self) -> dict[str, Any]:
@@ -67,42 +61,23 @@ class PiperEngine(StagedEngine):
                 raise EngineUnavailable(f"the model `{self.model.id}`: no Piper config: {error}") from error
         return self._config
 
-    def estimate(self) -> MemoryEstimate:
-        """Twice the ONNX file (initializers plus ONNX Runtime's copies) plus the configured workspace."""
-        try:
-            weights = 2 * self.weights_file.stat().st_size
-        except OSError as error:
-            raise EngineUnavailable(f"the model `{self.model.id}` is missing a file: {error}") from error
-        workspace = self.options.workspace_bytes
-        return MemoryEstimate(weight_bytes=weights, non_layer_bytes=weights, workspace_bytes=workspace)
-
     def read_weights(self) -> None:
         """Tier 2: the ONNX bytes and the voice config in RAM."""
         self._read_config()
-        self._model_bytes = self.weights_file.read_bytes()
+        super().read_weights()
 
     def build(self, plan: LayerPlacementPlan) -> None:
         """Tier 1: the ONNX Runtime session wrapped in piper's PiperVoice (its bundled espeak-ng phonemizes)."""
-        assert self._model_bytes is not None
         try:
             from piper import PiperVoice
             from piper.config import PiperConfig
         except ImportError as error:
             raise missing_library("piper-tts", "hypnos-audio[piper]") from error
-        session = onnx_session.create_session(
-            self._model_bytes, self.options.device, self.options.threads, f"piper `{self.model.id}`"
-        )
-        self.device = onnx_session.active_device(session)
-        self._voice = PiperVoice(config=PiperConfig.from_dict(self._read_config()), session=session)
-        self._model_bytes = None  # the session holds the weights now
+        self._voice = PiperVoice(config=PiperConfig.from_dict(self._read_config()), session=self.open_session())
 
     def release_device(self) -> None:
         """Drop the session."""
         self._voice = None
-
-    def release_warm(self) -> None:
-        """Drop the model bytes."""
-        self._model_bytes = None
 
     def capabilities(self) -> EngineCapabilities:
         """The voice's speakers (a multi-speaker voice) or the voice itself, named after its file."""

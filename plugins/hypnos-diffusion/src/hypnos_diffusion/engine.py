@@ -13,7 +13,6 @@ from hypnos.engine import (
     CancelToken,
     EngineCapabilities,
     EngineContext,
-    EngineUnavailable,
     GeneratedImage,
     ImageInput,
     ImageResult,
@@ -40,10 +39,7 @@ class DiffusersEngine(StagedEngine):
     def __init__(self, model: ModelConfig, context: EngineContext) -> None:
         super().__init__(model, context)
         self.options: ImageOptions
-        folder = model.resolve(context.models_dir, model.weights_path)
-        if folder is None:
-            raise EngineUnavailable(f"the model `{model.id}` needs `weights_path` (a diffusers pipeline folder)")
-        self.folder: Path = folder
+        self.folder: Path = self.model_path("weights_path", "a diffusers pipeline folder")
         wanted = self.options.device
         self.target_device = context.accelerator if wanted == "auto" else wanted
         if self.target_device not in ("cpu", "cuda"):

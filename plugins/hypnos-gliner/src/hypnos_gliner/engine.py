@@ -10,21 +10,12 @@ from typing import Any, Literal
 
 import msgspec
 from hypnos.config import ModelConfig
-from hypnos.engine import (
-    CancelToken,
-    EngineContext,
-    EngineUnavailable,
-    Entity,
-    EntityInput,
-    EntityResult,
-    MemoryEstimate,
-    missing_library,
-)
-from hypnos.kit.staged import ModelNotLoaded, StagedEngine, check_cancelled
+from hypnos.engine import EngineContext, Entity, EntityInput, MemoryEstimate, missing_library
+from hypnos.kit.batching import BatchLimits
+from hypnos.kit.entities import EntityEngine
+from hypnos.kit.staged import ModelNotLoaded
 from hypnos.types import LayerPlacementPlan
 
-from hypnos_gliner.batcher import PassBatcher
-from hypnos_gliner.jobs import check_job
 from hypnos_gliner.runner import GlinerRunner, Pass, WordSpan
 from hypnos_gliner.spans import Candidate, Window, label_families, plan_windows, resolve, unique_labels
 from hypnos_gliner.weights import ModelFiles, find_files, weight_bytes, workspace_bytes
@@ -40,10 +31,9 @@ class GlinerOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     threads: int = 0  # 0: the library's default
     flat: bool = True  # the default of a request's `flat`
     labels_per_pass: int = 8  # more labels run in families of this size
-    batch_size: int = 8  # passes (window x family, across requests) per model call
     window_words: int = 0  # 0: the model's max_len
     window_overlap_words: int = 64  # raised to twice the model's max_width when smaller
-    workspace_bytes: int | None = None  # None: from the model's config and batch_size
+    workspace_bytes: int | None = None  # None: from the model's config and [models.batching] max_batch_size
 
 
 @dataclass
@@ -55,18 +45,29 @@ class _TextPlan:
     windows: list[Window]
 
 
-class GlinerEngine(StagedEngine):
-    """Tier 3 nothing; tier 2 the weights in RAM (torch state dict or the ONNX file's bytes); tier 1 built."""
+@dataclass
+class _JobPlan:
+    """Where each pass of a job came from (text, family, window), and each text's plan."""
+
+    texts: list[_TextPlan]
+    families: list[list[str]]
+    where: list[tuple[int, int, Window]]
+
+
+class GlinerEngine(EntityEngine):
+    """Tier 3 nothing; tier 2 the weights in RAM (torch state dict or the ONNX file's bytes); tier 1 built.
+
+    Every text x window x label family is one pass; the passes of one request and of concurrent ones run together
+    in batches of [models.batching] max_batch_size (the kit's batcher), each family's spans resolved per text."""
 
     options_table = "gliner"
     options_type = GlinerOptions
+    batching = BatchLimits(max_batch_size=8, max_wait_ms=2.0)
 
     def __init__(self, model: ModelConfig, context: EngineContext) -> None:
         super().__init__(model, context)
         self.options: GlinerOptions
-        folder = model.resolve(context.models_dir, model.weights_path)
-        if folder is None:
-            raise EngineUnavailable(f"the model `{model.id}` needs `weights_path` (its GLiNER folder)")
+        folder = self.model_path("weights_path", "its GLiNER folder")
         self.files: ModelFiles = find_files(folder, self.options.runtime, model.id)
         if importlib.util.find_spec("gliner") is None:
             raise missing_library("gliner", "hypnos-gliner[cpu]")
@@ -76,7 +77,6 @@ class GlinerEngine(StagedEngine):
         self.build_consumes_warm_copy = self.files.runtime == "onnx"  # type: ignore[misc]
         self._warm: Any = None
         self._runner: GlinerRunner | None = None
-        self.batcher: PassBatcher[Pass, list[WordSpan]] = PassBatcher(self._run_batch, self.options.batch_size)
 
     # ---- lifecycle hooks (on the worker thread) -----------------------------------------------------------------
 
@@ -85,7 +85,7 @@ class GlinerEngine(StagedEngine):
         weights = weight_bytes(self.files)
         workspace = self.options.workspace_bytes
         if workspace is None:
-            workspace = workspace_bytes(self.files, self.options.batch_size)
+            workspace = workspace_bytes(self.files, self.batcher.limits.max_batch_size)
         return MemoryEstimate(weight_bytes=weights, non_layer_bytes=weights, workspace_bytes=workspace)
 
     def read_weights(self) -> None:
@@ -139,14 +139,10 @@ class GlinerEngine(StagedEngine):
 
     # ---- entities -----------------------------------------------------------------------------------------------
 
-    async def extract_entities(self, job: EntityInput, cancel: CancelToken) -> EntityResult:
-        """Every text x window x label family as one pass (batched with other requests'), resolved per text."""
-        self.require_ready()
-        check_job(job)
-        check_cancelled(cancel)
-        labels = unique_labels(job.labels)
-        families = label_families(labels, self.options.labels_per_pass)
-        plans: list[_TextPlan] = await self.run_blocking(self._plan_texts, job.texts, families)
+    def plan(self, job: EntityInput) -> tuple[list[Pass], _JobPlan]:
+        """Every text x window x label family as one pass (worker thread)."""
+        families = label_families(unique_labels(job.labels), self.options.labels_per_pass)
+        plans = self._plan_texts(job.texts, families)
         passes: list[Pass] = []
         where: list[tuple[int, int, Window]] = []
         for index, plan in enumerate(plans):
@@ -155,12 +151,18 @@ class GlinerEngine(StagedEngine):
                 for number, family in enumerate(families):
                     passes.append(Pass(words, family, job.threshold))
                     where.append((index, number, window))
-        found = await self.batcher.run(passes, cancel) if passes else []
-        check_cancelled(cancel)
+        return passes, _JobPlan(plans, families, where)
+
+    def run_passes(self, passes: list[Pass]) -> list[list[WordSpan]]:
+        """A batch of passes in one model call (worker thread)."""
+        return self._runner_or_raise().run(passes)
+
+    def assemble(self, job: EntityInput, plan: _JobPlan, results: list[list[WordSpan]]) -> list[list[Entity]]:
+        """Each family's spans resolved as its own pass would be, then the families' answers resolved together."""
         # pools[text][family]: the family's spans over all windows, each span from the window that owns its start
-        pools: list[list[list[Candidate]]] = [[[] for _ in families] for _ in plans]
-        for (index, number, window), spans in zip(where, found, strict=True):
-            words = plans[index].words
+        pools: list[list[list[Candidate]]] = [[[] for _ in plan.families] for _ in plan.texts]
+        for (index, number, window), spans in zip(plan.where, results, strict=True):
+            words = plan.texts[index].words
             for span in spans:
                 first = window.first + span.first
                 if window.owns(first):
@@ -168,16 +170,15 @@ class GlinerEngine(StagedEngine):
                     pools[index][number].append(Candidate(words[first][1], end, span.label, span.score))
         flat = self.options.flat if job.flat is None else job.flat
         entities = []
-        for plan, by_family in zip(plans, pools, strict=True):
-            # each family resolved as its own pass would be, then the families' answers resolved together
+        for text, by_family in zip(plan.texts, pools, strict=True):
             merged = resolve([c for pool in by_family for c in resolve(pool, flat)], flat)
             entities.append(
                 [
-                    Entity(text=plan.text[c.start : c.end], label=c.label, start=c.start, end=c.end, score=c.score)
+                    Entity(text=text.text[c.start : c.end], label=c.label, start=c.start, end=c.end, score=c.score)
                     for c in merged
                 ]
             )
-        return EntityResult(entities=entities)
+        return entities
 
     def _runner_or_raise(self) -> GlinerRunner:
         runner = self._runner
@@ -197,9 +198,3 @@ class GlinerEngine(StagedEngine):
             counts = [1] * len(words) if budget is None else runner.subword_counts([word for word, _, _ in words])
             plans.append(_TextPlan(text, words, plan_windows(counts, max_words, budget, overlap)))
         return plans
-
-    async def _run_batch(self, passes: list[Pass]) -> list[list[WordSpan]]:
-        return await self.run_blocking(self._run_on_worker, passes)  # type: ignore[no-any-return]
-
-    def _run_on_worker(self, passes: list[Pass]) -> list[list[WordSpan]]:
-        return self._runner_or_raise().run(passes)

@@ -8,6 +8,7 @@ from typing import Any
 from hypnos.config import ModelConfig
 from hypnos.engine import Engine, EngineContext, EngineKind
 from hypnos.hookspecs import hookimpl
+from hypnos.kit.batching import BATCHING_OPTIONS
 from hypnos.types import Modality
 
 GLINER_KIND = "gliner"
@@ -31,7 +32,7 @@ def hypnos_engine_kinds() -> list[EngineKind]:
             frozenset({Modality.ENTITY_EXTRACTION}),
             make_gliner_engine,
             description="GLiNER zero-shot entity extraction on torch or ONNX Runtime",
-            options={"gliner": GlinerOptions},
+            options={"gliner": GlinerOptions, **BATCHING_OPTIONS},
             # torch's OpenMP team spinning between the small model's parallel regions cost 92 ms vs 24 ms a request
             # under load (bench gliner_bench, #17); in its own host the policy no longer slows llama.cpp down
             process_env={"OMP_WAIT_POLICY": "PASSIVE"},

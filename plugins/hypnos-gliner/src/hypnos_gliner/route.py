@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 from hypnos.engine import EntityInput
 from hypnos.errors import invalid_request
+from hypnos.kit.entities import check_entity_job
 from hypnos.types import Modality
 from hypnos_server.plugin_api import (
     InferenceRun,
@@ -21,8 +22,6 @@ from hypnos_server.plugin_api import (
     request_context,
 )
 from litestar import Request, Response, post
-
-from hypnos_gliner.jobs import check_job
 
 
 class EntitiesRequest(msgspec.Struct, kw_only=True):
@@ -39,7 +38,7 @@ def entity_input(body: EntitiesRequest, max_chars: int) -> EntityInput:
     """The engine's job, or a 400 naming what is wrong with the request."""
     texts = [body.input] if isinstance(body.input, str) else list(body.input)
     job = EntityInput(texts=texts, labels=list(body.labels), threshold=body.threshold, flat=body.flat)
-    check_job(job)
+    check_entity_job(job)
     chars = sum(len(text) for text in texts)
     if chars > max_chars:
         raise invalid_request(f"The input holds {chars} characters, above limits.max_prompt_chars ({max_chars})")

@@ -7,6 +7,7 @@ from typing import Any
 
 from hypnos.engine import EngineContext, EngineKind
 from hypnos.hookspecs import hookimpl
+from hypnos.kit.batching import BATCHING_OPTIONS
 from hypnos.types import Modality
 
 from hypnos_llama.options import LlamaOptions
@@ -34,7 +35,8 @@ def hypnos_engine_kinds() -> list[EngineKind]:
                 {Modality.TEXT_GENERATION, Modality.EMBEDDINGS, Modality.VISION, Modality.SPEECH_TO_TEXT}
             ),
             factory=_make_engine,
-            options={"llama": LlamaOptions},
+            # [models.batching]: how embedding models batch concurrent requests (chat models batch in their slots)
+            options={"llama": LlamaOptions, **BATCHING_OPTIONS},
             description="GGUF models on llama.cpp: chat with slots and continuous batching (images and audio through "
             "a projector), and embeddings",
         )

@@ -65,7 +65,7 @@ async def test_an_input_longer_than_the_model_takes_is_a_400(loaded) -> None:
 async def test_token_ids_embed_like_their_text(loaded) -> None:
     from hypnos.errors import HypnosError
 
-    tokens = loaded._batcher.tokens(TEXTS[0])
+    tokens = loaded._context.tokens(TEXTS[0])
     by_text, by_ids = (await loaded.embed([TEXTS[0]], CancelToken())), (await loaded.embed([tokens], CancelToken()))
     assert np.allclose(by_text.vectors[0], by_ids.vectors[0], atol=1e-6)
     with pytest.raises(HypnosError) as raised:
@@ -97,10 +97,12 @@ async def test_similar_sentences_score_higher_than_unrelated(loaded) -> None:
 
 async def test_many_short_inputs_share_decodes_and_keep_order(loaded) -> None:
     texts = [f"sentence number {i} about topic {i % 7}" for i in range(64)]
-    batcher = loaded._batcher
-    vectors, tokens, decodes = batcher.embed(texts, CancelToken())
-    assert decodes <= -(-tokens // batcher.pack_tokens) + 1 < len(texts)
-    one_by_one = np.array([batcher.embed([text], CancelToken())[0][0] for text in texts[:5]])
+    context = loaded._context
+    before = context.decodes
+    result = await loaded.embed(texts, CancelToken())
+    vectors, decodes = result.vectors, context.decodes - before
+    assert decodes <= -(-result.prompt_tokens // context.pack_tokens) + 1 < len(texts)
+    one_by_one = np.array([(await loaded.embed([text], CancelToken())).vectors[0] for text in texts[:5]])
     # Packed or alone, a text gets the same vector up to float rounding (unit vectors: the dot is the cosine).
     assert (np.array(vectors[:5]) * one_by_one).sum(1).min() >= 0.99999
     assert (np.array(vectors[1:6]) * one_by_one).sum(1).max() < 0.999  # and each vector is its own text's

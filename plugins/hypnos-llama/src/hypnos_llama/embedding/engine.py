@@ -11,16 +11,17 @@ from hypnos.engine import (
     CancelToken,
     EmbeddingInput,
     EmbeddingResult,
-    EngineCapabilities,
     EngineContext,
     MemoryEstimate,
     RerankInput,
     RerankResult,
 )
-from hypnos.errors import HypnosError, invalid_request
-from hypnos.kit.staged import ModelNotLoaded, StagedEngine, check_cancelled
+from hypnos.errors import invalid_request
+from hypnos.kit.batching import BatchLimits
+from hypnos.kit.embedding import EmbeddingEngine, context_length_exceeded, prefill_timing
+from hypnos.kit.staged import ModelNotLoaded, check_cancelled
 from hypnos.kit.warm_pages import WarmPages
-from hypnos.types import EngineTiming, LayerPlacementPlan
+from hypnos.types import LayerPlacementPlan
 
 from hypnos_llama.embedding.convert_bert import MAX_SEQUENCE_KEY, NORMALIZE_KEY
 from hypnos_llama.estimate import estimate_gguf
@@ -62,8 +63,8 @@ def is_reranker(gguf: GgufFile) -> bool:
     return any(tensor.name in CLASSIFIER_TENSORS for tensor in gguf.tensors)
 
 
-class EmbeddingBatcher:
-    """Owns a llama.cpp embedding context; packs inputs into batches of up to n_batch tokens and n_seq_max sequences."""
+class EmbeddingContext:
+    """Owns a llama.cpp embedding context; packs inputs into decodes of up to n_batch tokens and n_seq_max sequences."""
 
     def __init__(self, path: Path, options: LlamaOptions, gguf: GgufFile, n_gpu_layers: int) -> None:
         lib = import_llama_cpp()
@@ -93,40 +94,23 @@ class EmbeddingBatcher:
         self.pack_tokens = max(1, min(options.embedding_batch_tokens, n_batch))
         self.n_seq_max = int(self.llama.context_params.n_seq_max)
         self.n_embd = int(self.llama.n_embd())
+        self.n_vocab = int(self.llama.n_vocab())
         self.sep = int(lib.llama_vocab_sep(self.llama._model.vocab)) if hasattr(lib, "llama_vocab_sep") else -1
         self.rerank_template = self.llama.metadata.get("tokenizer.chat_template.rerank")
+        self.decodes = 0  # llama_decode calls made (packing many inputs into one is the point)
 
     def close(self) -> None:
         """Free the context and model."""
         self.llama.close()
 
-    def tokens(self, text: EmbeddingInput, index: int = 0) -> list[int]:
-        """Tokens of one input (a text, or token ids checked against the vocabulary); 400 when longer than the
-        model's sequence length (never cut silently)."""
-        if isinstance(text, str):
-            tokens = self.llama.tokenize(text.encode("utf-8"), add_bos=True, special=False)
-        else:
-            vocab = self.llama.n_vocab()
-            if any(not 0 <= token < vocab for token in text):
-                raise invalid_request(f"`input[{index}]` holds a token id outside the vocabulary (0..{vocab - 1})")
-            tokens = list(text)
-        if len(tokens) > self.max_tokens:
-            raise HypnosError(
-                400,
-                "invalid_request_error",
-                f"`input[{index}]` has {len(tokens)} tokens; the model takes at most {self.max_tokens}",
-                code="context_length_exceeded",
-            )
-        return tokens
+    def tokens(self, text: str) -> list[int]:
+        """Tokens of one text, as the model reads an embedding input (BOS/CLS and the vocabulary's end tokens)."""
+        return self.llama.tokenize(text.encode("utf-8"), add_bos=True, special=False)
 
-    def embed(self, texts: list[EmbeddingInput], cancel: CancelToken) -> tuple[list[list[float]], int, int]:
-        """Vectors in input order, the prompt token count and how many decodes it took."""
-        if self.rank:
-            raise invalid_request("This model is a reranker (rank pooling): it scores documents on POST /v1/rerank")
-        every = [self.tokens(text, index) for index, text in enumerate(texts)]  # all checked before any decode
-        pooled, decodes = self._pooled(every, self.n_embd, cancel)
-        vectors = float32_resolution(normalized(pooled) if self.normalize else pooled).tolist()
-        return vectors, sum(len(tokens) for tokens in every), decodes
+    def embed(self, sequences: list[list[int]]) -> Any:
+        """The vectors of token sequences (normalized when the GGUF says so), as a 2-D array in input order."""
+        pooled = self._pooled(sequences, self.n_embd, CancelToken())
+        return float32_resolution(normalized(pooled) if self.normalize else pooled)
 
     def pair_tokens(self, query: str, document: str, index: int) -> list[int]:
         """One (query, document) input as llama.cpp's server builds it: the GGUF's rerank template when it has
@@ -147,18 +131,12 @@ class EmbeddingBatcher:
             doc_tokens = llama.tokenize(document.encode("utf-8"), add_bos=False, special=False)
             tokens = [*bos, *query_tokens, *end, *sep, *doc_tokens, *end]
         if len(tokens) > self.max_tokens:
-            raise HypnosError(
-                400,
-                "invalid_request_error",
-                f"The query with `documents[{index}]` is {len(tokens)} tokens; the model takes at most "
-                f"{self.max_tokens}",
-                code="context_length_exceeded",
-            )
+            raise context_length_exceeded(f"The query with `documents[{index}]`", len(tokens), self.max_tokens)
         return tokens
 
-    def rerank(self, query: str, documents: list[str], cancel: CancelToken) -> tuple[list[float], int, int]:
+    def rerank(self, query: str, documents: list[str], cancel: CancelToken) -> tuple[list[float], int]:
         """One relevance score per document (the classification head's first output, as llama.cpp's server
-        answers), the prompt token count and how many decodes it took."""
+        answers), and the prompt token count."""
         if not self.rank:
             raise invalid_request(
                 "This model is an embedding model, not a reranker: /v1/rerank needs a cross-encoder GGUF "
@@ -166,26 +144,25 @@ class EmbeddingBatcher:
             )
         every = [self.pair_tokens(query, document, index) for index, document in enumerate(documents)]
         width = int(self.lib.llama_model_n_cls_out(self.llama._model.model)) or 1
-        pooled, decodes = self._pooled(every, width, cancel)
-        return [round(float(row[0]), 7) for row in pooled], sum(len(tokens) for tokens in every), decodes
+        pooled = self._pooled(every, width, cancel)
+        return [round(float(row[0]), 7) for row in pooled], sum(len(tokens) for tokens in every)
 
-    def _pooled(self, sequences: list[list[int]], width: int, cancel: CancelToken) -> tuple[Any, int]:
+    def _pooled(self, sequences: list[list[int]], width: int, cancel: CancelToken) -> Any:
         """The pooled output (`width` floats) of each token sequence, packed many to a decode."""
         import numpy as np
 
         llama, lib = self.llama, self.lib
         rows: list[Any] = []
-        decodes = 0
         pending = 0
         used = 0
 
         def flush() -> None:
-            nonlocal decodes, used, pending
+            nonlocal used, pending
             if not pending:
                 return
             llama._ctx.kv_cache_clear()
             llama._ctx.decode(llama._batch)
-            decodes += 1
+            self.decodes += 1
             pooled = np.empty((pending, width), dtype=np.float64)
             for seq in range(pending):
                 pointer = lib.llama_get_embeddings_seq(llama._ctx.ctx, seq)
@@ -204,22 +181,29 @@ class EmbeddingBatcher:
             used += len(tokens)
         flush()
         llama._ctx.kv_cache_clear()
-        return (np.concatenate(rows) if rows else np.empty((0, width))), decodes
+        return np.concatenate(rows) if rows else np.empty((0, width))
 
 
-class LlamaEmbeddingEngine(StagedEngine):
-    """A GGUF embedding model: tier 1 = context ready, tier 2 = file pages warm in RAM, tier 3 = nothing held."""
+class LlamaEmbeddingEngine(EmbeddingEngine):
+    """A GGUF embedding model: tier 1 = context ready, tier 2 = file pages warm in RAM, tier 3 = nothing held.
+
+    Embeddings go through the kit (hypnos.kit.embedding): input checks, and the inputs of concurrent requests packed
+    into shared decodes; rerank runs per request on the same worker."""
 
     options_table = "llama"
     options_type = LlamaOptions
+    # a call holds the starter's 32 requests of a text or two (packed into decodes of embedding_batch_tokens); a sweep
+    # of 32/64/128 inputs and 0/2/8 ms (bench embeddings_bench, 2-core EPYC at load 6-9) could not tell them apart
+    batching = BatchLimits(max_batch_size=64, max_wait_ms=2.0)
 
     def __init__(self, model: Any, context: EngineContext) -> None:
         super().__init__(model, context)
         self.options: LlamaOptions
         self.path = self.model_path()
         self.load_mode = "mmap" if self.options.use_mmap else "read"
+        self.matryoshka = self.options.matryoshka
         self._gguf: GgufFile | None = None
-        self._batcher: EmbeddingBatcher | None = None
+        self._context: EmbeddingContext | None = None
         self._warm = WarmPages(self.path, lock=self.options.lock_warm_pages)
 
     def _header(self) -> GgufFile:
@@ -239,50 +223,45 @@ class LlamaEmbeddingEngine(StagedEngine):
 
     def build(self, plan: LayerPlacementPlan) -> None:
         """Tier 1: the model and an embedding context, plan.gpu_layers of it on the device."""
-        self._batcher = EmbeddingBatcher(self.path, self.options, self._header(), plan.gpu_layers)
+        self._context = EmbeddingContext(self.path, self.options, self._header(), plan.gpu_layers)
+        self.max_tokens, self.vocab_size = self._context.max_tokens, self._context.n_vocab
         self.device = "cuda" if plan.gpu_layers > 0 and self.context.accelerator == "NvidiaCuda" else "cpu"
 
     def release_device(self) -> None:
         """Free the context and the model."""
-        batcher, self._batcher = self._batcher, None
-        if batcher is not None:
-            batcher.close()
+        context, self._context = self._context, None
+        if context is not None:
+            context.close()
 
     def release_warm(self) -> None:
         """Let the kernel drop the file's pages."""
         self._warm.release()
 
-    def capabilities(self) -> EngineCapabilities:
-        """Matryoshka models (`[models.llama] matryoshka = true`) take `dimensions`."""
-        return EngineCapabilities(matryoshka=self.options.matryoshka)
+    def _loaded(self) -> EmbeddingContext:
+        if self._context is None:  # demoted while this call waited on the worker
+            raise ModelNotLoaded(self.model.id)
+        return self._context
+
+    def tokenize(self, text: str) -> list[int]:
+        """The tokens llama.cpp reads for one text."""
+        return self._loaded().tokens(text)
+
+    def embed_batch(self, batch: list[list[int]]) -> Any:
+        """The batch's vectors, packed into as few decodes as `embedding_batch_tokens` allows."""
+        return self._loaded().embed(batch)
 
     async def embed(self, texts: list[EmbeddingInput], cancel: CancelToken) -> EmbeddingResult:
-        """Embed texts in as few decodes as the batch allows; vectors in input order."""
-        self.require_ready()
-        started = time.perf_counter()
-        vectors, tokens, _decodes = await self.run_blocking(self._embed_blocking, texts, cancel)
-        return EmbeddingResult(vectors=vectors, prompt_tokens=tokens, timing=_prefill_timing(started, tokens))
+        """Embed texts or token ids (a reranker refuses: it scores on /v1/rerank)."""
+        if is_reranker(self._header()):
+            raise invalid_request("This model is a reranker (rank pooling): it scores documents on POST /v1/rerank")
+        return await super().embed(texts, cancel)
 
     async def rerank(self, job: RerankInput, cancel: CancelToken) -> RerankResult:
         """Score each document against the query with the model's classification head (llama.cpp rank pooling)."""
         self.require_ready()
         started = time.perf_counter()
-        scores, tokens, _decodes = await self.run_blocking(self._rerank_blocking, job, cancel)
-        return RerankResult(scores=scores, prompt_tokens=tokens, timing=_prefill_timing(started, tokens))
+        scores, tokens = await self.run_blocking(self._rerank_blocking, job, cancel)
+        return RerankResult(scores=scores, prompt_tokens=tokens, timing=prefill_timing(started, tokens))
 
-    def _rerank_blocking(self, job: RerankInput, cancel: CancelToken) -> tuple[list[float], int, int]:
-        if self._batcher is None:  # demoted while this call waited on the worker
-            raise ModelNotLoaded(self.model.id)
-        return self._batcher.rerank(job.query, job.documents, cancel)
-
-    def _embed_blocking(self, texts: list[EmbeddingInput], cancel: CancelToken) -> tuple[list[list[float]], int, int]:
-        if self._batcher is None:  # demoted while this call waited on the worker
-            raise ModelNotLoaded(self.model.id)
-        return self._batcher.embed(texts, cancel)
-
-
-def _prefill_timing(started: float, tokens: int) -> EngineTiming:
-    """The prefill time since `started` (perf_counter) and its tokens/s."""
-    elapsed = (time.perf_counter() - started) * 1000
-    rate = tokens / (elapsed / 1000) if elapsed > 0 else None
-    return EngineTiming(prefill_ms=round(elapsed, 3), prefill_tokens_per_s=rate and round(rate, 1))
+    def _rerank_blocking(self, job: RerankInput, cancel: CancelToken) -> tuple[list[float], int]:
+        return self._loaded().rerank(job.query, job.documents, cancel)

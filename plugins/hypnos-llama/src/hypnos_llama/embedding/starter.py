@@ -66,5 +66,6 @@ def embedding_starter_models(models_dir: Path, weight_type: str | None = None) -
             "weights_path": str(target.relative_to(models_dir)),
             "initial_tier": "tier2_pinned_ram",
             "priority": "normal",
+            "slots": 32,  # requests let in together: their inputs share decodes (the kit's batcher)
         }
     ]
