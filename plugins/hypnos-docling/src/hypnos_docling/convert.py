@@ -27,6 +27,7 @@ from hypnos_docling.layout import Figure, Line, page_document
 from hypnos_docling.layout_furniture import FurnitureTracker, PageBands, bands_of
 from hypnos_docling.layout_lines import segments_of_words
 from hypnos_docling.pdf_images import fill_missing_images
+from hypnos_docling.pdf_words import pdfium_text, split_glued
 
 logger = logging.getLogger(__name__)
 
@@ -178,11 +179,12 @@ class Converter:
         if not source.valid or not source._backend.is_valid():
             raise invalid_request("The PDF could not be read (damaged or encrypted)")
         backend = source._backend
+        pdfium = _open_pdfium(job.data)
         try:
             numbers = self._page_numbers(job, source.page_count)
             emit(DocumentStarted(page_count=source.page_count, pages=numbers, format="pdf"))
             parsed: dict[int, ParsedPage] = {}
-            tracker = FurnitureTracker()
+            tracker = FurnitureTracker(numbers)
             emitted = 0
             upcoming = iter(numbers)
             next_page = next(upcoming, None)
@@ -194,7 +196,7 @@ class Converter:
                         logger.info("conversion of %s cancelled after %d of %d pages", name, emitted, len(numbers))
                     check_cancelled(cancel)
                     try:
-                        page = self._parse_pdf_page(job, page_backend)
+                        page = self._parse_pdf_page(job, page_backend, pdfium)
                     finally:
                         page_backend.unload()
                     self.bounds.check_page_time(page.number, started)
@@ -213,8 +215,10 @@ class Converter:
                 pages.close()  # type: ignore[attr-defined]
         finally:
             backend.unload()
+            if pdfium is not None:
+                pdfium.close()
 
-    def _parse_pdf_page(self, job: DocumentInput, page_backend: Any) -> ParsedPage:
+    def _parse_pdf_page(self, job: DocumentInput, page_backend: Any, pdfium: Any) -> ParsedPage:
         page_no = page_backend.page_no
         size = page_backend.get_size()
         width, height = float(size.width), float(size.height)
@@ -229,17 +233,19 @@ class Converter:
                     continue
                 box = cell.rect.to_bounding_box().to_top_left_origin(page_height=height)
                 words.append(Line(cell.text, box.l, box.t, box.r, box.b, cell.font_name or cell.font_key or ""))
+            if words and pdfium is not None:
+                words = split_glued(words, pdfium_text(pdfium, page_no, height))
             lines = segments_of_words(words)
             for bitmap in parsed.bitmap_resources:
                 box = bitmap.rect.to_bounding_box().to_top_left_origin(page_height=height)
                 figures.append(Figure(box.l, box.t, box.r, box.b, bitmap.image))
         if not lines and job.ocr:
             scale = self.bounds.ocr_scale(page_no, width, height)
-            lines = self.ocr_lines(self._render(job.data, page_no, scale), scale)
+            lines = self.ocr_lines(self._render(pdfium, page_no, scale), scale)
             ocr = bool(lines)
             if lines:  # a scan: the page-sized bitmap is the page itself, not a picture in it
                 figures = [f for f in figures if (f.right - f.left) * (f.bottom - f.top) < 0.8 * width * height]
-        fill_missing_images(job.data, page_no, height, figures)
+        fill_missing_images(pdfium, page_no, height, figures)
         return ParsedPage(page_no, (width, height), lines, figures, ocr, bands_of(lines, height))
 
     def _pdf_page_done(
@@ -251,14 +257,10 @@ class Converter:
         done.ms = round((time.perf_counter() - started) * 1000, 3)
         return done
 
-    def _render(self, data: bytes, page_no: int, scale: float) -> Any:
-        import pypdfium2
-
-        pdf = pypdfium2.PdfDocument(data)
-        try:
-            return pdf[page_no - 1].render(scale=scale).to_pil()
-        finally:
-            pdf.close()
+    def _render(self, pdfium: Any, page_no: int, scale: float) -> Any:
+        if pdfium is None:
+            raise invalid_request(f"Page {page_no} could not be rendered for OCR")
+        return pdfium[page_no - 1].render(scale=scale).to_pil()
 
     def _page_done(
         self, job: DocumentInput, name: str, page_no: int, size: tuple[float, float], lines: list[Line],
@@ -328,6 +330,16 @@ class Converter:
                 json=doc.export_to_dict() if job.output_format == "json" else None,
             )
         )
+
+
+def _open_pdfium(data: bytes) -> Any:
+    """The PDF opened by pypdfium2 for the conversion (page text, OCR renders, pictures), or None if it cannot."""
+    import pypdfium2
+
+    try:
+        return pypdfium2.PdfDocument(data)
+    except pypdfium2.PdfiumError:
+        return None
 
 
 def _declarative_backend(kind: str, formats: Any) -> tuple[Any, Any]:

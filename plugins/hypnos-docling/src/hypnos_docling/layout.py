@@ -13,6 +13,7 @@ from typing import Any
 
 from hypnos_docling.layout_blocks import CAPTION, Block, blocks_of, code_text, ocr_blocks
 from hypnos_docling.layout_lines import Line, column_split, fonts_of, rows_of
+from hypnos_docling.layout_title import mend_title_block
 
 __all__ = ["Figure", "Line", "page_document"]
 
@@ -130,6 +131,8 @@ def page_document(
         prov = _prov(page_no, _box([line]), height, len(line.text))
         doc.add_text(label=label, text=line.text, prov=prov, content_layer=ContentLayer.FURNITURE)
     blocks = page_blocks(lines, figures, width, ocr=ocr)
+    if page_no == 1 and not ocr:
+        mend_title_block(blocks, width)
     captions = link_captions(blocks)
     linked = {id(block) for block in captions.values()}
     group: Any = None

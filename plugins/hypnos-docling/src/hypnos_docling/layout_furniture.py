@@ -54,11 +54,17 @@ def bands_of(lines: list[Line], height: float) -> PageBands:
 
 
 class FurnitureTracker:
-    """The band texts of every page parsed so far; which runs of a page are furniture."""
+    """The band texts of every page parsed so far; which runs of a page are furniture.
 
-    def __init__(self) -> None:
+    A band run that repeats on no page seen yet is decided once the pages within NEIGHBOURS of its page are parsed
+    (a running header skips a chapter's opening page, and alternates between even and odd pages)."""
+
+    NEIGHBOURS = 2
+
+    def __init__(self, pages: list[int] | None = None) -> None:
         self._lock = threading.Lock()
         self._seen: dict[int, tuple[set[str], set[str]]] = {}
+        self._pages = set(pages or [])
 
     def add(self, page_no: int, bands: PageBands) -> None:
         """Remember a parsed page's band texts."""
@@ -74,11 +80,21 @@ class FurnitureTracker:
             return len(self._seen)
 
     def undecided(self, page_no: int, bands: PageBands) -> bool:
-        """True when a band run could be furniture but no other page has been parsed to tell."""
-        if not any(not is_page_number(line.text) for line in bands.top + bands.bottom):
-            return False
+        """True when a band run could be furniture, repeats on no other page parsed so far, and a page near it that
+        could tell is still to be parsed."""
         with self._lock:
-            return all(number == page_no for number in self._seen)
+            others = [seen for number, seen in self._seen.items() if number != page_no]
+            near = range(page_no - self.NEIGHBOURS, page_no + self.NEIGHBOURS + 1)
+            waiting = any(n in self._pages and n not in self._seen for n in near if n != page_no)
+            if not others:
+                waiting = waiting or not self._pages
+        if not waiting:
+            return False
+        for side, lines in ((0, bands.top), (1, bands.bottom)):
+            for line in lines:
+                if not is_page_number(line.text) and not any(shape(line.text) in seen[side] for seen in others):
+                    return True
+        return False
 
     def furniture(self, page_no: int, bands: PageBands) -> list[Line]:
         """The outermost runs of the page's bands that are page numbers or repeat in the same band of another page;
