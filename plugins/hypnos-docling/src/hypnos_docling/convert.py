@@ -26,6 +26,7 @@ from hypnos_docling.html_clean import main_content
 from hypnos_docling.layout import Figure, Line, page_document
 from hypnos_docling.layout_furniture import FurnitureTracker, PageBands, bands_of
 from hypnos_docling.layout_lines import segments_of_words
+from hypnos_docling.pdf_cells import page_cells
 from hypnos_docling.pdf_images import fill_missing_images
 from hypnos_docling.pdf_words import pdfium_text, split_glued
 
@@ -226,19 +227,11 @@ class Converter:
         figures: list[Figure] = []
         ocr = False
         if page_backend.is_valid():
-            parsed = page_backend.get_segmented_page()
-            words = []
-            for cell in parsed.word_cells or parsed.textline_cells:
-                if not cell.text.strip():
-                    continue
-                box = cell.rect.to_bounding_box().to_top_left_origin(page_height=height)
-                words.append(Line(cell.text, box.l, box.t, box.r, box.b, cell.font_name or cell.font_key or ""))
+            words, pictures = page_cells(page_backend, height)
             if words and pdfium is not None:
                 words = split_glued(words, pdfium_text(pdfium, page_no, height))
             lines = segments_of_words(words)
-            for bitmap in parsed.bitmap_resources:
-                box = bitmap.rect.to_bounding_box().to_top_left_origin(page_height=height)
-                figures.append(Figure(box.l, box.t, box.r, box.b, bitmap.image))
+            figures = [Figure(*box, image) for box, image in pictures]
         if not lines and job.ocr:
             scale = self.bounds.ocr_scale(page_no, width, height)
             lines = self.ocr_lines(self._render(pdfium, page_no, scale), scale)

@@ -133,7 +133,7 @@ def _weighted_median(pairs: list[tuple[float, int]]) -> float:
 
 def _letters(text: str) -> int:
     """How many letters and digits the text has (dot leaders and rules weigh nothing in telling its face)."""
-    return sum(ch.isalnum() for ch in text)
+    return len(text) if text.isalnum() else sum(ch.isalnum() for ch in text)
 
 
 def _advance(word: Line) -> float:
@@ -142,9 +142,10 @@ def _advance(word: Line) -> float:
 
 def _fixed_space(before: Line, word: Line) -> bool:
     """The two words share one advance per character and the gap between them is one character of it."""
+    if before.font != word.font:
+        return False
     a, b = _advance(before), _advance(word)
-    gap = word.left - before.right
-    return before.font == word.font and abs(a - b) <= 0.02 * max(a, b) and abs(gap - a) <= 0.06 * a
+    return abs(a - b) <= 0.02 * max(a, b) and abs(word.left - before.right - a) <= 0.06 * a
 
 
 def _joins(current: Line, previous: Line, word: Line) -> bool:
@@ -171,12 +172,13 @@ def segments_of_words(words: list[Line]) -> list[Line]:
                 current.text += ("" if word.left - current.right < 0.05 * word.height else " ") + word.text
                 current.right = max(current.right, word.right)
                 current.top, current.bottom = min(current.top, word.top), max(current.bottom, word.bottom)
-                joins, fixed = joins + 1, fixed + _fixed_space(previous, word)
+                joins, fixed = joins + 1, fixed + (fixed == joins and _fixed_space(previous, word))
                 current.pitch = _advance(current) if joins >= 2 and fixed == joins else 0.0
                 faces = current.faces
                 faces[word.font] = faces.get(word.font, 0) + _letters(word.text)
-                current.font = max(faces, key=lambda key: faces[key])  # the face of most of its characters
                 sizes[word.font] = max(sizes.get(word.font, 0.0), word.size)
+                if len(faces) > 1:
+                    current.font = max(faces, key=lambda key: faces[key])  # the face of most of its characters
                 current.size = sizes[current.font]  # an inline word in another face does not resize the run
                 previous = word
                 continue
@@ -190,14 +192,18 @@ def segments_of_words(words: list[Line]) -> list[Line]:
 def rows_of(lines: list[Line]) -> list[list[Line]]:
     """Runs grouped by baseline (vertical overlap), each row sorted left to right; rows top to bottom."""
     rows: list[list[Line]] = []
+    anchor: Line | None = None  # the tallest run of the last row
     for line in sorted(lines, key=lambda item: (item.bottom, item.left)):
-        if rows:
-            last = rows[-1]
-            anchor = max(last, key=lambda item: item.height)
-            if abs(line.bottom - anchor.bottom) < 0.3 * min(line.height, anchor.height):
-                last.append(line)
+        height = line.height
+        if anchor is not None:
+            anchor_height = anchor.height
+            if abs(line.bottom - anchor.bottom) < 0.3 * min(height, anchor_height):
+                rows[-1].append(line)
+                if height > anchor_height:
+                    anchor = line
                 continue
         rows.append([line])
+        anchor = line
     return [sorted(row, key=lambda item: item.left) for row in sorted(rows, key=lambda row: min(i.top for i in row))]
 
 
