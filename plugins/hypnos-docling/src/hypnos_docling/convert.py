@@ -119,10 +119,11 @@ def pictures_of(doc: Any, page_no: int) -> list[Picture]:
 class Converter:
     """docling's backends and RapidOCR, built once per model at tier 1."""
 
-    def __init__(self, threads: int, max_pages: int, bounds: DocumentBounds) -> None:
+    def __init__(self, threads: int, max_pages: int, bounds: DocumentBounds, standard: Any = None) -> None:
         self.threads = threads
         self.max_pages = max_pages
         self.bounds = bounds
+        self.standard = standard  # docling's standard PDF pipeline (hypnos_docling.standard), None: the layout pass
         self._ocr: Any = None
 
     def ocr_lines(self, image: Any, scale: float) -> list[Line]:
@@ -145,7 +146,11 @@ class Converter:
         """Convert the document, calling emit(DocumentStarted) once and emit(PageDone) per page, in order."""
         kind = detect_format(job.data, job.filename)
         self.bounds.check_document(kind, job.data)
-        if kind == "pdf":
+        if kind == "pdf" and self.standard is not None:
+            page_count = _page_count(job.data)
+            numbers = self._page_numbers(job, page_count)
+            self.standard.convert(job, numbers, page_count, cancel, emit, pictures_of)
+        elif kind == "pdf":
             self._convert_pdf(job, cancel, emit)
         elif kind == "image":
             self._convert_image(job, cancel, emit)
@@ -323,6 +328,17 @@ class Converter:
                 json=doc.export_to_dict() if job.output_format == "json" else None,
             )
         )
+
+
+def _page_count(data: bytes) -> int:
+    """The PDF's page count (pypdfium2), 400 when it cannot be read."""
+    pdf = _open_pdfium(data)
+    if pdf is None:
+        raise invalid_request("The PDF could not be read (damaged or encrypted)")
+    try:
+        return len(pdf)
+    finally:
+        pdf.close()
 
 
 def _open_pdfium(data: bytes) -> Any:

@@ -92,7 +92,9 @@ class FurnitureTracker:
             return False
         for side, lines in ((0, bands.top), (1, bands.bottom)):
             for line in lines:
-                if not is_page_number(line.text) and not any(shape(line.text) in seen[side] for seen in others):
+                if is_page_number(line.text) or bands.heading_sized(line):  # decided already: furniture, content
+                    continue
+                if not any(shape(line.text) in seen[side] for seen in others):
                     return True
         return False
 
