@@ -250,3 +250,32 @@ def test_a_typewriter_face_is_known_by_its_name() -> None:
              for n in range(8)]  # fmt: skip
     lines.append(Line("0:text/x-diff:__NOGLOBS__", 120, 200, 254, 209, "/JNNPWA+NimbusMonL-Regu"))
     assert fonts_of(lines).mono == {"/JNNPWA+NimbusMonL-Regu"}
+
+
+def test_numbered_items_parted_by_paragraphs_keep_their_numbers() -> None:
+    def draw(canvas: Any) -> None:
+        y = 740
+        for number, title in [("0.", "PREAMBLE"), ("1.", "APPLICABILITY AND DEFINITIONS"), ("2.", "VERBATIM COPYING")]:
+            canvas.setFont("Times-Roman", 10)
+            canvas.drawString(72, y, number)
+            canvas.drawString(86, y, title + " of the license and what it covers.")
+            y = _text(canvas, y - 20, TEXT[:2], x=86) - 12
+
+    markdown = markdown_of(draw)
+    assert re.findall(r"^(\d+)\. ([A-Z]+)", markdown, re.MULTILINE) == [
+        ("0", "PREAMBLE"), ("1", "APPLICABILITY"), ("2", "VERBATIM"),
+    ]  # fmt: skip
+
+
+def test_an_indented_line_carried_on_in_lower_case_is_not_a_new_item() -> None:
+    def draw(canvas: Any) -> None:
+        y = _text(canvas, 740) - 8
+        y = _text(canvas, y, ["Everyone is permitted to copy and distribute verbatim copies",
+                              "of this license document, but changing it is not allowed."], x=100)  # fmt: skip
+        _text(canvas, y - 8, TEXT[1:])
+
+    markdown = markdown_of(draw)
+    assert re.findall(r"^- (.*)$", markdown, re.MULTILINE) == [
+        "Everyone is permitted to copy and distribute verbatim copies of this license document, but changing it is "
+        "not allowed."
+    ]

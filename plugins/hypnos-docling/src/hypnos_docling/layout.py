@@ -181,7 +181,8 @@ def _add_block(doc: Any, block: Block, page_no: int, height: float, group: Any, 
         for title, page in block.entries:
             doc.add_list_item(text=f"{title} \u2026 {page}", enumerated=False, parent=group, prov=prov)
     elif block.kind == "list_item":
-        doc.add_list_item(text=block.text, enumerated=block.enumerated, parent=group, prov=prov)
+        doc.add_list_item(text=block.text, enumerated=block.enumerated, marker=block.marker or None, parent=group,
+                          prov=prov)  # fmt: skip
     elif block.kind == "code":
         doc.add_code(text=block.text, prov=prov)
     elif block.kind == "heading":

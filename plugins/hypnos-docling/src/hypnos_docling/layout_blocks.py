@@ -36,6 +36,8 @@ class Block:
     text: str = ""
     level: int = 1
     enumerated: bool = False
+    marker: str = ""  # an enumerated item's number as printed (`0.`, `b)`)
+    unmarked: bool = False  # a list item known by its indent alone (its marker drawn, not written)
     cells: list[list[str]] = field(default_factory=list)
     entries: list[tuple[str, str]] = field(default_factory=list)
     rows: list[list[Line]] = field(default_factory=list)
@@ -126,17 +128,19 @@ def _text_left(lines: list[Line]) -> float:
     return lines[0].left + 6
 
 
-def _list_start(row: list[Line]) -> tuple[bool, str] | None:
+def _list_start(row: list[Line]) -> tuple[bool, str, str] | None:
+    """(enumerated, the item's text, its number as printed: `0.`, `a)`; "" for a bullet) when the row opens one."""
     first = row[0].text.strip()
     rest = " ".join(line.text for line in row[1:]).strip()
     if bullet := BULLET.match(first):
         body = (bullet.group(2) + " " + rest).strip()
         if body and (len(first) == 1 or first[1] == " " or first[0] in "\u2022\u25cf\u25e6\u25aa\u25a0"):
-            return False, body
+            return False, body, ""
     if enum := ENUMERATOR.match(first):
         body = ((enum.group(2) or "") + " " + rest).strip()
-        if body:
-            return True, body
+        number = (enum.group(1) or enum.group(3) or "").strip("()")
+        if body:  # `3)` and `(3)` as the Markdown `3.`, letters as printed
+            return True, body, number[:-1] + "." if number[:-1].isdigit() else number
     return None
 
 
@@ -217,11 +221,12 @@ def blocks_of(rows: list[list[Line]], fonts: Fonts) -> list[Block]:
             continue
         item = _list_start(row)
         if item is not None and not (continues and previous is not None and previous.kind == "paragraph"):
-            blocks.append(Block("list_item", row[0].top, list(row), text=item[1], enumerated=item[0]))
+            blocks.append(Block("list_item", row[0].top, list(row), text=item[1], enumerated=item[0], marker=item[2]))
             index += 1
             continue
         if continues and previous is not None:
-            if previous.kind == "list_item" and row[0].left < _text_left(previous.lines) - 2:
+            carried_on = previous.unmarked and text[:1].islower() and abs(row[0].left - previous.lines[0].left) < 2
+            if previous.kind == "list_item" and row[0].left < _text_left(previous.lines) - 2 and not carried_on:
                 continues = False
             else:
                 joined = previous.text
@@ -231,7 +236,7 @@ def blocks_of(rows: list[list[Line]], fonts: Fonts) -> list[Block]:
                 index += 1
                 continue
         if _unmarked_item(rows, index, margin, right_edge, fonts):
-            blocks.append(Block("list_item", row[0].top, list(row), text=text))
+            blocks.append(Block("list_item", row[0].top, list(row), text=text, unmarked=True))
             index += 1
             continue
         kind = "caption" if CAPTION.match(text) else "paragraph"
