@@ -279,3 +279,19 @@ def test_an_indented_line_carried_on_in_lower_case_is_not_a_new_item() -> None:
         "Everyone is permitted to copy and distribute verbatim copies of this license document, but changing it is "
         "not allowed."
     ]
+
+
+def test_a_table_of_contents_title_is_a_heading_not_a_caption() -> None:
+    def draw(canvas: Any) -> None:
+        canvas.setFont("Times-Bold", 17)
+        canvas.drawString(72, 740, "Table of Contents")
+        y = 710
+        for title, page in [("1 Introduction", 1), ("2 Structure handling", 2), ("2.1 Syntax", 2), ("3 Utilities", 5)]:
+            canvas.setFont("Times-Roman", 10)
+            canvas.drawString(72, y, title + " " + ". " * (40 - len(title) // 2))
+            canvas.drawRightString(450, y, str(page))
+            y -= 14
+
+    markdown = markdown_of(draw)
+    assert _headings(markdown) == ["Table of Contents"]
+    assert len(re.findall(r"^- \d", markdown, re.MULTILINE)) == 4

@@ -17,7 +17,9 @@ from hypnos_docling.layout_tables import DOT_LEADER, LIST_MARKER, table_run
 BULLET = re.compile(r"^([\u2022\u25cf\u25e6\u25aa\u25a0\u2023\u2043\u2219\u00b7*\-\u2013])\s*(.*)$")
 ENUMERATOR = re.compile(r"^(\(?\d{1,2}[.)]|\(?[a-z][.)])\s+(.*)$|^(\d{1,2}[.)])$")
 NUMBERING = re.compile(r"^((?:\d{1,2}|[A-Z])(?:\.\d{1,2}){0,4})\.?\s+\S")
-CAPTION = re.compile(r"^(Figure|Fig\.|Table|Listing)\s+[\dA-Z]+[.:\-\u2013]?\s", re.IGNORECASE)
+CAPTION = re.compile(  # `Figure 3:`, `Table A.1`, `Fig. IV` (not `Table of Contents`)
+    r"^(?i:figure|fig\.|table|listing)\s+(?:\d+(?:[.\-]\d+)*|[A-Z](?:[.\-]\d+)*|[IVXL]+)[.:\-\u2013]?(?:\s|$)"
+)
 CODE_SHARE = 0.9  # a row this much in monospace faces is a line of code (a path or a name in the text is not)
 CODE_GAP = 2.7  # code rows this close (in line heights) are one listing: one blank line inside it keeps it whole
 SENTENCE_END = (".", ":", ";", "!", "?")
