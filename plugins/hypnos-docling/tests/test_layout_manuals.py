@@ -295,3 +295,17 @@ def test_a_table_of_contents_title_is_a_heading_not_a_caption() -> None:
     markdown = markdown_of(draw)
     assert _headings(markdown) == ["Table of Contents"]
     assert len(re.findall(r"^- \d", markdown, re.MULTILINE)) == 4
+
+
+def test_a_page_waits_for_the_next_only_over_a_row_set_apart_at_its_edge() -> None:
+    from hypnos_docling.layout_furniture import FurnitureTracker, bands_of
+
+    text = [Line(f"line {n} of a paragraph that runs to the foot of the page", 72, 60 + 13.0 * n, 520, 69 + 13.0 * n,
+                 "Times-Roman") for n in range(55)]  # fmt: skip
+    footer = Line("Widget Manual, release 3", 72, 770, 200, 779, "Times-Italic")
+    tracker = FurnitureTracker([1, 2, 3])
+    running_text = bands_of(text, 792)
+    tracker.add(1, running_text)
+    assert not tracker.undecided(1, running_text)  # its last line is text: handed out at once
+    with_footer = bands_of([*text[:50], footer], 792)
+    assert tracker.undecided(1, with_footer)  # a footer standing apart: page 2 tells whether it repeats

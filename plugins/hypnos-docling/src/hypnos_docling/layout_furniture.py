@@ -10,11 +10,12 @@ from __future__ import annotations
 import re
 import statistics
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hypnos_docling.layout_lines import Line
 
 BAND = 0.1  # the top and bottom tenth of the page
+SEPARATION = 0.8  # the blank (in line heights) between a running header or footer and the text
 HEADING_RATIO = 1.25  # a band run this much larger than the page's body text is a heading, not a running header
 _PAGE_NUMBER = re.compile(
     r"^(?:[-\u2013\u2014]\s*)?(?:page\s+|p\.\s*)?(?:\d{1,4}|[ivxlc]{1,6})(?:\s*(?:/|of)\s*\d{1,4})?(?:\s*[-\u2013\u2014])?$",
@@ -39,18 +40,41 @@ class PageBands:
     top: list[Line]
     bottom: list[Line]
     body_size: float = 0.0  # the page's median run size (0 when the page has no runs)
+    apart: list[Line] = field(default_factory=list)  # the outermost rows' runs when a blank parts them from the text
 
     def heading_sized(self, line: Line) -> bool:
         """True when the run is set markedly larger than the page's body text (`Chapter 2: Results` at 20 pt)."""
         return self.body_size > 0 and line.height > HEADING_RATIO * self.body_size
 
 
+def _outer_row(lines: list[Line], edge: float, sign: float) -> list[Line]:
+    """The row nearest the page's edge (`sign` 1 from the top, -1 from the bottom) when a blank line or more parts
+    it from the rest of the page, else nothing: a running header or footer stands apart from the text."""
+    if not lines:
+        return []
+    outer = min(lines, key=lambda line: sign * line.top if sign > 0 else -line.bottom)
+    row = [line for line in lines if abs(line.bottom - outer.bottom) < 0.5 * line.height]
+    rest = [line for line in lines if not any(line is mine for mine in row)]
+    if not rest:
+        return row
+    height = max(line.height for line in row)
+    if sign > 0:
+        gap = min(line.top for line in rest) - max(line.bottom for line in row)
+    else:
+        gap = min(line.top for line in row) - max(line.bottom for line in rest)
+    return row if gap >= SEPARATION * height else []
+
+
 def bands_of(lines: list[Line], height: float) -> PageBands:
-    """The short runs of the page within BAND of its top or bottom edge (the candidates for furniture)."""
+    """The short runs of the page within BAND of its top or bottom edge (the candidates for furniture), and which
+    of them form the outermost row standing apart from the text (the ones worth waiting for another page over)."""
     top = [line for line in lines if line.bottom <= BAND * height and len(line.text) <= 120]
     bottom = [line for line in lines if line.top >= (1 - BAND) * height and len(line.text) <= 120]
     body = statistics.median(line.height for line in lines) if lines else 0.0
-    return PageBands(top, bottom, body)
+    top_row, bottom_row = _outer_row(lines, 0.0, 1.0), _outer_row(lines, height, -1.0)
+    apart = [line for line in top if any(line is mine for mine in top_row)]
+    apart += [line for line in bottom if any(line is mine for mine in bottom_row)]
+    return PageBands(top, bottom, body, apart)
 
 
 class FurnitureTracker:
@@ -93,6 +117,8 @@ class FurnitureTracker:
         for side, lines in ((0, bands.top), (1, bands.bottom)):
             for line in lines:
                 if is_page_number(line.text) or bands.heading_sized(line):  # decided already: furniture, content
+                    continue
+                if not any(line is apart for apart in bands.apart):  # a line of the text: not worth the wait
                     continue
                 if not any(shape(line.text) in seen[side] for seen in others):
                     return True
