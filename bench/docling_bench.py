@@ -6,7 +6,8 @@ Run from the repo root: `python -m bench.docling_bench` (needs hypnos-docling[do
 - hypnos: `hypnos serve` (granian) on loopback, POST /v1/documents/convert with stream = true, read to [DONE].
 The ratio is direct seconds / Hypnos seconds (>= 0.95 is the target; above 1 means Hypnos is faster). Also: the time
 to the first page event against the whole streamed conversion, and seconds per scanned page with OCR (Hypnos,
-after one warm-up that builds RapidOCR's sessions).
+after one warm-up that builds RapidOCR's sessions). With `--before CHECKOUT`: that checkout against this one (or
+`--after`), pages/s and first-page latency on the layout corpus and the 20-page PDF, alternating (bench/docling_ab.py).
 """
 
 from __future__ import annotations
@@ -68,7 +69,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--pages", type=int, default=20)
     parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--before", type=Path, help="an older checkout: compare it with --after instead (docling_ab)")
+    parser.add_argument("--after", type=Path, default=Path(__file__).resolve().parent.parent)
     args = parser.parse_args()
+    if args.before:
+        from bench import docling_ab
+
+        docling_ab.run(hypnos_stream, args.before, args.after, rounds=args.reps, pages=args.pages, threads=THREADS)
+        return
     document = testing.long_pdf(args.pages)
     scan = testing.scanned_pdf()
     with tempfile.TemporaryDirectory() as folder:

@@ -43,6 +43,24 @@ engine = "docling"
 weights_path = "layout"
 
 [[models]]
+id = "docling-standard"
+modality = "document_conversion"
+engine = "docling"
+
+[models.docling]
+pipeline = "standard"
+artifacts_path = "docling-artifacts"
+
+[[models]]
+id = "docling-own-layout"
+modality = "document_conversion"
+engine = "docling"
+weights_path = "layout"
+
+[models.docling]
+pipeline = "layout"
+
+[[models]]
 id = "eyes"
 modality = "text_generation"
 modalities = ["vision"]

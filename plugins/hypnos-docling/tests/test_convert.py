@@ -118,3 +118,18 @@ def test_a_model_with_layout_artifacts_answers_503_naming_what_is_missing(client
     error = response.json()["error"]
     assert error["type"] == "model_not_available"
     assert "standard layout pipeline" in error["message"] and "torch" in error["message"]
+
+
+def test_the_standard_pipeline_without_docling_models_answers_503_naming_them(client: Any) -> None:
+    response = client.post("/v1/documents/convert", data={"model": "docling-standard"},
+                           files={"file": ("r.pdf", testing.report_pdf(1))})  # fmt: skip
+    assert response.status_code == 503
+    message = response.json()["error"]["message"]
+    assert "docling-ibm-models" in message and "torchvision" in message and 'pipeline = "layout"' in message
+
+
+def test_pipeline_layout_serves_the_layout_pass_beside_docling_artifacts(client: Any) -> None:
+    response = client.post("/v1/documents/convert", data={"model": "docling-own-layout"},
+                           files={"file": ("r.pdf", testing.report_pdf(1))})  # fmt: skip
+    assert response.status_code == 200
+    assert "## Chapter 1: Results" in response.json()["markdown"]

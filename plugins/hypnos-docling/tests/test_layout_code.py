@@ -2,37 +2,21 @@
 
 from __future__ import annotations
 
-import io
-from collections.abc import Callable
+import sys
+from pathlib import Path
 from typing import Any
 
 from hypnos_docling.markdown import join_pages
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from drawn_pdf import markdown_of as _markdown
 
 BODY = [
     "Signal client value window buffer header format buffer figure figure signal answer section.",
     "Channel driver shared output option server report element client footer and more words here.",
     "Index method output shared cache index table sample input of the parser stream.",
 ]
-
-
-def _markdown(draw: Callable[[Any], None]) -> str:
-    """The joined Markdown of the PDF `draw` makes on a reportlab canvas (letter pages)."""
-    from hypnos.engine import CancelToken, DocumentInput
-    from hypnos_docling.bounds import DocumentBounds
-    from hypnos_docling.convert import Converter
-    from hypnos_docling.events import PageDone
-    from reportlab.pdfgen.canvas import Canvas
-
-    out = io.BytesIO()
-    canvas = Canvas(out)
-    draw(canvas)
-    canvas.save()
-    pages: list[PageDone] = []
-    job = DocumentInput(data=out.getvalue(), filename="listing.pdf")
-    Converter(threads=1, max_pages=10, bounds=DocumentBounds.defaults()).convert(
-        job, CancelToken(), lambda e: pages.append(e) if isinstance(e, PageDone) else None
-    )
-    return join_pages([page.markdown for page in pages])
 
 
 def _body(canvas: Any, top: float) -> float:

@@ -26,7 +26,9 @@ from hypnos_docling.html_clean import main_content
 from hypnos_docling.layout import Figure, Line, page_document
 from hypnos_docling.layout_furniture import FurnitureTracker, PageBands, bands_of
 from hypnos_docling.layout_lines import segments_of_words
+from hypnos_docling.pdf_cells import page_cells
 from hypnos_docling.pdf_images import fill_missing_images
+from hypnos_docling.pdf_words import pdfium_text, split_glued
 
 logger = logging.getLogger(__name__)
 
@@ -117,10 +119,11 @@ def pictures_of(doc: Any, page_no: int) -> list[Picture]:
 class Converter:
     """docling's backends and RapidOCR, built once per model at tier 1."""
 
-    def __init__(self, threads: int, max_pages: int, bounds: DocumentBounds) -> None:
+    def __init__(self, threads: int, max_pages: int, bounds: DocumentBounds, standard: Any = None) -> None:
         self.threads = threads
         self.max_pages = max_pages
         self.bounds = bounds
+        self.standard = standard  # docling's standard PDF pipeline (hypnos_docling.standard), None: the layout pass
         self._ocr: Any = None
 
     def ocr_lines(self, image: Any, scale: float) -> list[Line]:
@@ -143,7 +146,11 @@ class Converter:
         """Convert the document, calling emit(DocumentStarted) once and emit(PageDone) per page, in order."""
         kind = detect_format(job.data, job.filename)
         self.bounds.check_document(kind, job.data)
-        if kind == "pdf":
+        if kind == "pdf" and self.standard is not None:
+            page_count = _page_count(job.data)
+            numbers = self._page_numbers(job, page_count)
+            self.standard.convert(job, numbers, page_count, cancel, emit, pictures_of)
+        elif kind == "pdf":
             self._convert_pdf(job, cancel, emit)
         elif kind == "image":
             self._convert_image(job, cancel, emit)
@@ -178,11 +185,12 @@ class Converter:
         if not source.valid or not source._backend.is_valid():
             raise invalid_request("The PDF could not be read (damaged or encrypted)")
         backend = source._backend
+        pdfium = _open_pdfium(job.data)
         try:
             numbers = self._page_numbers(job, source.page_count)
             emit(DocumentStarted(page_count=source.page_count, pages=numbers, format="pdf"))
             parsed: dict[int, ParsedPage] = {}
-            tracker = FurnitureTracker()
+            tracker = FurnitureTracker(numbers)
             emitted = 0
             upcoming = iter(numbers)
             next_page = next(upcoming, None)
@@ -194,7 +202,7 @@ class Converter:
                         logger.info("conversion of %s cancelled after %d of %d pages", name, emitted, len(numbers))
                     check_cancelled(cancel)
                     try:
-                        page = self._parse_pdf_page(job, page_backend)
+                        page = self._parse_pdf_page(job, page_backend, pdfium)
                     finally:
                         page_backend.unload()
                     self.bounds.check_page_time(page.number, started)
@@ -213,8 +221,10 @@ class Converter:
                 pages.close()  # type: ignore[attr-defined]
         finally:
             backend.unload()
+            if pdfium is not None:
+                pdfium.close()
 
-    def _parse_pdf_page(self, job: DocumentInput, page_backend: Any) -> ParsedPage:
+    def _parse_pdf_page(self, job: DocumentInput, page_backend: Any, pdfium: Any) -> ParsedPage:
         page_no = page_backend.page_no
         size = page_backend.get_size()
         width, height = float(size.width), float(size.height)
@@ -222,24 +232,18 @@ class Converter:
         figures: list[Figure] = []
         ocr = False
         if page_backend.is_valid():
-            parsed = page_backend.get_segmented_page()
-            words = []
-            for cell in parsed.word_cells or parsed.textline_cells:
-                if not cell.text.strip():
-                    continue
-                box = cell.rect.to_bounding_box().to_top_left_origin(page_height=height)
-                words.append(Line(cell.text, box.l, box.t, box.r, box.b, cell.font_name or cell.font_key or ""))
+            words, pictures = page_cells(page_backend, height)
+            if words and pdfium is not None:
+                words = split_glued(words, pdfium_text(pdfium, page_no, height))
             lines = segments_of_words(words)
-            for bitmap in parsed.bitmap_resources:
-                box = bitmap.rect.to_bounding_box().to_top_left_origin(page_height=height)
-                figures.append(Figure(box.l, box.t, box.r, box.b, bitmap.image))
+            figures = [Figure(*box, image) for box, image in pictures]
         if not lines and job.ocr:
             scale = self.bounds.ocr_scale(page_no, width, height)
-            lines = self.ocr_lines(self._render(job.data, page_no, scale), scale)
+            lines = self.ocr_lines(self._render(pdfium, page_no, scale), scale)
             ocr = bool(lines)
             if lines:  # a scan: the page-sized bitmap is the page itself, not a picture in it
                 figures = [f for f in figures if (f.right - f.left) * (f.bottom - f.top) < 0.8 * width * height]
-        fill_missing_images(job.data, page_no, height, figures)
+        fill_missing_images(pdfium, page_no, height, figures)
         return ParsedPage(page_no, (width, height), lines, figures, ocr, bands_of(lines, height))
 
     def _pdf_page_done(
@@ -251,14 +255,10 @@ class Converter:
         done.ms = round((time.perf_counter() - started) * 1000, 3)
         return done
 
-    def _render(self, data: bytes, page_no: int, scale: float) -> Any:
-        import pypdfium2
-
-        pdf = pypdfium2.PdfDocument(data)
-        try:
-            return pdf[page_no - 1].render(scale=scale).to_pil()
-        finally:
-            pdf.close()
+    def _render(self, pdfium: Any, page_no: int, scale: float) -> Any:
+        if pdfium is None:
+            raise invalid_request(f"Page {page_no} could not be rendered for OCR")
+        return pdfium[page_no - 1].render(scale=scale).to_pil()
 
     def _page_done(
         self, job: DocumentInput, name: str, page_no: int, size: tuple[float, float], lines: list[Line],
@@ -328,6 +328,27 @@ class Converter:
                 json=doc.export_to_dict() if job.output_format == "json" else None,
             )
         )
+
+
+def _page_count(data: bytes) -> int:
+    """The PDF's page count (pypdfium2), 400 when it cannot be read."""
+    pdf = _open_pdfium(data)
+    if pdf is None:
+        raise invalid_request("The PDF could not be read (damaged or encrypted)")
+    try:
+        return len(pdf)
+    finally:
+        pdf.close()
+
+
+def _open_pdfium(data: bytes) -> Any:
+    """The PDF opened by pypdfium2 for the conversion (page text, OCR renders, pictures), or None if it cannot."""
+    import pypdfium2
+
+    try:
+        return pypdfium2.PdfDocument(data)
+    except pypdfium2.PdfiumError:
+        return None
 
 
 def _declarative_backend(kind: str, formats: Any) -> tuple[Any, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 from hypnos.engine import CancelToken, DocumentInput, EngineUnavailable, MemoryEstimate, missing_library
@@ -12,6 +13,7 @@ from hypnos.kit.staged import StagedEngine
 from hypnos.types import LayerPlacementPlan
 
 from hypnos_docling.options import DoclingOptions
+from hypnos_docling.standard import LAYOUT_FOLDER, check_standard
 
 MiB = 1024 * 1024
 # Measured on a 20-page PDF and a scanned page (RSS growth): docling-parse and docling-core imported and one
@@ -20,7 +22,9 @@ LIBRARY_BYTES = 128 * MiB
 OCR_BYTES = 224 * MiB
 # Peak scratch of one conversion beyond that: parsed pages and one page rendered for OCR.
 WORKSPACE_BYTES = 96 * MiB
-LAYOUT_FOLDER = "docling-project--docling-layout-heron"
+# docling's standard pipeline: torch, its layout model and TableFormer in memory (not measured here: no machine of
+# this project can load them; docling's own figures put the two models near 1 GiB with torch's runtime).
+STANDARD_BYTES = 1536 * MiB
 _END = object()
 
 
@@ -40,24 +44,32 @@ class DoclingEngine(StagedEngine):
     def __init__(self, model: Any, context: Any) -> None:
         super().__init__(model, context)
         self._converter: Any = None
-        self._check_layout_models()
+        self._artifacts = self._standard_artifacts()
 
-    def _check_layout_models(self) -> None:
-        """A model folder with docling's layout artifacts asks for the standard pipeline: torch and torchvision."""
+    def _standard_artifacts(self) -> Path | None:
+        """docling's model artifacts when the model asks for the standard pipeline (503 when it cannot run), else
+        None: the plugin's own layout pass."""
         folder = self.model.resolve(self.context.models_dir, self.model.weights_path)
-        if folder is None or not (folder / LAYOUT_FOLDER).exists():
-            return
-        missing = [name for name in ("torch", "torchvision") if importlib.util.find_spec(name) is None]
-        raise EngineUnavailable(
-            f"the model `{self.model.id}` holds docling's layout models, which need the standard layout pipeline "
-            f"(torch and torchvision; {', '.join(missing) or 'none'} missing here). This build serves the model-free "
-            "pipelines only: remove the layout artifacts from the model's folder to use them"
-        )
+        pipeline = self.options.pipeline
+        if pipeline is None:
+            pipeline = "standard" if folder is not None and (folder / LAYOUT_FOLDER).exists() else "layout"
+        if pipeline == "layout":
+            return None
+        artifacts_path = self.options.artifacts_path
+        artifacts = self.model.resolve(self.context.models_dir, artifacts_path) if artifacts_path else folder
+        if artifacts is None:
+            raise EngineUnavailable(
+                f"the model `{self.model.id}` asks for docling's standard pipeline: set `artifacts_path` in its "
+                "[models.docling] table to the folder of docling's model artifacts"
+            )
+        check_standard(self.model.id, artifacts)
+        return artifacts
 
     def estimate(self) -> MemoryEstimate:
         """The libraries and OCR sessions as they sit in memory, and one conversion's scratch (no weight files)."""
         check_libraries()
-        return MemoryEstimate(weight_bytes=LIBRARY_BYTES + OCR_BYTES, workspace_bytes=WORKSPACE_BYTES)
+        models = STANDARD_BYTES if self._artifacts is not None else 0
+        return MemoryEstimate(weight_bytes=LIBRARY_BYTES + OCR_BYTES + models, workspace_bytes=WORKSPACE_BYTES)
 
     def read_weights(self) -> None:
         """Import docling's backends (the warm copy is the imported libraries)."""
@@ -76,9 +88,13 @@ class DoclingEngine(StagedEngine):
             max_inflated_bytes=limits.max_document_inflated_bytes,
             page_timeout_secs=self.options.page_timeout_secs,
         )
-        self._converter = Converter(
-            threads=max(1, self.options.threads), max_pages=self.options.max_pages, bounds=bounds
-        )
+        threads = max(1, self.options.threads)
+        standard = None
+        if self._artifacts is not None:
+            from hypnos_docling.standard import StandardConverter
+
+            standard = StandardConverter(self._artifacts, threads)
+        self._converter = Converter(threads=threads, max_pages=self.options.max_pages, bounds=bounds, standard=standard)
         self.device = "cpu"
 
     def release_device(self) -> None:

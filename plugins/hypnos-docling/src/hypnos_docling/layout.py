@@ -13,6 +13,7 @@ from typing import Any
 
 from hypnos_docling.layout_blocks import CAPTION, Block, blocks_of, code_text, ocr_blocks
 from hypnos_docling.layout_lines import Line, column_split, fonts_of, rows_of
+from hypnos_docling.layout_title import mend_title_block
 
 __all__ = ["Figure", "Line", "page_document"]
 
@@ -130,6 +131,8 @@ def page_document(
         prov = _prov(page_no, _box([line]), height, len(line.text))
         doc.add_text(label=label, text=line.text, prov=prov, content_layer=ContentLayer.FURNITURE)
     blocks = page_blocks(lines, figures, width, ocr=ocr)
+    if page_no == 1 and not ocr:
+        mend_title_block(blocks, width)
     captions = link_captions(blocks)
     linked = {id(block) for block in captions.values()}
     group: Any = None
@@ -178,7 +181,8 @@ def _add_block(doc: Any, block: Block, page_no: int, height: float, group: Any, 
         for title, page in block.entries:
             doc.add_list_item(text=f"{title} \u2026 {page}", enumerated=False, parent=group, prov=prov)
     elif block.kind == "list_item":
-        doc.add_list_item(text=block.text, enumerated=block.enumerated, parent=group, prov=prov)
+        doc.add_list_item(text=block.text, enumerated=block.enumerated, marker=block.marker or None, parent=group,
+                          prov=prov)  # fmt: skip
     elif block.kind == "code":
         doc.add_code(text=block.text, prov=prov)
     elif block.kind == "heading":

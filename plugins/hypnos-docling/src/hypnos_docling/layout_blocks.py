@@ -7,16 +7,24 @@ size, or numbered (`2.2`, `A.1`) in a face other than the body's; a row that car
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, field
 
-from hypnos_docling.layout_lines import Fonts, Line, pitch
+from hypnos_docling.layout_lines import Fonts, Line, mono_share, pitch
 from hypnos_docling.layout_tables import DOT_LEADER, LIST_MARKER, table_run
 
 BULLET = re.compile(r"^([\u2022\u25cf\u25e6\u25aa\u25a0\u2023\u2043\u2219\u00b7*\-\u2013])\s*(.*)$")
 ENUMERATOR = re.compile(r"^(\(?\d{1,2}[.)]|\(?[a-z][.)])\s+(.*)$|^(\d{1,2}[.)])$")
 NUMBERING = re.compile(r"^((?:\d{1,2}|[A-Z])(?:\.\d{1,2}){0,4})\.?\s+\S")
-CAPTION = re.compile(r"^(Figure|Fig\.|Table|Listing)\s+[\dA-Z]+[.:\-\u2013]?\s", re.IGNORECASE)
+CAPTION = re.compile(  # `Figure 3:`, `Table A.1`, `Fig. IV` (not `Table of Contents`)
+    r"^(?i:figure|fig\.|table|listing)\s+(?:\d+(?:[.\-]\d+)*|[A-Z](?:[.\-]\d+)*|[IVXL]+)[.:\-\u2013]?(?:\s|$)"
+)
+CODE_SHARE = 0.9  # a row this much in monospace faces is a line of code (a path or a name in the text is not)
+CODE_GAP = 2.7  # code rows this close (in line heights) are one listing: one blank line inside it keeps it whole
+SENTENCE_END = (".", ":", ";", "!", "?")
+PARAGRAPH_END = 0.25  # a sentence ending this far (share of the column) short of its right edge ends a paragraph
+STRONG_BULLET = re.compile(r"^[\u2022\u25cf\u25e6\u25aa\u25a0]\s")
 TOC_ENTRY = re.compile(r"^(.*?)\s*(?:(?:\.\s?){3,}|\u2026+|\s{2,})\s*(\d{1,4}|[ivxlc]{1,6})$")
 
 
@@ -30,6 +38,8 @@ class Block:
     text: str = ""
     level: int = 1
     enumerated: bool = False
+    marker: str = ""  # an enumerated item's number as printed (`0.`, `b)`)
+    unmarked: bool = False  # a list item known by its indent alone (its marker drawn, not written)
     cells: list[list[str]] = field(default_factory=list)
     entries: list[tuple[str, str]] = field(default_factory=list)
     rows: list[list[Line]] = field(default_factory=list)
@@ -47,8 +57,14 @@ def _height(row: list[Line]) -> float:
 def _font(row: list[Line]) -> str:
     weights: dict[str, int] = {}
     for line in row:
-        weights[line.font] = weights.get(line.font, 0) + len(line.text)
+        for key, count in (line.faces or {line.font: len(line.text)}).items():
+            weights[key] = weights.get(key, 0) + count
     return max(weights, key=lambda key: weights[key])
+
+
+def _faces(row: list[Line]) -> set[str]:
+    """The fonts of the row's letters (a line of text with a name set in another face has both)."""
+    return {key for line in row for key, count in (line.faces or {line.font: 1}).items() if count}
 
 
 def _gap(above: list[Line], below: list[Line]) -> float:
@@ -78,7 +94,8 @@ def _heading_like(row: list[Line], fonts: Fonts) -> bool:
     font = _font(row)
     if font in fonts.mono:
         return False
-    ratio = _height(row) / fonts.body_height
+    # the size of the row's own face: a bold `Note:` opening a line of body text does not make it a heading
+    ratio = max((line.height for line in row if line.font == font), default=_height(row)) / fonts.body_height
     distinct = font != fonts.body and bool(font)
     if ratio >= 1.15:
         return True
@@ -86,12 +103,17 @@ def _heading_like(row: list[Line], fonts: Fonts) -> bool:
 
 
 def code_text(rows: list[list[Line]]) -> str:
-    """A code block's rows as text, each run indented by its distance from the block's leftmost run."""
+    """A code block's rows as text, each run indented by its distance from the block's leftmost run; a gap of a
+    line or more between two rows is kept as a blank line."""
     left = min(line.left for row in rows for line in row)
     widths = [(line.right - line.left) / len(line.text) for row in rows for line in row if len(line.text) >= 3]
     advance = sorted(widths)[len(widths) // 2] if widths else 5.0
+    steps = [pitch(above, below) for above, below in itertools.pairwise(rows)]
+    usual = max(min(steps), 0.9 * _height(rows[0])) if steps else 0.0  # one line's pitch
     out = []
-    for row in rows:
+    for index, row in enumerate(rows):
+        if index and usual > 0 and 1.6 * usual < steps[index - 1] < 4 * usual:
+            out.append("")
         text, column = "", 0
         for line in row:
             start = max(round((line.left - left) / advance), column + (1 if text else 0))
@@ -108,17 +130,19 @@ def _text_left(lines: list[Line]) -> float:
     return lines[0].left + 6
 
 
-def _list_start(row: list[Line]) -> tuple[bool, str] | None:
+def _list_start(row: list[Line]) -> tuple[bool, str, str] | None:
+    """(enumerated, the item's text, its number as printed: `0.`, `a)`; "" for a bullet) when the row opens one."""
     first = row[0].text.strip()
     rest = " ".join(line.text for line in row[1:]).strip()
     if bullet := BULLET.match(first):
         body = (bullet.group(2) + " " + rest).strip()
         if body and (len(first) == 1 or first[1] == " " or first[0] in "\u2022\u25cf\u25e6\u25aa\u25a0"):
-            return False, body
+            return False, body, ""
     if enum := ENUMERATOR.match(first):
         body = ((enum.group(2) or "") + " " + rest).strip()
-        if body:
-            return True, body
+        number = (enum.group(1) or enum.group(3) or "").strip("()")
+        if body:  # `3)` and `(3)` as the Markdown `3.`, letters as printed
+            return True, body, number[:-1] + "." if number[:-1].isdigit() else number
     return None
 
 
@@ -137,8 +161,16 @@ def blocks_of(rows: list[list[Line]], fonts: Fonts) -> list[Block]:
         prev_row = rows[index - 1] if index else None
         gap = _gap(prev_row, row) if prev_row else 1e9
         font = _font(row)
-        if all(line.font in fonts.mono for line in row):
-            if not (previous and previous.kind == "code" and gap < 1.8):
+        share = mono_share(row, fonts.mono)
+        carried = (
+            previous is not None
+            and previous.kind == "paragraph"
+            and gap < 1.6
+            and (share < 1.0 or not previous.text.endswith(SENTENCE_END))
+        )
+        listed = STRONG_BULLET.match(text) is not None  # `• INTEGER;` in a typewriter face is a list item
+        if share >= CODE_SHARE and not carried and not listed:  # a line of names carrying a paragraph on stays in it
+            if not (previous and previous.kind == "code" and gap < CODE_GAP):
                 blocks.append(Block("code", row[0].top))
             blocks[-1].lines.extend(row)
             blocks[-1].rows.append(row)
@@ -162,8 +194,13 @@ def blocks_of(rows: list[list[Line]], fonts: Fonts) -> list[Block]:
             previous is not None
             and previous.kind in ("paragraph", "list_item", "caption")
             and gap < 1.6
-            and font == _font(previous.lines[-1:])
+            and (
+                font == _font(previous.lines[-1:])
+                or _font(previous.lines[-1:]) in _faces(row)
+                or (gap < 1.4 and not previous.text.endswith(SENTENCE_END))  # a wrapped line, whatever its face
+            )
             and abs(height - previous.lines[-1].height) < 0.2 * height
+            and not (prev_row is not None and _ends_paragraph(prev_row, margin, right_edge))
         )
         if (
             not continues
@@ -186,11 +223,12 @@ def blocks_of(rows: list[list[Line]], fonts: Fonts) -> list[Block]:
             continue
         item = _list_start(row)
         if item is not None and not (continues and previous is not None and previous.kind == "paragraph"):
-            blocks.append(Block("list_item", row[0].top, list(row), text=item[1], enumerated=item[0]))
+            blocks.append(Block("list_item", row[0].top, list(row), text=item[1], enumerated=item[0], marker=item[2]))
             index += 1
             continue
         if continues and previous is not None:
-            if previous.kind == "list_item" and row[0].left < _text_left(previous.lines) - 2:
+            carried_on = previous.unmarked and text[:1].islower() and abs(row[0].left - previous.lines[0].left) < 2
+            if previous.kind == "list_item" and row[0].left < _text_left(previous.lines) - 2 and not carried_on:
                 continues = False
             else:
                 joined = previous.text
@@ -200,7 +238,7 @@ def blocks_of(rows: list[list[Line]], fonts: Fonts) -> list[Block]:
                 index += 1
                 continue
         if _unmarked_item(rows, index, margin, right_edge, fonts):
-            blocks.append(Block("list_item", row[0].top, list(row), text=text))
+            blocks.append(Block("list_item", row[0].top, list(row), text=text, unmarked=True))
             index += 1
             continue
         kind = "caption" if CAPTION.match(text) else "paragraph"
@@ -210,6 +248,12 @@ def blocks_of(rows: list[list[Line]], fonts: Fonts) -> list[Block]:
         if block.kind == "code":
             block.text = code_text(block.rows)
     return blocks
+
+
+def _ends_paragraph(row: list[Line], margin: float, right_edge: float) -> bool:
+    """A row ending a sentence well short of the column's right edge is the last line of its paragraph."""
+    short = row[-1].right < right_edge - PARAGRAPH_END * (right_edge - margin)
+    return short and _text(row).endswith(SENTENCE_END)
 
 
 def _unmarked_item(rows: list[list[Line]], index: int, margin: float, right_edge: float, fonts: Fonts) -> bool:

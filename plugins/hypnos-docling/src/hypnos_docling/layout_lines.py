@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import re
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-_MONO_NAME = re.compile(r"mono|courier|consol|code|typewriter|cmtt|menlo", re.IGNORECASE)
-_BOLD_NAME = re.compile(r"bold|black|heavy|semibold|demi", re.IGNORECASE)
+from hypnos_docling.layout_gutters import column_openers
+
+_MONO_NAME = re.compile(
+    r"mono|courier|consol|code|typewriter|cmtt|menlo|nimbusmon|lmtt|sftt|cousine|andale|lettergothic|fixed",
+    re.IGNORECASE,
+)
+_BOLD_NAME = re.compile(r"bold|black|heavy|semibold|demi|cmbx|cmb\d|lmroman\d+-bold", re.IGNORECASE)
 WORD_GAP = 0.8  # a gap wider than this many font sizes ends a segment (a monospace space is 0.6)
 
 
@@ -28,6 +33,7 @@ class Line:
     font: str = ""
     size: float = 0.0  # the font size as calibrate() estimates it; the box height until then
     pitch: float = 0.0  # the advance per character when its three or more words are set on a fixed pitch, else 0
+    faces: dict[str, int] = field(default_factory=dict)  # characters per font key when its words mix fonts
 
     @property
     def height(self) -> float:
@@ -68,22 +74,18 @@ class Fonts:
 
 
 def fonts_of(lines: list[Line]) -> Fonts:
-    """The body font (most characters), its typical height, and which fonts are monospace or bold by name/advance."""
+    """The body font (most characters outside monospace faces), its typical height, and which fonts are monospace
+    (by name, constant advance or fixed pitch) or bold (by name)."""
     chars: dict[str, int] = {}
     advances: dict[str, list[float]] = {}
     lengths: dict[str, set[int]] = {}
     for line in lines:
-        chars[line.font] = chars.get(line.font, 0) + len(line.text)
-        if len(line.text) >= 4:
+        for key, count in (line.faces or {line.font: len(line.text)}).items():
+            chars[key] = chars.get(key, 0) + count
+        if len(line.text) >= 4 and len(line.faces) <= 1:
             advances.setdefault(line.font, []).append((line.right - line.left) / len(line.text))
             lengths.setdefault(line.font, set()).add(len(line.text))
-    body = max(chars, key=lambda key: chars[key]) if chars else ""
-    body_lines = [line for line in lines if line.font == body] or lines
-    body_height = _weighted_median([(line.height, len(line.text)) for line in body_lines]) if body_lines else 10.0
     mono = {key for key in chars if key and _MONO_NAME.search(key)}
-    for key, values in advances.items():  # a constant advance over runs of different lengths (not `Name 1`, `Size 2`)
-        if key != body and len(values) >= 4 and _spread(values) < 0.02 and len(lengths[key]) >= 3:
-            mono.add(key)
     pitched: dict[str, int] = {}
     spaced: dict[str, int] = {}
     for line in lines:
@@ -91,8 +93,27 @@ def fonts_of(lines: list[Line]) -> Fonts:
             spaced[line.font] = spaced.get(line.font, 0) + 1
             pitched[line.font] = pitched.get(line.font, 0) + (line.pitch > 0)
     mono |= {key for key, count in pitched.items() if key and count and 2 * count >= spaced[key]}
+    proportional = {key: count for key, count in chars.items() if key not in mono} or chars
+    body = max(proportional, key=lambda key: proportional[key]) if proportional else ""
+    for key, values in advances.items():  # a constant advance over runs of different lengths (not `Name 1`, `Size 2`)
+        if key != body and len(values) >= 4 and _spread(values) < 0.02 and len(lengths[key]) >= 3:
+            mono.add(key)
+    body_lines = [line for line in lines if line.font == body] or lines
+    body_height = _weighted_median([(line.height, len(line.text)) for line in body_lines]) if body_lines else 10.0
     bold = {key for key in chars if _BOLD_NAME.search(key)}
     return Fonts(body=body, body_height=body_height, mono=mono, bold=bold)
+
+
+def mono_share(row: list[Line], mono: set[str]) -> float:
+    """The share of the row's letters and digits set in a monospace face (of its runs when it has none: `}`)."""
+    total = hits = 0
+    for line in row:
+        for key, count in (line.faces or {line.font: _letters(line.text)}).items():
+            total += count
+            hits += count if key in mono else 0
+    if not total:
+        return sum(line.font in mono for line in row) / len(row) if row else 0.0
+    return hits / total
 
 
 def _spread(values: list[float]) -> float:
@@ -110,15 +131,21 @@ def _weighted_median(pairs: list[tuple[float, int]]) -> float:
     return pairs[-1][0] if pairs else 10.0
 
 
+def _letters(text: str) -> int:
+    """How many letters and digits the text has (dot leaders and rules weigh nothing in telling its face)."""
+    return len(text) if text.isalnum() else sum(ch.isalnum() for ch in text)
+
+
 def _advance(word: Line) -> float:
     return (word.right - word.left) / max(len(word.text), 1)
 
 
 def _fixed_space(before: Line, word: Line) -> bool:
     """The two words share one advance per character and the gap between them is one character of it."""
+    if before.font != word.font:
+        return False
     a, b = _advance(before), _advance(word)
-    gap = word.left - before.right
-    return before.font == word.font and abs(a - b) <= 0.02 * max(a, b) and abs(gap - a) <= 0.06 * a
+    return abs(a - b) <= 0.02 * max(a, b) and abs(word.left - before.right - a) <= 0.06 * a
 
 
 def _joins(current: Line, previous: Line, word: Line) -> bool:
@@ -128,39 +155,55 @@ def _joins(current: Line, previous: Line, word: Line) -> bool:
 
 def segments_of_words(words: list[Line]) -> list[Line]:
     """Words joined into segments: same baseline, gap below WORD_GAP line heights or one character's advance (a
-    monospace space where the font's size is misjudged); a segment of 3+ words on a fixed pitch records it."""
+    monospace space where the font's size is misjudged), unless the word opens a table column (layout_gutters); a
+    segment of 3+ words on a fixed pitch records it."""
     calibrate(words)
     segments: list[Line] = []
-    for row in rows_of(words):
+    rows = rows_of(words)
+    openers = column_openers(rows)
+    for row in rows:
         current = previous = None
         joins = fixed = 0
+        sizes: dict[str, float] = {}
         for word in row:
-            if current is not None and previous is not None and _joins(current, previous, word):
+            joins_here = current is not None and previous is not None and _joins(current, previous, word)
+            if joins_here and id(word) not in openers:
+                assert current is not None and previous is not None
                 current.text += ("" if word.left - current.right < 0.05 * word.height else " ") + word.text
                 current.right = max(current.right, word.right)
                 current.top, current.bottom = min(current.top, word.top), max(current.bottom, word.bottom)
-                current.size = max(current.size, word.size)
-                joins, fixed = joins + 1, fixed + _fixed_space(previous, word)
+                joins, fixed = joins + 1, fixed + (fixed == joins and _fixed_space(previous, word))
                 current.pitch = _advance(current) if joins >= 2 and fixed == joins else 0.0
+                faces = current.faces
+                faces[word.font] = faces.get(word.font, 0) + _letters(word.text)
+                sizes[word.font] = max(sizes.get(word.font, 0.0), word.size)
+                if len(faces) > 1:
+                    current.font = max(faces, key=lambda key: faces[key])  # the face of most of its characters
+                current.size = sizes[current.font]  # an inline word in another face does not resize the run
                 previous = word
                 continue
             current = Line(word.text, word.left, word.top, word.right, word.bottom, word.font, word.size)
+            current.faces = {word.font: _letters(word.text)}
             segments.append(current)
-            previous, joins, fixed = word, 0, 0
+            previous, joins, fixed, sizes = word, 0, 0, {word.font: word.size}
     return segments
 
 
 def rows_of(lines: list[Line]) -> list[list[Line]]:
     """Runs grouped by baseline (vertical overlap), each row sorted left to right; rows top to bottom."""
     rows: list[list[Line]] = []
+    anchor: Line | None = None  # the tallest run of the last row
     for line in sorted(lines, key=lambda item: (item.bottom, item.left)):
-        if rows:
-            last = rows[-1]
-            anchor = max(last, key=lambda item: item.height)
-            if abs(line.bottom - anchor.bottom) < 0.3 * min(line.height, anchor.height):
-                last.append(line)
+        height = line.height
+        if anchor is not None:
+            anchor_height = anchor.height
+            if abs(line.bottom - anchor.bottom) < 0.3 * min(height, anchor_height):
+                rows[-1].append(line)
+                if height > anchor_height:
+                    anchor = line
                 continue
         rows.append([line])
+        anchor = line
     return [sorted(row, key=lambda item: item.left) for row in sorted(rows, key=lambda row: min(i.top for i in row))]
 
 

@@ -50,7 +50,8 @@ def table_run(rows: list[list[Line]], start: int, mono: set[str]) -> tuple[list[
         placed = [_column_of(line, columns) for line in row]
         if any(index is None for index in placed) or len(set(placed)) != len(placed):
             break
-        if len(row) >= 2 or (placed[0] != 0 and gap < 1.5):
+        wrapped = placed[0] != 0 and gap < 1.5 and row[0].left >= columns[placed[0]][0] - 4  # a cell's next line
+        if len(row) >= 2 or wrapped:
             new_row = len(row) >= 2 and (0 in placed or gap >= 1.5)
             if new_row:
                 grid.append([[] for _ in columns])

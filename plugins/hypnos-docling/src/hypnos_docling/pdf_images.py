@@ -17,18 +17,17 @@ def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float,
     return width * height / area
 
 
-def fill_missing_images(data: bytes, page_no: int, height: float, figures: list[Any]) -> None:
-    """Give each figure without an image the pixels of the page's image object in the same place (in place)."""
+def fill_missing_images(pdf: Any, page_no: int, height: float, figures: list[Any]) -> None:
+    """Give each figure without an image the pixels of the page's image object in the same place (in place); `pdf`
+    is the document opened by pypdfium2 (None: the figures keep no bytes)."""
     missing = [figure for figure in figures if figure.image is None]
-    if not missing:
+    if not missing or pdf is None:
         return
-    import pypdfium2
     import pypdfium2.raw as pdfium_c
     from docling_core.types.doc import ImageRef
 
-    pdf = pypdfium2.PdfDocument(data)
+    page = pdf[page_no - 1]
     try:
-        page = pdf[page_no - 1]
         objects = list(page.get_objects(filter=[pdfium_c.FPDF_PAGEOBJ_IMAGE], max_depth=4))
         for figure in missing:
             box = (figure.left, height - figure.bottom, figure.right, height - figure.top)  # bottom-left origin
@@ -45,4 +44,4 @@ def fill_missing_images(data: bytes, page_no: int, height: float, figures: list[
             points = max(figure.right - figure.left, 1.0)
             figure.image = ImageRef.from_pil(pil, dpi=round(pil.width / points * 72))
     finally:
-        pdf.close()
+        page.close()
