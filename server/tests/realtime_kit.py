@@ -27,9 +27,14 @@ def realtime_config(
     return {"models": models, **sections}
 
 
-def realtime_app(chat: dict[str, Any] | None = None, stt: dict[str, Any] | None = None, **sections: Any) -> Any:
-    """The app over realtime_config."""
-    return build_app(realtime_config(chat, stt, **sections))
+def realtime_app(
+    chat: dict[str, Any] | None = None,
+    stt: dict[str, Any] | None = None,
+    plugins: list[object] | None = None,
+    **sections: Any,
+) -> Any:
+    """The app over realtime_config (plus extra plugins)."""
+    return build_app(realtime_config(chat, stt, **sections), plugins)
 
 
 def tone(ms: int, amplitude: int = 8000) -> bytes:

@@ -25,7 +25,11 @@ def test_session_created_names_the_default_models_and_update_changes_them() -> N
             assert created["type"] == "session.created"
             session = created["session"]
             assert session["model"] == "chat"
-            assert session["hypnos"] == {"transcription_model": "stt", "speech_model": "tts"}
+            assert session["hypnos"] == {
+                "transcription_model": "stt",
+                "speech_model": "tts",
+                "speech_detector": "energy",
+            }
             assert session["turn_detection"]["type"] == "server_vad"
             assert session["input_audio_format"] == "pcm16"
             ws.send_json(

@@ -63,6 +63,9 @@ class ServerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     document_pictures_ttl_secs: int = 3600
     kv_idle_timeout_secs: int | None = None
     workflow_idle_secs: float = 30.0
+    # the realtime server VAD's speech detector: "auto" (the first a plugin offers, e.g. the audio plugin's "silero",
+    # else "energy"), or one by name; a session.update may pick another (`hypnos.speech_detector`)
+    realtime_vad: str = "auto"
     # where engines run: "process" (one engine host process per model: a crash or a hang loses only that model) or
     # "thread" (inside the server process); a model's own `isolation` overrides it
     isolation: Literal["process", "thread"] = "process"

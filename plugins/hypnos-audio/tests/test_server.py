@@ -11,9 +11,9 @@ import hypnos_server.app as hypnos_server_app
 import litestar.testing as litestar_testing
 import pytest
 from hypnos.config import Settings, settings_from_mapping
-from hypnos.plugins import make_plugin_manager
 from hypnos.testing import fake_plugin
 from hypnos_audio import plugin
+from hypnos_server.plugin_loading import server_plugin_manager
 
 from .speech_text import word_error_rate
 
@@ -28,7 +28,7 @@ def client(starter_settings: Settings) -> Iterator[Any]:
     tables = [msgspec_table(m) for m in starter_settings.models]
     tables.append({"id": "fake-chat", "modality": "text_generation", "engine": "fake"})
     settings = settings_from_mapping({"models_dir": str(starter_settings.models_path), "models": tables})
-    manager = make_plugin_manager(autoload=False, plugins=[fake_plugin, plugin])
+    manager = server_plugin_manager(autoload=False, plugins=[fake_plugin, plugin])
     with litestar_testing.TestClient(hypnos_server_app.create_app(settings, manager), timeout=120) as test_client:
         for _ in range(1000):
             if test_client.get("/ready").status_code == 200:

@@ -29,6 +29,7 @@ from hypnos_server.observability import install_observability, observe_dispatch
 from hypnos_server.openapi import openapi_config
 from hypnos_server.plugin_loading import collect_routes, installed_plugin_manager
 from hypnos_server.pool import ModelPool
+from hypnos_server.realtime.detectors import collect_speech_detectors
 from hypnos_server.responses_store import ResponseStore
 from hypnos_server.routes import server_routes
 from hypnos_server.shutdown import GracefulStop, watch_stop_signals
@@ -160,6 +161,7 @@ def create_app(
         responses=ResponseStore(
             settings.data_path, settings.server.responses_max_count, settings.server.responses_max_age_secs
         ),
+        speech_detectors=collect_speech_detectors(manager, settings.server.realtime_vad),
     )
     # Observability (request log, /metrics, latency): registers its observer, returns its routes.
     observability_routes = install_observability(state)

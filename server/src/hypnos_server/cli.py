@@ -25,6 +25,7 @@ from hypnos_server.download import DownloadError, pull
 from hypnos_server.lifeline import holder_of, port_in_use
 from hypnos_server.plugin_list import plugins_report, render_report
 from hypnos_server.plugin_loading import installed_plugin_manager, load_server_plugins
+from hypnos_server.realtime.detectors import collect_speech_detectors
 from hypnos_server.starter import write_starter_config
 
 logger = logging.getLogger(__name__)
@@ -124,6 +125,7 @@ def serve(config: str | None, host: str | None, port: int | None) -> int:
         for problem in plugins.problems:
             sys.stderr.write(f"hypnos: warning: {problem.line()}\n")
         check_engine_options(settings, collect_engine_kinds(plugins.manager))
+        collect_speech_detectors(plugins.manager, settings.server.realtime_vad)
     except ConfigError as error:
         sys.stderr.write(f"hypnos: bad config: {error}\n")
         return 2

@@ -1,4 +1,5 @@
-"""What a plugin's own routes (the `hypnos_routes` hook) may use of the server: the one module they import.
+"""What a plugin's own routes (the `hypnos_routes` hook) and speech detectors (`hypnos_speech_detectors`) may use of
+the server: the one module they import.
 
 Plugin routes go through the same request pipeline as the OpenAI routes (auth, key limits, request ids, the request
 record) and reach models only through `InferenceRun` (one lease per request, client hang-ups cancel the work) or, for
@@ -17,6 +18,7 @@ from hypnos.scheduler import Lease
 from hypnos.types import Modality
 from litestar.connection import ASGIConnection
 
+from hypnos_server.realtime.vad import SpeechDetector, SpeechDetectorKind
 from hypnos_server.routes.inference import (
     InferenceRun,
     decode_json,
@@ -33,6 +35,8 @@ __all__ = [
     "Lease",
     "ModelLeases",
     "RequestContext",
+    "SpeechDetector",
+    "SpeechDetectorKind",
     "check_serving",
     "decode_json",
     "encode",

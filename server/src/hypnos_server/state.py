@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from hypnos_server.asgi.keys import ApiKey, KeyRing
     from hypnos_server.catalog import Catalog
     from hypnos_server.pool import ModelPool
+    from hypnos_server.realtime.detectors import SpeechDetectors
     from hypnos_server.responses_store import ResponseStore
 
 logger = logging.getLogger(__name__)
@@ -143,6 +144,8 @@ class HypnosState:
     live_responses: dict[str, Any] = field(default_factory=dict)
     # the tasks running background responses (cancelled at shutdown, which stores them as failed)
     background: set[asyncio.Task[None]] = field(default_factory=set)
+    # the realtime server VAD's detectors (built in and from plugins) and the default one; None: energy only
+    speech_detectors: SpeechDetectors | None = None
 
     @property
     def backend(self) -> Any:

@@ -18,6 +18,7 @@ KOKORO_KIND = "kokoro_onnx"
 ONNX_RUNTIME_KIND = "onnx_runtime"
 WHISPER_KIND = "faster_whisper"
 PIPER_KIND = "piper"
+SILERO_DETECTOR = "silero"
 
 
 def make_kokoro_engine(model: ModelConfig, context: EngineContext) -> Engine:
@@ -71,6 +72,23 @@ def hypnos_engine_kinds() -> list[EngineKind]:
                    options={"whisper": WhisperOptions}, spec_kind="ggml_whisper",
                    description="whisper speech to text on faster-whisper (CTranslate2)"),
     ]  # fmt: skip
+
+
+@hookimpl
+def hypnos_speech_detectors() -> list[Any]:
+    """Silero VAD for the realtime server VAD, when faster-whisper (which ships the model file) and ONNX Runtime are
+    installed: one shared ONNX Runtime session, a detector with its own state per session."""
+    if importlib.util.find_spec("onnxruntime") is None:
+        return []
+    from hypnos_audio.silero import SileroDetectors, silero_asset
+
+    path = silero_asset()
+    if path is None:
+        return []
+    from hypnos_server.plugin_api import SpeechDetectorKind
+
+    description = "Silero VAD v6 (faster-whisper's ONNX file) on ONNX Runtime, 16 kHz 32 ms windows"
+    return [SpeechDetectorKind(SILERO_DETECTOR, SileroDetectors(path), description, blocking=True)]
 
 
 @hookimpl

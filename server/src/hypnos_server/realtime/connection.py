@@ -8,18 +8,16 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 import msgspec
-from hypnos.engine import TranscriptionInput
 from hypnos.errors import HypnosError
 from hypnos.types import Modality
 
-from hypnos_server.realtime import vad
 from hypnos_server.realtime.conversation import MAX_ITEMS, Item
+from hypnos_server.realtime.detectors import SpeechDetectors
 from hypnos_server.realtime.events import RealtimeError, error_event, event_name, new_id
 from hypnos_server.realtime.handlers import HANDLERS
-from hypnos_server.realtime.session import SAMPLE_RATE, SessionConfig, first_model, render
-from hypnos_server.realtime.stage import new_record, stage_run
+from hypnos_server.realtime.input_audio import InputAudio
+from hypnos_server.realtime.session import SessionConfig, first_model, render
 from hypnos_server.realtime.turn import Response
-from hypnos_server.wav import wav_header
 
 if TYPE_CHECKING:
     from litestar import WebSocket
@@ -29,15 +27,14 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-MIN_COMMIT_BYTES = SAMPLE_RATE * 2 // 10  # 100 ms: OpenAI refuses to commit less
 MAX_PENDING_BYTES = 32 * 1024 * 1024  # server events not yet taken by the client: past this it is disconnected
 CLOSE_TOO_BIG, CLOSE_POLICY = 1009, 1008
 SETTLE_SECS = 20.0  # how long closing waits for the stages to stop
 FLUSH_SECS = 2.0  # how long closing waits for the client to take the last events
 
 
-class RealtimeSession:
-    """The state of one connection: settings, conversation, input buffer, the response in progress."""
+class RealtimeSession(InputAudio):
+    """The state of one connection: settings, conversation, input buffer (InputAudio), the response in progress."""
 
     def __init__(
         self, socket: WebSocket[Any, Any, Any], state: HypnosState, key: ApiKey | None, model: str, beta: bool
@@ -50,11 +47,13 @@ class RealtimeSession:
         self.beta = beta  # the client asked for the beta protocol: never switched to the GA names
         self.ga = False  # GA event names once the client sends a GA-shaped session.update
         scheduler = state.scheduler
+        self.detectors = state.speech_detectors or SpeechDetectors()
         self.config = SessionConfig(
             id=new_id("sess"),
             model=model,
             transcription_model=first_model(scheduler, Modality.SPEECH_TO_TEXT),
             speech_model=first_model(scheduler, Modality.TEXT_TO_SPEECH),
+            speech_detector=self.detectors.default,
         )
         self.max_frame = state.settings.limits.max_realtime_frame_bytes
         self.items: list[Item] = []
@@ -219,138 +218,6 @@ class RealtimeSession:
         if self.key is not None:
             self.state.limiter.charge(self.key, record.tokens)
         self.state.notify(record)
-
-    # ---- audio in --------------------------------------------------------------------------------------------
-
-    def new_segmenter(self) -> vad.TurnSegmenter | None:
-        """A VAD for the session's turn_detection (None when it is off)."""
-        detection = self.config.turn_detection
-        if detection is None:
-            return None
-        return vad.TurnSegmenter(vad.EnergyDetector(detection.threshold), SAMPLE_RATE, detection.silence_duration_ms)
-
-    async def append(self, pcm: bytes) -> None:
-        """Add audio to the buffer; with server VAD, turn starts and ends become events, commits and responses."""
-        limit = self.state.settings.limits.max_audio_bytes
-        segmenter, detection = self.segmenter, self.config.turn_detection
-        if len(self.buffer) + len(pcm) > limit:
-            if segmenter is None or detection is None or not segmenter.speaking:
-                raise RealtimeError(
-                    "The input audio buffer is full (limits.max_audio_bytes); commit or clear it",
-                    "input_audio_buffer_full",
-                )
-            await self._end_turn_at_limit(segmenter, detection)  # a turn as long as the buffer holds ends there
-        self.buffer += pcm
-        if segmenter is None or detection is None:
-            return
-        for turn in segmenter.feed(pcm):
-            if turn.kind == "started":
-                self.speech_item = new_id("item")
-                start = max(0, turn.at_ms - detection.prefix_padding_ms)
-                await self.send(
-                    {"type": "input_audio_buffer.speech_started", "audio_start_ms": start, "item_id": self.speech_item}
-                )
-                self._prefetch(self.config.transcription_model)  # loaded while the user speaks
-                if self.responding and detection.interrupt_response:
-                    self.response.cancel("turn_detected")  # barge-in
-            else:
-                item_id = self.speech_item or new_id("item")
-                await self.send(
-                    {"type": "input_audio_buffer.speech_stopped", "audio_end_ms": turn.at_ms, "item_id": item_id}
-                )
-                await self.commit(item_id)
-                if detection.create_response and (self.response is None or self.response.cancelled):
-                    self.start_response({})
-        if not segmenter.speaking:  # only the prefix padding is kept before speech: memory stays bounded
-            keep = (detection.prefix_padding_ms + vad.ONSET_FRAMES * vad.FRAME_MS) * SAMPLE_RATE // 1000 * 2
-            if len(self.buffer) > keep:
-                del self.buffer[: len(self.buffer) - keep]
-
-    async def _end_turn_at_limit(self, segmenter: vad.TurnSegmenter, detection: Any) -> None:
-        """Server VAD with the buffer full mid-speech: the turn so far is committed (and answered) and the VAD starts
-        on, so that speech or noise longer than the buffer never stalls the session."""
-        item_id = self.speech_item or new_id("item")
-        at_ms = segmenter.end_turn()
-        await self.send({"type": "input_audio_buffer.speech_stopped", "audio_end_ms": at_ms, "item_id": item_id})
-        await self.commit(item_id)
-        if detection.create_response and (self.response is None or self.response.cancelled):
-            self.start_response({})
-
-    def _prefetch(self, model: str | None) -> None:
-        prefetch = getattr(self.state.backend, "prefetch", None)
-        if model is not None and prefetch is not None:
-            prefetch(model)
-
-    async def commit(self, item_id: str | None = None) -> None:
-        """The buffer becomes a user audio item, transcribed in the background."""
-        if len(self.buffer) < MIN_COMMIT_BYTES:
-            raise RealtimeError(
-                "The input audio buffer holds less than 100 ms of audio", "input_audio_buffer_commit_empty"
-            )
-        pcm, self.buffer = bytes(self.buffer), bytearray()
-        item = Item(type="message", role="user", audio=True, id=item_id or new_id("item"))
-        self.add_item(item)
-        previous = self.previous_id(item)
-        await self.send({"type": "input_audio_buffer.committed", "previous_item_id": previous, "item_id": item.id})
-        await self.send(
-            {"type": "conversation.item.created", "previous_item_id": previous, "item": item.render(self.ga)}
-        )
-        task = asyncio.ensure_future(self._transcribe(item, pcm))
-        self.transcriptions.add(task)
-        task.add_done_callback(self.transcriptions.discard)
-
-    async def _transcribe(self, item: Item, pcm: bytes) -> None:
-        model = self.config.transcription_model
-        if model is None:
-            await self._transcription_failed(item, "No speech_to_text model in the pool", "model_not_found")
-            return
-        job = TranscriptionInput(audio=wav_header(len(pcm), SAMPLE_RATE) + pcm, filename="audio.wav")
-        try:  # a model disabled, backing off or quarantined refuses already here
-            run = stage_run(
-                self.app, new_record(self.key_label), self.gone, model, [Modality.SPEECH_TO_TEXT], self.config.model
-            )
-        except HypnosError as error:
-            await self._transcription_failed(item, error.message, error.code or error.type)
-            return
-        try:
-            await run.open()
-            result = await run.call(lambda engine: engine.transcribe(job, run.lease.cancel))
-        except HypnosError as error:
-            await self._transcription_failed(item, error.message, error.code or error.type)
-            return
-        finally:
-            await run.close()
-        item.text = result.text.strip()
-        if self.config.transcribe_input:
-            await self.send(
-                {
-                    "type": "conversation.item.input_audio_transcription.completed",
-                    "item_id": item.id,
-                    "content_index": 0,
-                    "transcript": item.text,
-                }
-            )
-
-    async def _transcription_failed(self, item: Item, message: str, code: str) -> None:
-        error = {"type": "transcription_error", "code": code, "message": message, "param": None}
-        await self.send(
-            {
-                "type": "conversation.item.input_audio_transcription.failed",
-                "item_id": item.id,
-                "content_index": 0,
-                "error": error,
-            }
-        )
-
-    async def transcriptions_done(self, cancelled: asyncio.Event) -> None:
-        """Wait for the committed audio to be transcribed (a response answers it), or for `cancelled`."""
-        if self.transcriptions:
-            waiter = asyncio.ensure_future(cancelled.wait())
-            try:
-                while self.transcriptions and not cancelled.is_set():
-                    await asyncio.wait({*self.transcriptions, waiter}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                waiter.cancel()
 
     # ---- responses -------------------------------------------------------------------------------------------
 

@@ -16,9 +16,9 @@ if TYPE_CHECKING:
 async def _session_update(session: SessionSurface, event: dict[str, Any]) -> None:
     update = event.get("session")
     session.ga = session.ga or (is_ga(update) and not session.beta)
-    before = session.config.turn_detection
-    session.config = apply_update(session.config, update, session.state.scheduler)
-    if session.config.turn_detection != before:
+    before = (session.config.turn_detection, session.config.speech_detector)
+    session.config = apply_update(session.config, update, session.state.scheduler, session.detectors.kinds)
+    if (session.config.turn_detection, session.config.speech_detector) != before:
         session.segmenter = session.new_segmenter()
     await session.send({"type": "session.updated", "session": render(session.config)})
 

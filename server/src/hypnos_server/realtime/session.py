@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Annotated, Any
 
 import msgspec
@@ -26,10 +27,11 @@ class TurnDetection(msgspec.Struct, kw_only=True, forbid_unknown_fields=False):
 
 
 class HypnosModels(msgspec.Struct, kw_only=True):
-    """The `hypnos` extension of session.update: which pool models transcribe and speak."""
+    """The `hypnos` extension of session.update: which pool models transcribe and speak, which detector hears turns."""
 
     transcription_model: str | None = None
     speech_model: str | None = None
+    speech_detector: str | None = None
 
 
 class Tool(msgspec.Struct, kw_only=True):
@@ -48,6 +50,7 @@ class SessionConfig(msgspec.Struct, kw_only=True):
     model: str
     transcription_model: str | None
     speech_model: str | None
+    speech_detector: str = "energy"  # the server VAD's detector (vad.SpeechDetectorKind name)
     instructions: str = ""
     voice: str = "alloy"
     modalities: list[str] = msgspec.field(default_factory=lambda: ["text", "audio"])
@@ -104,8 +107,11 @@ def _pick(scheduler: Scheduler, model: Any, modality: Modality, param: str) -> s
     return model
 
 
-def apply_update(config: SessionConfig, session: Any, scheduler: Scheduler) -> SessionConfig:
-    """The config after one session.update (beta fields or GA `audio.input` / `audio.output`); refuses bad values."""
+def apply_update(
+    config: SessionConfig, session: Any, scheduler: Scheduler, detectors: Collection[str] = ("energy",)
+) -> SessionConfig:
+    """The config after one session.update (beta fields or GA `audio.input` / `audio.output`); refuses bad values.
+    `detectors`: the speech detectors the server has."""
     if not isinstance(session, dict):
         raise RealtimeError("`session` must be an object", param="session")
     changes: dict[str, Any] = {}
@@ -158,6 +164,12 @@ def apply_update(config: SessionConfig, session: Any, scheduler: Scheduler) -> S
         changes["speech_model"] = _pick(
             scheduler, hypnos.speech_model, Modality.TEXT_TO_SPEECH, "session.hypnos.speech_model"
         )
+    if hypnos.speech_detector is not None:
+        if hypnos.speech_detector not in detectors:
+            known = ", ".join(sorted(detectors))
+            message = f"No speech detector `{hypnos.speech_detector[:64]}` (this server has: {known})"
+            raise RealtimeError(message, param="session.hypnos.speech_detector")
+        changes["speech_detector"] = hypnos.speech_detector
     return msgspec.structs.replace(config, **changes)
 
 
@@ -195,5 +207,9 @@ def render(config: SessionConfig) -> dict[str, Any]:
         "temperature": config.temperature,
         "max_response_output_tokens": limit,
         "max_output_tokens": limit,
-        "hypnos": {"transcription_model": config.transcription_model, "speech_model": config.speech_model},
+        "hypnos": {
+            "transcription_model": config.transcription_model,
+            "speech_model": config.speech_model,
+            "speech_detector": config.speech_detector,
+        },
     }

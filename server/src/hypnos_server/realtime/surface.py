@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from hypnos_server.realtime import vad
     from hypnos_server.realtime.conversation import Item
+    from hypnos_server.realtime.detectors import SpeechDetectors
     from hypnos_server.realtime.session import SessionConfig
     from hypnos_server.state import HypnosState, RequestRecord
 
@@ -30,6 +31,7 @@ class SessionSurface(Protocol):
     items: list[Item]
     buffer: bytearray
     segmenter: vad.TurnSegmenter | None
+    detectors: SpeechDetectors
 
     @property
     def beta(self) -> bool:

@@ -1,8 +1,9 @@
-"""Server VAD: 20 ms frames through a speech detector (an energy detector by default), turned into turn events.
+"""Server VAD: 20 ms frames through a speech detector, turned into turn events.
 
-The default detector is a plain RMS energy gate in pure Python: a frame is speech when its level is above
--60 + 40 * threshold dBFS (threshold 0.5: -40 dBFS). It needs no model and keeps up with real time on any CPU, but
-it hears any loud noise as speech; a model-based detector (Silero) plugs in through the `SpeechDetector` protocol.
+Detectors come as SpeechDetectorKinds: plugins offer model detectors (the audio plugin's Silero) through the
+`hypnos_speech_detectors` hook, and the built-in `energy` one is the fallback: a plain RMS energy gate in pure Python,
+speech when a frame's level is above -60 + 40 * threshold dBFS (threshold 0.5: -40 dBFS). It needs no model and keeps
+up with real time on any CPU, but it hears any loud noise as speech.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import array
 import math
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -18,11 +20,23 @@ ONSET_FRAMES = 2  # consecutive speech frames that start a turn (a click is not 
 
 
 class SpeechDetector(Protocol):
-    """Says whether one frame of pcm16 mono audio holds speech."""
+    """Says whether one frame of audio holds speech: FRAME_MS of pcm16 mono little-endian at 24 kHz, in order (a
+    detector may keep state across the frames of its session)."""
 
     def is_speech(self, frame: bytes) -> bool:
         """True when the frame is speech."""
         ...
+
+
+@dataclass(frozen=True)
+class SpeechDetectorKind:
+    """A speech detector the server VAD can run: `new(threshold)` makes one with its own state for one session (a
+    model's weights shared between them); `blocking` ones (a model) are fed off the event loop."""
+
+    name: str
+    new: Callable[[float], SpeechDetector]
+    description: str = ""
+    blocking: bool = True
 
 
 class EnergyDetector:
@@ -42,6 +56,11 @@ class EnergyDetector:
         return math.sqrt(sum(s * s for s in samples) / len(samples)) >= self.level
 
 
+ENERGY = SpeechDetectorKind(
+    "energy", EnergyDetector, "RMS level above -60 + 40 x threshold dBFS (no model; loud noise is speech)", False
+)
+
+
 @dataclass
 class VadEvent:
     """A turn boundary: `started` or `stopped`, at this many ms of the session's audio."""
@@ -54,8 +73,9 @@ class TurnSegmenter:
     """Feeds appended audio to a detector in frames; speech start after ONSET_FRAMES speech frames, stop after
     silence_ms of non-speech frames."""
 
-    def __init__(self, detector: SpeechDetector, sample_rate: int, silence_ms: int) -> None:
+    def __init__(self, detector: SpeechDetector, sample_rate: int, silence_ms: int, blocking: bool = False) -> None:
         self.detector = detector
+        self.blocking = blocking  # the detector runs a model: feed() is called off the event loop
         self.frame_bytes = sample_rate * FRAME_MS // 1000 * 2
         self.silence_frames = max(1, silence_ms // FRAME_MS)
         self.pending = b""

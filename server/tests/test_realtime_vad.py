@@ -1,0 +1,108 @@
+"""The realtime server VAD's detector: a plugin's (the `hypnos_speech_detectors` hook) is the default, config and
+session.update choose another, a failing one leaves the session on the energy gate."""
+
+from __future__ import annotations
+
+import array
+from typing import Any
+
+import pytest
+from hypnos.config import ConfigError
+from hypnos.hookspecs import hookimpl
+from hypnos_server.plugin_api import SpeechDetectorKind
+from litestar.testing import TestClient
+from realtime_kit import append, realtime_app, tone, types, until
+from server_kit import wait_ready
+
+
+class QuietDetector:
+    """A stand-in model: speech is a frame whose peak is between 100 and 1000 (what the energy gate calls quiet)."""
+
+    def __init__(self, threshold: float) -> None:
+        self.threshold = threshold
+
+    def is_speech(self, frame: bytes) -> bool:
+        """True for a quiet, non-silent frame."""
+        peak = max(array.array("h", frame), default=0)
+        return 100 <= peak <= 1000
+
+
+class BrokenDetector:
+    """A detector whose model fails on the first frame."""
+
+    def __init__(self, threshold: float) -> None:
+        self.threshold = threshold
+
+    def is_speech(self, frame: bytes) -> bool:
+        """Fails."""
+        raise RuntimeError("the model file is gone")
+
+
+class DetectorPlugin:
+    """Offers `quiet` (a blocking detector, fed off the event loop) and `broken`."""
+
+    @hookimpl
+    def hypnos_speech_detectors(self) -> list[SpeechDetectorKind]:
+        return [
+            SpeechDetectorKind("quiet", QuietDetector, "quiet frames"),
+            SpeechDetectorKind("broken", BrokenDetector),
+        ]
+
+
+def _app(**server: Any) -> Any:
+    return realtime_app(plugins=[DetectorPlugin()], **({"server": server} if server else {}))
+
+
+def _heard(ws: Any, pcm: bytes) -> list[str]:
+    """The event types the audio makes, read up to the `input_audio_buffer.cleared` sent after it."""
+    append(ws, pcm)
+    ws.send_json({"type": "input_audio_buffer.clear"})
+    return types(until(ws, "input_audio_buffer.cleared")[1])
+
+
+def test_a_plugins_detector_is_the_default_and_session_update_picks_another() -> None:
+    quiet, loud = tone(200, 300), tone(200, 8000)  # below and above the energy gate's -40 dBFS
+    with TestClient(_app()) as client:
+        wait_ready(client)
+        with client.websocket_connect("/v1/realtime?model=chat") as ws:
+            assert ws.receive_json()["session"]["hypnos"]["speech_detector"] == "quiet"
+            ws.send_json({"type": "session.update", "session": {"turn_detection": {"create_response": False}}})
+            until(ws, "session.updated")
+            assert "input_audio_buffer.speech_started" in _heard(ws, quiet)
+            assert "input_audio_buffer.speech_started" not in _heard(ws, loud)
+            ws.send_json({"type": "session.update", "session": {"hypnos": {"speech_detector": "energy"}}})
+            assert until(ws, "session.updated")[0]["session"]["hypnos"]["speech_detector"] == "energy"
+            assert "input_audio_buffer.speech_started" not in _heard(ws, quiet)
+            assert "input_audio_buffer.speech_started" in _heard(ws, loud)
+            ws.send_json({"type": "session.update", "session": {"hypnos": {"speech_detector": "nope"}}})
+            error = until(ws, "error")[0]["error"]
+            assert error["param"] == "session.hypnos.speech_detector" and "energy" in error["message"]
+
+
+def test_config_names_the_default_detector() -> None:
+    with TestClient(_app(realtime_vad="energy")) as client:
+        wait_ready(client)
+        with client.websocket_connect("/v1/realtime?model=chat") as ws:
+            assert ws.receive_json()["session"]["hypnos"]["speech_detector"] == "energy"
+    with pytest.raises(ConfigError, match=r"realtime_vad.*silero"):
+        _app(realtime_vad="silero")
+
+
+def test_without_a_plugin_detector_the_energy_gate_hears_turns() -> None:
+    with TestClient(realtime_app(server={"realtime_vad": "auto"})) as client:
+        wait_ready(client)
+        with client.websocket_connect("/v1/realtime?model=chat") as ws:
+            assert ws.receive_json()["session"]["hypnos"]["speech_detector"] == "energy"
+
+
+def test_a_failing_detector_leaves_the_session_on_the_energy_gate() -> None:
+    with TestClient(_app(realtime_vad="broken")) as client:
+        wait_ready(client)
+        with client.websocket_connect("/v1/realtime?model=chat") as ws:
+            assert ws.receive_json()["session"]["hypnos"]["speech_detector"] == "broken"
+            ws.send_json({"type": "session.update", "session": {"turn_detection": {"create_response": False}}})
+            until(ws, "session.updated")
+            append(ws, tone(40, 8000))
+            error = until(ws, "error")[0]["error"]
+            assert error["code"] == "speech_detector_failed" and "energy" in error["message"]
+            assert "input_audio_buffer.speech_started" in _heard(ws, tone(200, 8000))
