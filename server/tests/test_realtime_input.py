@@ -198,3 +198,56 @@ def test_an_unknown_model_or_a_foreign_origin_is_refused() -> None:
         with pytest.raises(WebSocketDisconnect):
             with _session(client, headers={"origin": "https://evil.example"}) as ws:
                 ws.receive_json()
+
+
+LIMITED = "sk-realtime-limited"
+
+
+def _limited(**limits: Any) -> Any:
+    keys = [{"key": LIMITED, "label": "voice", **limits}]
+    return TestClient(realtime_app(server={"api_keys": [KEY], "keys": keys}))
+
+
+def _ask(ws: Any) -> dict[str, Any]:
+    """A text question and a response.create: the response.done, or the error event that refused it."""
+    item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Hello there"}]}
+    ws.send_json({"type": "conversation.item.create", "item": item})
+    ws.send_json({"type": "response.create", "event_id": "ask", "response": {"modalities": ["text"]}})
+    while (event := ws.receive_json())["type"] not in {"response.done", "error"}:
+        pass
+    return event  # type: ignore[no-any-return]
+
+
+def test_each_response_counts_against_the_keys_requests_per_minute() -> None:
+    with _limited(requests_per_minute=3) as client:
+        wait_ready(client)
+        with _session(client, headers={"authorization": f"Bearer {LIMITED}"}) as ws:  # the handshake is one request
+            ws.receive_json()
+            assert _ask(ws)["type"] == "response.done"
+            assert _ask(ws)["type"] == "response.done"
+            refused = _ask(ws)
+            assert refused["type"] == "error", refused
+            error = refused["error"]
+            assert error["code"] == "rate_limit_exceeded" and error["type"] == "rate_limit_error"
+            assert "requests_per_minute" in error["message"] and error["event_id"] == "ask"
+            ws.send_json({"type": "session.update", "session": {"instructions": "Still here."}})
+            assert until(ws, "session.updated")[0]["session"]["instructions"] == "Still here."  # the socket is open
+            append(ws, tone(300) + tone(700, 0))  # a spoken turn under server VAD is refused the same way
+            _, seen = until(ws, "error")
+            assert "input_audio_buffer.committed" in types(seen) and "response.created" not in types(seen)
+        admin = {"authorization": f"Bearer {KEY}"}
+        records = client.get("/v1/logs", params={"route": "/v1/realtime", "status": "4xx"}, headers=admin).json()
+        assert [r["status"] for r in records["records"]] == [429, 429] and records["records"][0]["key"] == "voice"
+        metrics = client.get("/metrics", headers=admin).text
+        assert 'hypnos_api_key_rejections_total{key="voice"} 2.0' in metrics
+
+
+def test_a_response_past_the_keys_tokens_per_day_is_refused() -> None:
+    with _limited(tokens_per_day=5) as client:
+        wait_ready(client)
+        with _session(client, headers={"authorization": f"Bearer {LIMITED}"}) as ws:
+            ws.receive_json()
+            done = _ask(ws)
+            assert done["type"] == "response.done" and done["response"]["usage"]["total_tokens"] > 5
+            refused = _ask(ws)
+            assert refused["type"] == "error" and "tokens_per_day" in refused["error"]["message"]

@@ -17,6 +17,7 @@ from hypnos_server.realtime.events import RealtimeError, error_event, event_name
 from hypnos_server.realtime.handlers import HANDLERS
 from hypnos_server.realtime.input_audio import InputAudio
 from hypnos_server.realtime.session import SessionConfig, first_model, render
+from hypnos_server.realtime.stage import new_record
 from hypnos_server.realtime.turn import Response
 
 if TYPE_CHECKING:
@@ -182,7 +183,7 @@ class RealtimeSession(InputAudio):
         try:
             await handler(self, event)
         except RealtimeError as error:
-            await self.send_error(error.message, error.code, param=error.param, client_event=client_id)
+            await self.send_error(error.message, error.code, error.kind, error.param, client_id)
         except HypnosError as error:
             await self.send_error(error.message, error.code or error.type, error.type, client_event=client_id)
         except Exception:  # a handler's own fault: the session goes on, the client hears of it
@@ -226,8 +227,29 @@ class RealtimeSession(InputAudio):
         """True while a response runs that was not cancelled (a cancelled one is only finishing)."""
         return self.response is not None and not self.response.cancelled
 
+    def admit_response(self) -> None:
+        """Count a response against the key's limits (requests_per_minute, tokens_per_day); past them a
+        rate_limit_exceeded RealtimeError, and a refused request's record (the socket stays open)."""
+        if self.key is None:
+            return
+        try:
+            self.state.limiter.admit(self.key, concurrent=False)  # the socket holds the key's concurrency slot
+        except HypnosError as error:
+            record = new_record(self.key_label)
+            record.model, record.status, record.error, record.error_type = (
+                self.config.model,
+                429,
+                error.message,
+                error.type,
+            )
+            self.state.notify(record)
+            message = f"{error.message} ({error.code}); retry in {error.retry_after} s"
+            raise RealtimeError(message, "rate_limit_exceeded", kind=error.type) from None
+
     def start_response(self, options: dict[str, Any]) -> None:
-        """Start a response in its own task, after the cancelled one still finishing (responses never overlap)."""
+        """Start a response in its own task, after the cancelled one still finishing (responses never overlap); a
+        RealtimeError when the key's limits refuse it."""
+        self.admit_response()
         response = Response(self, options)
         before = self.response_task
         self.response = response

@@ -45,8 +45,11 @@ def error_event(
 class RealtimeError(Exception):
     """A client event the session refuses; sent back as an `error` event, the session goes on."""
 
-    def __init__(self, message: str, code: str = "invalid_value", param: str | None = None) -> None:
+    def __init__(
+        self, message: str, code: str = "invalid_value", param: str | None = None, kind: str = "invalid_request_error"
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.code = code
         self.param = param
+        self.kind = kind

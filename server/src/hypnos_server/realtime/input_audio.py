@@ -101,8 +101,7 @@ class InputAudio:
                     {"type": "input_audio_buffer.speech_stopped", "audio_end_ms": turn.at_ms, "item_id": item_id}
                 )
                 await self.commit(item_id)
-                if detection.create_response and (self.response is None or self.response.cancelled):
-                    self.start_response({})
+                await self._answer_turn(detection)
         if not segmenter.speaking:  # only the prefix padding is kept before speech: memory stays bounded
             keep = (detection.prefix_padding_ms + vad.ONSET_FRAMES * vad.FRAME_MS) * SAMPLE_RATE // 1000 * 2
             if len(self.buffer) > keep:
@@ -115,8 +114,16 @@ class InputAudio:
         at_ms = segmenter.end_turn()
         await self.send({"type": "input_audio_buffer.speech_stopped", "audio_end_ms": at_ms, "item_id": item_id})
         await self.commit(item_id)
+        await self._answer_turn(detection)
+
+    async def _answer_turn(self, detection: Any) -> None:
+        """Server VAD ended a turn: a response answers it (when create_response and none runs) unless the key's limits
+        refuse, which the client hears as an error event."""
         if detection.create_response and (self.response is None or self.response.cancelled):
-            self.start_response({})
+            try:
+                self.start_response({})
+            except RealtimeError as error:
+                await self.send_error(error.message, error.code, error.kind, error.param)
 
     def _prefetch(self, model: str | None) -> None:
         prefetch = getattr(self.state.backend, "prefetch", None)
