@@ -43,6 +43,7 @@ class RequestFacts:
     error_message: str | None = None
     workflow: str | None = None
     workflow_end: bool = False
+    stages_ms: dict[str, float] | None = None
     input_text: str | None = None
     output_text: str | None = None
     request_body: bytes | str | None = None
@@ -124,6 +125,7 @@ def facts_from_record(record: Any, resolve: Callable[[str], str | None] | None =
         error_message=_get(record, "error", "error_message"),
         workflow=_get(record, "workflow"),
         workflow_end=bool(_get(record, "workflow_end")),
+        stages_ms=_get(record, "stages_ms"),
         input_text=_get(record, "input_text"),
         output_text=_get(record, "output_text"),
         request_body=_get(record, "request_payload", "request_body"),
@@ -159,6 +161,7 @@ def _from_request_record(record: RequestRecord, resolve: Callable[[str], str | N
         error_message=record.error,
         workflow=record.workflow,
         workflow_end=record.workflow_end,
+        stages_ms=record.stages_ms,
         input_text=record.input_text,
         output_text=record.output_text,
         request_body=record.request_payload,

@@ -18,6 +18,8 @@ from prometheus_client.registry import Collector
 
 from hypnos_server.observability.facts import RequestFacts
 from hypnos_server.observability.histogram import LATENCY_BOUNDS_MS, HistogramSet, LatencyHistogram
+from hypnos_server.observability.realtime import ROUTE as REALTIME_ROUTE
+from hypnos_server.observability.realtime import RealtimeMetrics
 from hypnos_server.observability.workflows import WorkflowTracker
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -127,6 +129,7 @@ class HypnosMetrics:
         self.counters = [self.http_requests, self.prefix_hits, self.prefix_misses, self.prefix_tokens,
                          self.document_pages, self.key_requests, self.key_rejections, self.key_tokens]  # fmt: skip
         self.modality = {name: LatencyHistogram(bounds) for name, (_, bounds) in MODALITY_HISTOGRAMS.items()}
+        self.realtime = RealtimeMetrics()
         self.derived_scheduler = dict.fromkeys(SCHEDULER_COUNTERS, 0)
         self._tokens_today: dict[str, tuple[str, int]] = {}
         self.registry.register(_ScrapeCollector(self))
@@ -141,7 +144,9 @@ class HypnosMetrics:
         if facts.tier_switch_ms:
             self.derived_scheduler["promotions"] += 1
         self.derived_scheduler["evictions"] += len(facts.evicted_models)
-        if facts.engine is not None:
+        if facts.route == REALTIME_ROUTE:
+            self.realtime.observe(facts)
+        elif facts.engine is not None:
             self._observe_engine(facts, facts.engine)
         elif facts.route.startswith("/v1/images/") and facts.status < 400:
             self.modality["hypnos_image_jct_s"].observe(facts.duration_ms / 1000.0)
@@ -219,6 +224,7 @@ class _ScrapeCollector(Collector):
         yield from self._latency(m)
         for name, (doc, _bounds) in MODALITY_HISTOGRAMS.items():
             yield histogram_family(name, doc, [], [([], m.modality[name])])
+        yield from m.realtime.families()
         status: MemoryStatus | None = _call(m.status)
         models = status.models if status is not None else []
         yield from self._scheduler(m, models)

@@ -60,6 +60,7 @@ class LogRecord(msgspec.Struct, kw_only=True):
     error: str | None
     level: str
     truncated: bool
+    stages_ms: dict[str, float] | msgspec.UnsetType = msgspec.UNSET  # a realtime response's stage timings
     input: str | msgspec.UnsetType = msgspec.UNSET
     output: str | msgspec.UnsetType = msgspec.UNSET
     request_payload: str | msgspec.UnsetType = msgspec.UNSET
@@ -198,6 +199,8 @@ class RequestLog:
             level=severity,
             truncated=False,
         )
+        if facts.stages_ms:
+            record.stages_ms = dict(facts.stages_ms)
         if _RANK[self.level] >= _RANK["debug"]:
             record.input = self._captured(record, facts.input_text, MAX_TEXT_CHARS)
             record.output = self._captured(record, facts.output_text, MAX_TEXT_CHARS)

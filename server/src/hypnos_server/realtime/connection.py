@@ -11,6 +11,7 @@ import msgspec
 from hypnos.errors import HypnosError
 from hypnos.types import Modality
 
+from hypnos_server.observability import observability_of
 from hypnos_server.realtime.conversation import MAX_ITEMS, Item
 from hypnos_server.realtime.detectors import SpeechDetectors
 from hypnos_server.realtime.events import RealtimeError, error_event, event_name, new_id
@@ -61,6 +62,9 @@ class RealtimeSession(InputAudio):
         self.buffer = bytearray()
         self.segmenter = self.new_segmenter()
         self.speech_item: str | None = None
+        self.turn: Item | None = None
+        observability = observability_of(state)
+        self.metrics = observability.metrics.realtime if observability is not None else None
         self.response: Response | None = None
         self.response_task: asyncio.Task[None] | None = None
         self.tasks: set[asyncio.Task[Any]] = set()
@@ -118,6 +122,8 @@ class RealtimeSession(InputAudio):
         writer = asyncio.ensure_future(self._write())
         reader = asyncio.ensure_future(self._read())
         ended = asyncio.ensure_future(self.gone.wait())
+        if self.metrics is not None:
+            self.metrics.session_opened()
         try:
             await self.send({"type": "session.created", "session": render(self.config)})
             await asyncio.wait({reader, ended, writer}, return_when=asyncio.FIRST_COMPLETED)
@@ -134,6 +140,8 @@ class RealtimeSession(InputAudio):
             for task in (reader, writer, ended):
                 task.cancel()
             await asyncio.gather(reader, writer, ended, return_exceptions=True)
+            if self.metrics is not None:
+                self.metrics.session_closed()
         if not self.client_left:
             with contextlib.suppress(Exception):  # the client may be gone already (or never reads: bounded)
                 await asyncio.wait_for(

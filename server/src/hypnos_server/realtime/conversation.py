@@ -27,6 +27,8 @@ class Item:
     arguments: str = ""
     output: str = ""
     spoken: list[tuple[str, float]] = field(default_factory=list)  # assistant phrases with the ms their audio ends
+    committed_at: float | None = None  # user audio: when it was committed (perf_counter), the end of the speech
+    transcription_ms: float | None = None  # user audio: how long its transcription took
 
     def render(self, ga: bool = False) -> dict[str, Any]:
         """The item in the protocol's shape."""

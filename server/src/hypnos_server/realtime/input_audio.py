@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -20,6 +21,7 @@ from hypnos_server.realtime.stage import new_record, stage_run
 from hypnos_server.wav import wav_header
 
 if TYPE_CHECKING:
+    from hypnos_server.observability.realtime import RealtimeMetrics
     from hypnos_server.realtime.detectors import SpeechDetectors
     from hypnos_server.realtime.session import SessionConfig
     from hypnos_server.realtime.turn import Response
@@ -41,6 +43,8 @@ class InputAudio:
     buffer: bytearray
     segmenter: vad.TurnSegmenter | None
     speech_item: str | None
+    turn: Item | None
+    metrics: RealtimeMetrics | None
     response: Response | None
     transcriptions: set[asyncio.Task[Any]]
     gone: asyncio.Event
@@ -95,6 +99,8 @@ class InputAudio:
                 self._prefetch(self.config.transcription_model)  # loaded while the user speaks
                 if self.responding and detection.interrupt_response:
                     self.response.cancel("turn_detected")  # barge-in
+                    if self.metrics is not None:
+                        self.metrics.barge_in()
             else:
                 item_id = self.speech_item or new_id("item")
                 await self.send(
@@ -138,6 +144,8 @@ class InputAudio:
             )
         pcm, self.buffer = bytes(self.buffer), bytearray()
         item = Item(type="message", role="user", audio=True, id=item_id or new_id("item"))
+        item.committed_at = time.perf_counter()
+        self.turn = item
         self.add_item(item)
         previous = self.previous_id(item)
         await self.send({"type": "input_audio_buffer.committed", "previous_item_id": previous, "item_id": item.id})
@@ -161,6 +169,7 @@ class InputAudio:
         except HypnosError as error:
             await self._transcription_failed(item, error.message, error.code or error.type)
             return
+        began = time.perf_counter()
         try:
             await run.open()
             result = await run.call(lambda engine: engine.transcribe(job, run.lease.cancel))
@@ -170,6 +179,7 @@ class InputAudio:
         finally:
             await run.close()
         item.text = result.text.strip()
+        item.transcription_ms = round((time.perf_counter() - began) * 1000, 1)
         if self.config.transcribe_input:
             await self.send(
                 {

@@ -1,4 +1,5 @@
-"""What the client-event handlers and a response use of a realtime session (connection.RealtimeSession)."""
+"""What the client-event handlers and a response use of a realtime session (connection.RealtimeSession), and what the
+speaker uses of its response (turn.Response)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,13 @@ import asyncio
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from hypnos.errors import HypnosError
+
     from hypnos_server.realtime import vad
     from hypnos_server.realtime.conversation import Item
     from hypnos_server.realtime.detectors import SpeechDetectors
     from hypnos_server.realtime.session import SessionConfig
+    from hypnos_server.routes.inference import InferenceRun
     from hypnos_server.state import HypnosState, RequestRecord
 
 
@@ -32,6 +36,7 @@ class SessionSurface(Protocol):
     buffer: bytearray
     segmenter: vad.TurnSegmenter | None
     detectors: SpeechDetectors
+    turn: Item | None  # the user audio committed last that no response answered yet
 
     @property
     def beta(self) -> bool:
@@ -102,4 +107,30 @@ class SessionSurface(Protocol):
 
     def start_response(self, options: dict[str, Any]) -> None:
         """Start a response in its own task."""
+        ...
+
+
+class ResponseSurface(Protocol):
+    """A response as its speaker (speaker.Speaker) sees it: settings, cancellation, audio out and its timings."""
+
+    session: SessionSurface
+    config: SessionConfig
+    record: RequestRecord
+    gone: asyncio.Event
+    error: HypnosError | None
+    audio_ms: float
+    stage_ms: dict[str, float]
+    first_audio_at: float | None
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the response was cancelled."""
+        ...
+
+    def gone_tokens(self, run: InferenceRun) -> None:
+        """Cancel the run's lease token when the response is cancelled."""
+        ...
+
+    async def audio_delta(self, item: Item, pcm: bytes) -> None:
+        """Send one response.audio.delta."""
         ...

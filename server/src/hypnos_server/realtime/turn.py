@@ -10,18 +10,18 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import msgspec
-from hypnos.engine import AudioChunk, CancelToken, ChatFinished, ContentDelta, SpeechInput, ToolCallEvent
+from hypnos.engine import CancelToken, ChatFinished, ContentDelta, ToolCallEvent
 from hypnos.errors import HypnosError
 from hypnos.openai import ChatCompletionRequest, ToolCall
 from hypnos.types import Modality
 
 from hypnos_server.errors import field_error
+from hypnos_server.observability.realtime import FIRST_AUDIO
 from hypnos_server.realtime.conversation import Item, chat_messages, chat_tools
 from hypnos_server.realtime.events import new_id
 from hypnos_server.realtime.phrases import PhraseSplitter
-from hypnos_server.realtime.session import SAMPLE_RATE
-from hypnos_server.realtime.stage import new_record, resample, stage_run
-from hypnos_server.routes.audio import pick_voice
+from hypnos_server.realtime.speaker import Speaker
+from hypnos_server.realtime.stage import new_record, stage_run
 from hypnos_server.routes.chat_input import build_chat_input, required_modalities
 from hypnos_server.routes.chat_stream import ChatAccumulator
 from hypnos_server.routes.inference import InferenceRun, engine_failed_message
@@ -52,6 +52,8 @@ class Response:
         self.error: HypnosError | None = None
         self.audio_ms = 0.0
         self.stage_ms: dict[str, float] = {}
+        self.turn, session.turn = session.turn, None  # the user audio this response answers, if any
+        self.first_audio_at: float | None = None
         self.tokens: list[CancelToken] = []
 
     @property
@@ -136,8 +138,20 @@ class Response:
         elif self.cancelled:
             record.error, record.error_type = f"cancelled ({self.reason})", "cancelled"
         record.duration_ms = round((time.perf_counter() - started) * 1000, 3)
-        logger.debug("realtime response %s (%s): %s, stages %s", self.id, record.id, status, self.stage_ms)
+        record.stages_ms = self._stages()
+        logger.debug("realtime response %s (%s): %s, stages %s", self.id, record.id, status, record.stages_ms)
         self.session.finish_record(record)
+
+    def _stages(self) -> dict[str, float] | None:
+        """The stage timings for the record: the turn's transcription, the chat's, the speech's, and the time from the
+        end of the user's speech (VAD stop or commit) to the first audio out."""
+        stages = dict(self.stage_ms)
+        turn = self.turn
+        if turn is not None and turn.transcription_ms is not None:
+            stages["transcription_ms"] = turn.transcription_ms
+        if turn is not None and turn.committed_at is not None and self.first_audio_at is not None:
+            stages[FIRST_AUDIO] = round((self.first_audio_at - turn.committed_at) * 1000, 1)
+        return stages or None
 
     async def _chat_input(self) -> tuple[list[Modality], Any]:
         config = self.config
@@ -300,66 +314,3 @@ class Response:
                 "item": item.render(self.session.ga),
             }
         )
-
-
-class Speaker:
-    """Speaks the phrases of a response in order, in its own task, under one lease of the speech model."""
-
-    def __init__(self, response: Response) -> None:
-        self.response = response
-        self.queue: asyncio.Queue[tuple[Item, str] | None] = asyncio.Queue()
-        self.task: asyncio.Task[None] | None = None
-        self.error: HypnosError | None = None
-
-    def say(self, item: Item, phrase: str) -> None:
-        """Queue a phrase (the task starts with the first)."""
-        self.queue.put_nowait((item, phrase))
-        if self.task is None:
-            self.task = asyncio.ensure_future(self._speak())
-
-    async def finish(self) -> None:
-        """Wait until every queued phrase was spoken (or the response cancelled); a failure fails the response."""
-        if self.task is None:
-            return
-        self.queue.put_nowait(None)
-        await asyncio.wait({self.task})
-        if self.error is not None and self.response.error is None and not self.response.cancelled:
-            self.response.error = self.error
-
-    async def _speak(self) -> None:
-        response = self.response
-        config = response.config
-        assert config.speech_model is not None
-        record = new_record(response.record.key)  # the stage's own scratch record; the response's is the chat's
-        began = time.perf_counter()
-        run = None
-        try:  # a speech model disabled, backing off or quarantined refuses already in stage_run
-            run = stage_run(response.session.app, record, response.gone, config.speech_model, [Modality.TEXT_TO_SPEECH])
-            await run.open()
-            response.gone_tokens(run)
-            pack = run.engine.capabilities().voices
-            voice = pick_voice(config.voice, pack)
-            while (entry := await self.queue.get()) is not None and not response.cancelled:
-                item, phrase = entry
-                job = SpeechInput(text=phrase, voice=voice, speed=1.0, language=None)
-                async for chunk in run.engine.speak(job, run.lease.cancel):
-                    if response.cancelled:
-                        break
-                    await self._out(item, chunk, began)
-                item.spoken.append((phrase, response.audio_ms))
-        except HypnosError as error:
-            self.error = None if error.type == "cancelled" else error
-        except Exception as error:
-            logger.error("realtime speech on %s failed", config.speech_model, exc_info=error)
-            self.error = HypnosError(500, "server_error", engine_failed_message(config.speech_model))
-        finally:
-            if run is not None:
-                await run.close()
-
-    async def _out(self, item: Item, chunk: AudioChunk, began: float) -> None:
-        response = self.response
-        pcm = resample(chunk.pcm16, chunk.sample_rate, SAMPLE_RATE)
-        if "speech_first_audio_ms" not in response.stage_ms:
-            response.stage_ms["speech_first_audio_ms"] = round((time.perf_counter() - began) * 1000, 1)
-        response.audio_ms += len(pcm) / 2 / SAMPLE_RATE * 1000
-        await response.audio_delta(item, pcm)
