@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -134,9 +135,9 @@ def api_key() -> str:
     return API_KEY
 
 
-@pytest.fixture(scope="session")
-def browser() -> Iterator[object]:
-    """Headless Chromium from Debian's packages in a new empty profile (never a downloaded browser)."""
+@contextlib.contextmanager
+def chromium(*flags: str) -> Iterator[object]:
+    """Headless Chromium from Debian's packages in a new empty profile (never a downloaded browser), with `flags`."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -146,7 +147,7 @@ def browser() -> Iterator[object]:
     profile = tempfile.mkdtemp(prefix="hypnos-chromium-")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for flag in [*BROWSER_FLAGS, f"--user-data-dir={profile}"]:
+    for flag in [*BROWSER_FLAGS, *flags, f"--user-data-dir={profile}"]:
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
@@ -156,6 +157,13 @@ def browser() -> Iterator[object]:
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[object]:
+    """The shared headless Chromium (its microphone: Chromium's synthetic beeps)."""
+    with chromium() as driver:
+        yield driver
 
 
 @pytest.fixture

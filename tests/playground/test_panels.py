@@ -1,93 +1,15 @@
-"""The other modalities: a voice turn (file and recording), images, embeddings, documents and entities."""
+"""The other modalities: images, embeddings, documents and entities (the voice tab: test_voice.py)."""
 
 from __future__ import annotations
 
-import math
-import struct
-import time
-import wave
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from browser_kit import SPY_FETCH, STUB_FETCH, css, open_page, tab, wait, wait_lineup
+from browser_kit import STUB_FETCH, css, open_page, tab, wait, wait_lineup
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
-
-
-def _wav(path: Path, seconds: float = 1.0, rate: int = 16000) -> Path:
-    with wave.open(str(path), "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(rate)
-        frames = (int(8000 * math.sin(2 * math.pi * 440 * i / rate)) for i in range(int(seconds * rate)))
-        out.writeframes(b"".join(struct.pack("<h", f) for f in frames))
-    return path
-
-
-def test_voice_turn_from_a_wav_file(browser: Any, server: str, shot: Any, tmp_path: Path) -> None:
-    clip = _wav(tmp_path / "hello.wav")
-    moved = httpx.post(f"{server}/v1/memory/tier", json={"model": "fake-tts", "target_tier": "tier3_nvme_ssd"})
-    assert moved.status_code == 200
-    open_page(browser, server)
-    wait_lineup(browser)
-    tab(browser, "voice")
-    assert css(browser, "#voice-stt").get_attribute("value") == "fake-stt"
-    assert css(browser, "#voice-tts").get_attribute("value") == "fake-tts"
-    css(browser, "#voice-file").send_keys(str(clip))
-    css(browser, "#voice-run").click()
-    wait(browser, lambda b: css(b, '#voice-steps li[data-step="speech"]').get_attribute("class") == "done")
-    heard = css(browser, '#voice-steps li[data-step="transcription"] .out').text
-    assert heard == f"fake transcript of {clip.stat().st_size} bytes"
-    assert css(browser, '#voice-steps li[data-step="chat"] .out').text
-    assert int(css(browser, "#voice-audio").get_attribute("data-bytes")) > 44
-    assert css(browser, "#voice-audio").get_attribute("src").startswith("blob:")
-    # The three calls were one declared workflow: the server reports its end-to-end latency under `voice`.
-    workflows = httpx.get(f"{server}/v1/memory/status").json()["latency"]["workflows"]
-    assert workflows["voice"]["count"] >= 1
-    # The chat named the speech model as the next stage, so it was loaded while the answer streamed.
-    assert "from Tier 1 (VRAM)" in css(browser, '#voice-steps li[data-step="speech"] .tele').text
-    shot("voice")
-
-
-def test_the_voice_is_picked_from_the_speech_models_voices(browser: Any, server: str, tmp_path: Path) -> None:
-    listed = {m["id"]: m for m in httpx.get(f"{server}/v1/models").json()["data"]}
-    assert listed["fake-tts"]["voices"] == ["af_heart", "bf_emma", "am_adam"]
-    open_page(browser, server)
-    wait_lineup(browser)
-    tab(browser, "voice")
-    picker = css(browser, "#voice-voice")
-    assert picker.tag_name == "select"
-    wait(
-        browser,
-        lambda b: (
-            [o.get_attribute("value") for o in Select(css(b, "#voice-voice")).options] == listed["fake-tts"]["voices"]
-        ),
-    )
-    Select(picker).select_by_value("bf_emma")
-    browser.execute_script(SPY_FETCH, ["/v1/audio/speech"])
-    css(browser, "#voice-file").send_keys(str(_wav(tmp_path / "hi.wav", seconds=0.3)))
-    css(browser, "#voice-run").click()
-    wait(browser, lambda b: css(b, '#voice-steps li[data-step="speech"]').get_attribute("class") == "done")
-    assert browser.execute_script("return window.spied['/v1/audio/speech'][0].voice") == "bf_emma"
-
-
-def test_voice_turn_from_a_recording(browser: Any, server: str) -> None:
-    open_page(browser, server)
-    wait_lineup(browser)
-    tab(browser, "voice")
-    css(browser, "#voice-record").click()
-    wait(browser, lambda b: css(b, "#voice-record").text == "■ Stop recording")
-    time.sleep(1.0)  # a second of the synthetic microphone's tone
-    css(browser, "#voice-record").click()
-    wait(browser, lambda b: "kept" in css(b, "#voice-record").text)
-    css(browser, "#voice-run").click()
-    wait(browser, lambda b: css(b, '#voice-steps li[data-step="speech"]').get_attribute("class") == "done")
-    heard = css(browser, '#voice-steps li[data-step="transcription"] .out').text
-    size = int(heard.removeprefix("fake transcript of ").removesuffix(" bytes"))
-    assert size > 44 + 16000  # a 16 kHz 16-bit WAV of at least half a second
-    assert (size - 44) % 2 == 0
 
 
 def test_images_and_embeddings_panels(browser: Any, server: str, shot: Any) -> None:

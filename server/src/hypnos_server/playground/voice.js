@@ -1,42 +1,10 @@
-// A voice turn (sections 1, 9, 10): recording or file -> transcription -> chat -> speech, as one declared workflow.
+// The voice tab (sections 1, 9, 10): one realtime session (GET /v1/realtime) — hold to talk, or hands-free with the
+// server's VAD; the transcript, the answer's text and its audio as they stream; speaking over an answer interrupts it.
 
-import { call, clearError, getJson, ms, randomId, showError, telemetryLine, tierName } from "./api.js";
-import { streamChat } from "./chat.js";
+import { clearError, el, getJson, ms, showError } from "./api.js";
+import { Microphone, Player, RATE, RealtimeSession, base64Of, bytesOf, pcm16, wavOf } from "./realtime.js";
 
 const $ = (id) => document.getElementById(id);
-const RATE = 16000;
-
-// 16-bit PCM mono WAV bytes of float samples.
-export function encodeWav(samples, rate) {
-  const buffer = new ArrayBuffer(44 + samples.length * 2);
-  const view = new DataView(buffer);
-  const text = (offset, value) => [...value].forEach((c, i) => view.setUint8(offset + i, c.charCodeAt(0)));
-  text(0, "RIFF");
-  view.setUint32(4, 36 + samples.length * 2, true);
-  text(8, "WAVEfmt ");
-  view.setUint32(16, 16, true);
-  view.setUint16(20, 1, true);
-  view.setUint16(22, 1, true);
-  view.setUint32(24, rate, true);
-  view.setUint32(28, rate * 2, true);
-  view.setUint16(32, 2, true);
-  view.setUint16(34, 16, true);
-  text(36, "data");
-  view.setUint32(40, samples.length * 2, true);
-  samples.forEach((s, i) => view.setInt16(44 + i * 2, Math.max(-1, Math.min(1, s)) * 0x7fff, true));
-  return new Blob([buffer], { type: "audio/wav" });
-}
-
-// Any audio the browser decodes (a recording's WebM/Ogg, MP3) as a 16 kHz mono WAV, the reliable format.
-async function toWav(blob) {
-  const decoded = await new OfflineAudioContext(1, 1, RATE).decodeAudioData(await blob.arrayBuffer());
-  const offline = new OfflineAudioContext(1, Math.max(1, Math.ceil(decoded.duration * RATE)), RATE);
-  const source = offline.createBufferSource();
-  source.buffer = decoded;
-  source.connect(offline.destination);
-  source.start();
-  return encodeWav((await offline.startRendering()).getChannelData(0), RATE);
-}
 
 // Fill the voice picker with the chosen speech model's voices (GET /v1/models); one it does not list speaks
 // the server's default for OpenAI's `alloy`.
@@ -57,108 +25,309 @@ export async function refreshVoices() {
   if (voices.includes(previous)) picker.value = previous;
 }
 
-export function setupVoice() {
-  let recorded = null;
-  let recorder = null;
-  const step = (name) => document.querySelector(`#voice-steps li[data-step="${name}"]`);
+// Any audio the browser decodes as 24 kHz mono pcm16, the session's input format.
+async function toPcm16(blob) {
+  const decoded = await new OfflineAudioContext(1, 1, RATE).decodeAudioData(await blob.arrayBuffer());
+  const offline = new OfflineAudioContext(1, Math.max(1, Math.ceil(decoded.duration * RATE)), RATE);
+  const source = offline.createBufferSource();
+  source.buffer = decoded;
+  source.connect(offline.destination);
+  source.start();
+  return pcm16((await offline.startRendering()).getChannelData(0));
+}
 
-  $("voice-record").addEventListener("click", async () => {
+// The conversation as rows: the user's turns (filled in when transcribed) and the answers (streamed).
+class VoiceLog {
+  constructor(list) {
+    this.list = list;
+    this.users = new Map();
+    this.answers = new Map();
+  }
+
+  user(itemId) {
+    if (!this.users.has(itemId)) {
+      const row = el("li", { class: "turn user running", "data-item": itemId }, el("b", {}, "You"), " ", el("span", { class: "out" }, "…"));
+      this.users.set(itemId, row);
+      this.list.append(row);
+    }
+    return this.users.get(itemId);
+  }
+
+  heard(itemId, text, failed) {
+    const row = this.user(itemId);
+    row.querySelector(".out").textContent = text;
+    row.className = `turn user ${failed ? "failed" : "done"}`;
+  }
+
+  answer(responseId) {
+    if (!this.answers.has(responseId)) {
+      const row = el(
+        "li",
+        { class: "turn assistant running", "data-response": responseId },
+        el("b", {}, "Answer"), " ", el("span", { class: "out" }), el("div", { class: "tele" }),
+      );
+      this.answers.set(responseId, row);
+      this.list.append(row);
+    }
+    return this.answers.get(responseId);
+  }
+
+  clear() {
+    this.list.replaceChildren();
+    this.users.clear();
+    this.answers.clear();
+  }
+}
+
+export function setupVoice() {
+  const log = new VoiceLog($("voice-log"));
+  const realtime = new RealtimeSession(onEvent, onClose);
+  let audio = null; // the AudioContext (made on the first click: browsers start audio on a gesture)
+  let mic = null;
+  let player = null;
+  let handsFree = false;
+  let talking = false;
+  let answering = null; // the answer heard last: {id, itemId, pcm: [], firstAudio, endedAt, done}
+  let endedAt = null; // when the user's last turn ended (VAD stop or release), for the first-audio figure
+
+  const state = (text) => ($("voice-state").textContent = text);
+
+  function context() {
+    if (!audio) {
+      audio = new AudioContext({ sampleRate: RATE });
+      mic = new Microphone(audio);
+      player = new Player(audio);
+    }
+    if (audio.state === "suspended") audio.resume();
+    return audio;
+  }
+
+  async function connected() {
+    context();
+    if (realtime.open) return;
+    state("connecting…");
+    const session = await realtime.connect($("voice-chat").value);
+    const stt = $("voice-stt").value;
+    realtime.send({
+      type: "session.update",
+      session: {
+        modalities: ["text", "audio"],
+        voice: $("voice-voice").value || "alloy",
+        input_audio_transcription: { model: stt },
+        turn_detection: handsFree ? { type: "server_vad" } : null,
+        hypnos: { transcription_model: stt, speech_model: $("voice-tts").value },
+      },
+    });
+    state(`connected · VAD ${session.hypnos?.speech_detector || "server"}`);
+  }
+
+  // Stop the answer being heard: silence it, tell the server what was heard (it keeps that much of the text).
+  function interrupt() {
+    if (!answering || !player || !player.playing) return;
+    const heard = player.stop();
+    if (answering.itemId && answering.pcm.length) {
+      realtime.send({ type: "conversation.item.truncate", item_id: answering.itemId, content_index: 0, audio_end_ms: Math.round(heard) });
+    }
+    const row = log.answer(answering.id);
+    row.classList.add("interrupted");
+    row.querySelector(".tele").textContent = `interrupted after ${ms(heard)} of audio`;
+  }
+
+  function finishAnswer(response) {
+    const row = log.answer(response.id);
+    row.classList.remove("running");
+    row.classList.add(response.status === "completed" ? "done" : response.status === "cancelled" ? "cancelled" : "failed");
+    if (response.status === "cancelled") row.classList.add("interrupted");
+    if (answering && answering.id === response.id && answering.pcm.length) {
+      const bytes = answering.pcm.reduce((sum, part) => sum + part.length, 0);
+      const joined = new Uint8Array(bytes);
+      let offset = 0;
+      for (const part of answering.pcm) {
+        joined.set(part, offset);
+        offset += part.length;
+      }
+      const wav = wavOf(joined, RATE);
+      const out = $("voice-audio");
+      out.src = URL.createObjectURL(wav);
+      out.dataset.bytes = String(wav.size);
+    }
+    const usage = response.usage;
+    const tele = row.querySelector(".tele");
+    if (usage && !row.classList.contains("interrupted")) tele.textContent = [tele.textContent, `${usage.output_tokens} tokens`].filter(Boolean).join(" · ");
+    if (answering && answering.id === response.id) answering.done = true;
+  }
+
+  function onEvent(event) {
+    switch (event.type) {
+      case "input_audio_buffer.speech_started":
+        state("hearing you…");
+        if (player && player.playing) interrupt(); // barge-in: the server cancels the response itself
+        break;
+      case "input_audio_buffer.speech_stopped":
+        endedAt = performance.now();
+        state("thinking…");
+        break;
+      case "input_audio_buffer.committed":
+        log.user(event.item_id);
+        break;
+      case "conversation.item.input_audio_transcription.completed":
+        log.heard(event.item_id, event.transcript, false);
+        break;
+      case "conversation.item.input_audio_transcription.failed":
+        log.heard(event.item_id, event.error.message, true);
+        break;
+      case "response.created":
+        if (player && !player.playing) player.stop();
+        answering = { id: event.response.id, itemId: null, pcm: [], firstAudio: null, endedAt, done: false };
+        log.answer(event.response.id);
+        break;
+      case "response.output_item.added":
+        if (answering && event.item.type === "message") answering.itemId = event.item.id;
+        break;
+      case "response.audio_transcript.delta":
+      case "response.text.delta":
+        log.answer(event.response_id).querySelector(".out").textContent += event.delta;
+        break;
+      case "response.audio.delta": {
+        if (!answering || answering.id !== event.response_id) break;
+        const bytes = bytesOf(event.delta);
+        answering.pcm.push(bytes);
+        player.play(bytes);
+        $("voice-audio").dataset.played = String(Number($("voice-audio").dataset.played || 0) + bytes.length);
+        if (answering.firstAudio === null) {
+          answering.firstAudio = performance.now();
+          state("answering…");
+          if (answering.endedAt !== null) {
+            log.answer(answering.id).querySelector(".tele").textContent = `first audio ${ms(answering.firstAudio - answering.endedAt)} after you stopped`;
+          }
+        }
+        break;
+      }
+      case "response.done":
+        finishAnswer(event.response);
+        state(handsFree ? "listening…" : "connected");
+        break;
+      case "error":
+        showError($("voice-error"), { type: event.error.type, message: event.error.message });
+        break;
+      default:
+    }
+  }
+
+  function onClose(close) {
+    if (mic) mic.stop();
+    setHandsFree(false);
+    state(close.code === 1000 ? "" : `closed (${close.code})`);
+  }
+
+  function setHandsFree(on) {
+    handsFree = on;
+    $("voice-handsfree").setAttribute("aria-pressed", String(on));
+    $("voice-handsfree").textContent = on ? "■ Stop hands-free" : "Hands-free";
+    $("voice-talk").disabled = on;
+    $("voice-run").disabled = on;
+  }
+
+  const stream = (bytes) => realtime.send({ type: "input_audio_buffer.append", audio: base64Of(bytes) });
+
+  async function startTalking() {
+    if (talking || handsFree) return;
+    talking = true;
     clearError($("voice-error"));
-    if (recorder) {
-      recorder.stop();
+    try {
+      await connected();
+      interrupt();
+      if (answering && !answering.done) realtime.send({ type: "response.cancel" });
+      realtime.send({ type: "input_audio_buffer.clear" });
+      await mic.start(stream);
+      state("hold and speak…");
+      $("voice-talk").classList.add("active");
+      if (!talking) stopTalking(); // released while the microphone was starting
+    } catch (error) {
+      talking = false;
+      showError($("voice-error"), { message: `Cannot talk: ${error.message}` });
+    }
+  }
+
+  function stopTalking() {
+    if (!talking) return;
+    talking = false;
+    if (!mic || !mic.stream) return; // still starting: startTalking ends the turn when it is up
+    mic.stop();
+    $("voice-talk").classList.remove("active");
+    endedAt = performance.now();
+    realtime.send({ type: "input_audio_buffer.commit" });
+    realtime.send({ type: "response.create" });
+    state("thinking…");
+  }
+
+  const talk = $("voice-talk");
+  talk.addEventListener("pointerdown", (event) => {
+    talk.setPointerCapture?.(event.pointerId);
+    startTalking();
+  });
+  talk.addEventListener("pointerup", stopTalking);
+  talk.addEventListener("pointercancel", stopTalking);
+  talk.addEventListener("keydown", (event) => {
+    if ((event.key === " " || event.key === "Enter") && !event.repeat) {
+      event.preventDefault();
+      startTalking();
+    }
+  });
+  talk.addEventListener("keyup", (event) => {
+    if (event.key === " " || event.key === "Enter") stopTalking();
+  });
+
+  $("voice-handsfree").addEventListener("click", async () => {
+    clearError($("voice-error"));
+    if (handsFree) {
+      mic.stop();
+      setHandsFree(false);
+      realtime.send({ type: "session.update", session: { turn_detection: null } });
+      state("connected");
       return;
     }
     try {
-      const stream = await navigator.mediaDevices.getUserMedia({ audio: true });
-      const chunks = [];
-      recorder = new MediaRecorder(stream);
-      recorder.ondataavailable = (event) => chunks.push(event.data);
-      recorder.onstop = async () => {
-        stream.getTracks().forEach((track) => track.stop());
-        recorder = null;
-        $("voice-record").textContent = "● Record";
-        recorded = await toWav(new Blob(chunks, { type: chunks[0]?.type }));
-        $("voice-file").value = "";
-        $("voice-record").textContent = `● Record again (${(recorded.size / 2 / RATE).toFixed(1)} s kept)`;
-      };
-      recorder.start();
-      $("voice-record").textContent = "■ Stop recording";
+      setHandsFree(true);
+      await connected();
+      realtime.send({ type: "session.update", session: { turn_detection: { type: "server_vad" } } });
+      await mic.start(stream);
+      state("listening…");
     } catch (error) {
-      showError($("voice-error"), { message: `Cannot record: ${error.message}` });
+      setHandsFree(false);
+      showError($("voice-error"), { message: `Cannot listen: ${error.message}` });
     }
   });
-  $("voice-file").addEventListener("change", () => (recorded = null));
-  $("voice-tts").addEventListener("change", refreshVoices);
 
   $("voice-run").addEventListener("click", async () => {
     clearError($("voice-error"));
-    for (const name of ["transcription", "chat", "speech"]) {
-      step(name).className = "";
-      step(name).querySelector(".tele").textContent = "";
-    }
-    step("transcription").querySelector(".out").textContent = "";
-    step("chat").querySelector(".out").textContent = "";
     const file = $("voice-file").files[0];
-    let clip = recorded;
-    if (!clip && file) clip = /wav/.test(file.type) || file.name.endsWith(".wav") ? file : await toWav(file);
-    if (!clip) {
-      showError($("voice-error"), { message: "Record something or choose an audio file first." });
+    if (!file) {
+      showError($("voice-error"), { message: "Choose an audio file first (or hold to talk)." });
       return;
     }
-    const [stt, chat, tts] = [$("voice-stt").value, $("voice-chat").value, $("voice-tts").value];
-    const workflow = { "x-hypnos-workflow": `voice/${randomId()}` };
-    $("voice-run").disabled = true;
-    let current = "transcription";
     try {
-      step(current).className = "running";
-      const form = new FormData();
-      form.append("model", stt);
-      form.append("file", clip, file && !recorded ? file.name : "recording.wav");
-      const heard = await (
-        await call("/v1/audio/transcriptions", { method: "POST", form, headers: { ...workflow, "x-hypnos-next-model": chat } })
-      ).json();
-      step(current).querySelector(".out").textContent = heard.text;
-      step(current).querySelector(".tele").textContent = telemetryLine(heard.hypnos_telemetry);
-      step(current).className = "done";
-
-      current = "chat";
-      step(current).className = "running";
-      const out = step(current).querySelector(".out");
-      const answer = await streamChat(
-        { model: chat, messages: [{ role: "user", content: heard.text }], max_tokens: 256 },
-        { content: (text) => (out.textContent = text) },
-        { headers: { ...workflow, "x-hypnos-next-model": tts } },
-      );
-      step(current).querySelector(".tele").textContent = telemetryLine(answer.telemetry);
-      step(current).className = "done";
-
-      current = "speech";
-      step(current).className = "running";
-      const started = performance.now();
-      const spoken = await call("/v1/audio/speech", {
-        method: "POST",
-        json: { model: tts, input: answer.content || heard.text, voice: $("voice-voice").value || "alloy", response_format: "wav" },
-        headers: { ...workflow, "x-hypnos-workflow-end": "true" },
-      });
-      const audio = await spoken.blob();
-      const player = $("voice-audio");
-      player.src = URL.createObjectURL(audio);
-      player.dataset.bytes = String(audio.size);
-      const h = (name) => spoken.headers.get(`x-hypnos-${name}`);
-      step(current).querySelector(".tele").textContent = [
-        `${audio.size} bytes in ${ms(performance.now() - started)}`,
-        h("previous-tier") && `from ${tierName(h("previous-tier"))}`,
-        h("audio-secs") && `${Number(h("audio-secs")).toFixed(2)} s audio`,
-        h("rtf") && `rtf ${Number(h("rtf")).toFixed(3)}`,
-      ].filter(Boolean).join(" · ");
-      step(current).className = "done";
-      player.play().catch(() => {}); // a browser may refuse autoplay; the controls stay
+      const pcm = await toPcm16(file);
+      await connected();
+      interrupt();
+      if (answering && !answering.done) realtime.send({ type: "response.cancel" });
+      realtime.send({ type: "input_audio_buffer.clear" });
+      for (let offset = 0; offset < pcm.length; offset += RATE / 5) stream(pcm.subarray(offset, offset + RATE / 5));
+      endedAt = performance.now();
+      realtime.send({ type: "input_audio_buffer.commit" });
+      realtime.send({ type: "response.create" });
+      state("thinking…");
     } catch (error) {
-      step(current).className = "failed";
-      showError($("voice-error"), error);
-    } finally {
-      $("voice-run").disabled = false;
+      showError($("voice-error"), { message: `Cannot send the file: ${error.message}` });
     }
   });
-}
 
+  // Another model or voice takes a new session (the chat model is the session's).
+  for (const id of ["voice-stt", "voice-chat", "voice-tts", "voice-voice"]) {
+    $(id).addEventListener("change", () => {
+      if (realtime.open) realtime.close();
+      if (id === "voice-tts") refreshVoices();
+    });
+  }
+  $("voice-clear").addEventListener("click", () => log.clear());
+}
