@@ -13,6 +13,7 @@ from server_kit import wait_ready
 STAGES = {
     "transcription_ms",
     "chat_first_token_ms",
+    "chat_first_phrase_ms",
     "chat_ms",
     "speech_first_audio_ms",
     "end_of_speech_to_first_audio_ms",

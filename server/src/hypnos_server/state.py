@@ -58,8 +58,8 @@ class RequestRecord(msgspec.Struct, kw_only=True):
     # Read by observability: the response's hypnos_telemetry (engine timings for /metrics), the text the request log
     # keeps at debug (input/output) and the bodies it keeps at trace (filled only while the log level is trace).
     telemetry: Any = None
-    # a realtime response's stage timings (ms): transcription, chat first token and total, speech first audio, end of
-    # the user's speech to the first audio out (realtime/timing.py names them)
+    # a realtime response's stage timings (ms): transcription, chat first token, first phrase and total, speech first
+    # audio, end of the user's speech to the first audio out (observability/realtime.py names them)
     stages_ms: dict[str, float] | None = None
     input_text: str | None = None
     output_text: str | None = None

@@ -18,6 +18,7 @@ FIRST_AUDIO = "end_of_speech_to_first_audio_ms"  # the stage key the first-audio
 STAGES = {
     "transcription_ms": "transcription",
     "chat_first_token_ms": "chat_first_token",
+    "chat_first_phrase_ms": "chat_first_phrase",
     "chat_ms": "chat",
     "speech_first_audio_ms": "speech_first_audio",
 }
@@ -97,8 +98,8 @@ class RealtimeMetrics:
         first.add_metric([], buckets, total)
         yield first
         stages = HistogramMetricFamily(
-            "hypnos_realtime_stage_ms", "Realtime turn stages: transcription, chat first token and total, speech "
-            "first audio (ms).", labels=["stage"]
+            "hypnos_realtime_stage_ms", "Realtime turn stages: transcription, chat first token, first phrase and "
+            "total, speech first audio (ms).", labels=["stage"]
         )  # fmt: skip
         for label, histogram in self.stages.items():
             buckets, _count, total = histogram.cumulative()

@@ -201,11 +201,14 @@ class Response:
                         message.text += event.text
                         await self._text_delta(message, event.text)
                         for phrase in splitter.feed(event.text) if speaker is not None else []:
-                            speaker.say(message, phrase)
+                            self._say(speaker, message, phrase, began)
                     elif isinstance(event, ToolCallEvent):
                         await self._function_call(event.call)
                     elif isinstance(event, ChatFinished):
                         self.finished = answer.final()
+                        rest = splitter.flush()  # the last phrase goes now, not after the lease is given back
+                        if rest and speaker is not None and message is not None:
+                            self._say(speaker, message, rest, began)
             finally:
                 aclose = getattr(events, "aclose", None)
                 if aclose is not None:
@@ -219,10 +222,16 @@ class Response:
             if speaker is not None:
                 rest = splitter.flush()
                 if rest and message is not None:
-                    speaker.say(message, rest)
+                    self._say(speaker, message, rest, began)
                 await speaker.finish()
         if message is not None:
             await self._close_message(message)
+
+    def _say(self, speaker: Speaker, message: Item, phrase: str, chat_began: float) -> None:
+        """Hand a phrase to the speaker; the first one's time from the chat's start is a stage of the turn."""
+        speaker.say(message, phrase)
+        if "chat_first_phrase_ms" not in self.stage_ms:
+            self.stage_ms["chat_first_phrase_ms"] = round((time.perf_counter() - chat_began) * 1000, 1)
 
     def gone_tokens(self, run: InferenceRun) -> None:
         """Cancel the run's lease token when the response is cancelled."""
