@@ -188,6 +188,13 @@ BENCHES: dict[str, Bench] = {
     ),
     "embeddings_bench": Bench("plugins/hypnos-llama[test]", starter=True),  # its baseline is llama.cpp's own call
     "audio_bench": Bench("plugins/hypnos-audio[cpu,whisper,bench,test]", starter=True),
+    # a spoken turn on the starter lineup: llama chat, whisper and Piper (the websockets client drives /v1/realtime)
+    "realtime_bench": Bench(
+        "plugins/hypnos-llama[test]",
+        starter=True,
+        more=["plugins/hypnos-audio[cpu,whisper,piper]"],
+        peers=["websockets>=13"],
+    ),
     # gliner pins transformers < 5.17, diffusers wants newer: own venvs
     "diffusion_bench": Bench("plugins/hypnos-diffusion[diffusers,test]", CPU_TORCH, venv="diffusion"),
     "docling_bench": Bench("plugins/hypnos-docling[docling,test]"),

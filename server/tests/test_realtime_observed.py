@@ -12,6 +12,7 @@ from server_kit import wait_ready
 
 STAGES = {
     "transcription_ms",
+    "transcription_wait_ms",
     "chat_first_token_ms",
     "chat_first_phrase_ms",
     "chat_ms",

@@ -11,7 +11,7 @@ from hypnos.config import ConfigError
 from hypnos.hookspecs import hookimpl
 from hypnos_server.plugin_api import SpeechDetectorKind
 from litestar.testing import TestClient
-from realtime_kit import append, realtime_app, tone, types, until
+from realtime_kit import append, leases, realtime_app, tone, types, until
 from server_kit import wait_ready
 
 
@@ -106,3 +106,21 @@ def test_a_failing_detector_leaves_the_session_on_the_energy_gate() -> None:
             error = until(ws, "error")[0]["error"]
             assert error["code"] == "speech_detector_failed" and "energy" in error["message"]
             assert "input_audio_buffer.speech_started" in _heard(ws, tone(200, 8000))
+
+
+def test_the_transcription_starts_in_the_pause_before_the_turn_ends() -> None:
+    with TestClient(realtime_app(stt={"token_ms": 50, "steps": 4})) as client:
+        wait_ready(client)
+        with client.websocket_connect("/v1/realtime?model=chat") as ws:
+            ws.receive_json()
+            # speech, a pause the speech goes on after (its early transcript is dropped), speech, the end
+            append(ws, tone(400) + tone(300, 0) + tone(300) + tone(700, 0))
+            heard = until(ws, "conversation.item.input_audio_transcription.completed")[0]
+            done = until(ws, "response.done")[0]
+            assert done["response"]["status"] == "completed"
+            assert leases(client)["stt"] == 0
+        # the transcript is of the audio up to the last pause: 1,000 ms of speech and 200 ms of silence
+        assert heard["transcript"] == f"fake transcript of {44 + 1200 * 48} bytes"
+        (record,) = client.get("/v1/logs", params={"route": "/v1/realtime"}).json()["records"]
+        stages = record["stages_ms"]
+        assert stages["transcription_wait_ms"] <= stages["transcription_ms"]  # it began before the commit

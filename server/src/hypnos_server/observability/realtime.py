@@ -17,6 +17,7 @@ FIRST_AUDIO = "end_of_speech_to_first_audio_ms"  # the stage key the first-audio
 # a realtime response record's stage keys (RequestRecord.stages_ms) -> the `stage` label of hypnos_realtime_stage_ms
 STAGES = {
     "transcription_ms": "transcription",
+    "transcription_wait_ms": "transcription_wait",
     "chat_first_token_ms": "chat_first_token",
     "chat_first_phrase_ms": "chat_first_phrase",
     "chat_ms": "chat",

@@ -16,7 +16,7 @@ from hypnos_server.realtime.conversation import MAX_ITEMS, Item
 from hypnos_server.realtime.detectors import SpeechDetectors
 from hypnos_server.realtime.events import RealtimeError, error_event, event_name, new_id
 from hypnos_server.realtime.handlers import HANDLERS
-from hypnos_server.realtime.input_audio import InputAudio
+from hypnos_server.realtime.input_audio import EarlyTranscript, InputAudio
 from hypnos_server.realtime.session import SessionConfig, first_model, render
 from hypnos_server.realtime.stage import new_record
 from hypnos_server.realtime.turn import Response
@@ -62,6 +62,7 @@ class RealtimeSession(InputAudio):
         self.buffer = bytearray()
         self.segmenter = self.new_segmenter()
         self.speech_item: str | None = None
+        self.early: EarlyTranscript | None = None
         self.turn: Item | None = None
         observability = observability_of(state)
         self.metrics = observability.metrics.realtime if observability is not None else None
@@ -130,6 +131,7 @@ class RealtimeSession(InputAudio):
         finally:
             if self.response is not None:
                 self.response.cancel("session_closed")
+            self.drop_early()
             stopping = self.tasks | self.transcriptions
             if stopping:
                 await asyncio.wait(stopping, timeout=SETTLE_SECS)

@@ -29,6 +29,9 @@ class Item:
     spoken: list[tuple[str, float]] = field(default_factory=list)  # assistant phrases with the ms their audio ends
     committed_at: float | None = None  # user audio: when it was committed (perf_counter), the end of the speech
     transcription_ms: float | None = None  # user audio: how long its transcription took
+    transcript_wait_ms: float | None = (
+        None  # user audio: from its commit to its transcript (the part on the turn's way)
+    )
 
     def render(self, ga: bool = False) -> dict[str, Any]:
         """The item in the protocol's shape."""

@@ -19,6 +19,7 @@ async def _session_update(session: SessionSurface, event: dict[str, Any]) -> Non
     before = (session.config.turn_detection, session.config.speech_detector)
     session.config = apply_update(session.config, update, session.state.scheduler, session.detectors.kinds)
     if (session.config.turn_detection, session.config.speech_detector) != before:
+        session.drop_early()
         session.segmenter = session.new_segmenter()
     await session.send({"type": "session.updated", "session": render(session.config)})
 
@@ -33,6 +34,7 @@ async def _commit(session: SessionSurface, _: dict[str, Any]) -> None:
 
 async def _clear(session: SessionSurface, _: dict[str, Any]) -> None:
     session.buffer = bytearray()
+    session.drop_early()
     session.segmenter = session.new_segmenter()
     await session.send({"type": "input_audio_buffer.cleared"})
 

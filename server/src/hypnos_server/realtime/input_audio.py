@@ -6,10 +6,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import msgspec
-from hypnos.engine import TranscriptionInput
+from hypnos.engine import TranscriptionInput, TranscriptionResult
 from hypnos.errors import HypnosError
 from hypnos.types import Modality
 
@@ -32,6 +33,16 @@ logger = logging.getLogger(__name__)
 MIN_COMMIT_BYTES = SAMPLE_RATE * 2 // 10  # 100 ms: OpenAI refuses to commit less
 
 
+@dataclass
+class EarlyTranscript:
+    """The turn's audio so far, transcribing since a pause in the speech (vad.PAUSE_MS): the transcript when the turn
+    ends there, dropped (its stage cancelled) when the speech goes on."""
+
+    task: asyncio.Task[TranscriptionResult]
+    gone: asyncio.Event
+    began: float
+
+
 class InputAudio:
     """The audio-in half of RealtimeSession (connection.py), which sets these attributes and the methods used here."""
 
@@ -43,6 +54,7 @@ class InputAudio:
     buffer: bytearray
     segmenter: vad.TurnSegmenter | None
     speech_item: str | None
+    early: EarlyTranscript | None
     turn: Item | None
     metrics: RealtimeMetrics | None
     response: Response | None
@@ -101,6 +113,10 @@ class InputAudio:
                     self.response.cancel("turn_detected")  # barge-in
                     if self.metrics is not None:
                         self.metrics.barge_in()
+            elif turn.kind == "paused":
+                self._transcribe_early()
+            elif turn.kind == "resumed":
+                self.drop_early()
             else:
                 item_id = self.speech_item or new_id("item")
                 await self.send(
@@ -131,6 +147,20 @@ class InputAudio:
             except RealtimeError as error:
                 await self.send_error(error.message, error.code, error.kind, error.param)
 
+    def _transcribe_early(self) -> None:
+        """Start transcribing the turn so far: when the VAD ends the turn here, its transcript is (nearly) ready."""
+        self.drop_early()
+        gone = asyncio.Event()
+        task = asyncio.ensure_future(self._run_transcription(bytes(self.buffer), gone))
+        self.early = EarlyTranscript(task, gone, time.perf_counter())
+
+    def drop_early(self) -> None:
+        """Cancel the early transcription, if any (speech went on, the buffer was cleared, the session ends)."""
+        early, self.early = self.early, None
+        if early is not None:
+            early.gone.set()
+            early.task.add_done_callback(_quiet)
+
     def _prefetch(self, model: str | None) -> None:
         prefetch = getattr(self.state.backend, "prefetch", None)
         if model is not None and prefetch is not None:
@@ -152,34 +182,38 @@ class InputAudio:
         await self.send(
             {"type": "conversation.item.created", "previous_item_id": previous, "item": item.render(self.ga)}
         )
-        task = asyncio.ensure_future(self._transcribe(item, pcm))
+        early, self.early = self.early, None  # the turn ended at the pause: that transcript is this item's
+        task = asyncio.ensure_future(self._transcribe(item, pcm, early))
         self.transcriptions.add(task)
         task.add_done_callback(self.transcriptions.discard)
 
-    async def _transcribe(self, item: Item, pcm: bytes) -> None:
+    async def _run_transcription(self, pcm: bytes, gone: asyncio.Event) -> TranscriptionResult:
+        """The transcription stage over pcm16 audio (cancelled when `gone` is set); HypnosError when it fails."""
         model = self.config.transcription_model
         if model is None:
-            await self._transcription_failed(item, "No speech_to_text model in the pool", "model_not_found")
-            return
-        job = TranscriptionInput(audio=wav_header(len(pcm), SAMPLE_RATE) + pcm, filename="audio.wav")
-        try:  # a model disabled, backing off or quarantined refuses already here
-            run = stage_run(
-                self.app, new_record(self.key_label), self.gone, model, [Modality.SPEECH_TO_TEXT], self.config.model
+            raise HypnosError(
+                404, "invalid_request_error", "No speech_to_text model in the pool", code="model_not_found"
             )
-        except HypnosError as error:
-            await self._transcription_failed(item, error.message, error.code or error.type)
-            return
-        began = time.perf_counter()
+        job = TranscriptionInput(audio=wav_header(len(pcm), SAMPLE_RATE) + pcm, filename="audio.wav")
+        # a model disabled, backing off or quarantined refuses already in stage_run
+        run = stage_run(self.app, new_record(self.key_label), gone, model, [Modality.SPEECH_TO_TEXT], self.config.model)
         try:
             await run.open()
-            result = await run.call(lambda engine: engine.transcribe(job, run.lease.cancel))
+            return await run.call(lambda engine: engine.transcribe(job, run.lease.cancel))
+        finally:
+            await run.close()
+
+    async def _transcribe(self, item: Item, pcm: bytes, early: EarlyTranscript | None) -> None:
+        began = early.began if early is not None else time.perf_counter()
+        try:
+            result = await (early.task if early is not None else self._run_transcription(pcm, self.gone))
         except HypnosError as error:
             await self._transcription_failed(item, error.message, error.code or error.type)
             return
-        finally:
-            await run.close()
+        now = time.perf_counter()
         item.text = result.text.strip()
-        item.transcription_ms = round((time.perf_counter() - began) * 1000, 1)
+        item.transcription_ms = round((now - began) * 1000, 1)
+        item.transcript_wait_ms = round((now - (item.committed_at or now)) * 1000, 1)
         if self.config.transcribe_input:
             await self.send(
                 {
@@ -210,3 +244,9 @@ class InputAudio:
                     await asyncio.wait({*self.transcriptions, waiter}, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 waiter.cancel()
+
+
+def _quiet(task: asyncio.Task[Any]) -> None:
+    """Take a dropped task's outcome, so that its failure or cancellation is not reported as unretrieved."""
+    if not task.cancelled():
+        task.exception()

@@ -89,6 +89,10 @@ class SessionSurface(Protocol):
         """Charge the key and hand the response's record to the request log and metrics."""
         ...
 
+    def drop_early(self) -> None:
+        """Cancel the transcription started in a pause of the speech, if any."""
+        ...
+
     def new_segmenter(self) -> vad.TurnSegmenter | None:
         """A VAD for the session's turn_detection (None when it is off)."""
         ...

@@ -149,6 +149,7 @@ class Response:
         turn = self.turn
         if turn is not None and turn.transcription_ms is not None:
             stages["transcription_ms"] = turn.transcription_ms
+            stages["transcription_wait_ms"] = turn.transcript_wait_ms or 0.0
         if turn is not None and turn.committed_at is not None and self.first_audio_at is not None:
             stages[FIRST_AUDIO] = round((self.first_audio_at - turn.committed_at) * 1000, 1)
         return stages or None

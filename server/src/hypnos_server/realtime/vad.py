@@ -17,6 +17,7 @@ from typing import Protocol
 
 FRAME_MS = 20
 ONSET_FRAMES = 2  # consecutive speech frames that start a turn (a click is not speech)
+PAUSE_MS = 200  # silence within a turn after which its transcription starts, before the turn is known to end
 
 
 class SpeechDetector(Protocol):
@@ -63,7 +64,8 @@ ENERGY = SpeechDetectorKind(
 
 @dataclass
 class VadEvent:
-    """A turn boundary: `started` or `stopped`, at this many ms of the session's audio."""
+    """A turn boundary, `started` or `stopped`, or within a turn `paused` / `resumed`, at this ms of the session's
+    audio."""
 
     kind: str
     at_ms: int
@@ -71,13 +73,16 @@ class VadEvent:
 
 class TurnSegmenter:
     """Feeds appended audio to a detector in frames; speech start after ONSET_FRAMES speech frames, stop after
-    silence_ms of non-speech frames."""
+    silence_ms of non-speech frames. Within a turn, PAUSE_MS of silence is a `paused` event (the turn may be ending:
+    work on it can start) and speech after it a `resumed` one."""
 
     def __init__(self, detector: SpeechDetector, sample_rate: int, silence_ms: int, blocking: bool = False) -> None:
         self.detector = detector
         self.blocking = blocking  # the detector runs a model: feed() is called off the event loop
         self.frame_bytes = sample_rate * FRAME_MS // 1000 * 2
         self.silence_frames = max(1, silence_ms // FRAME_MS)
+        pause = PAUSE_MS // FRAME_MS
+        self.pause_frames = pause if pause < self.silence_frames else None  # no pause event when the stop comes first
         self.pending = b""
         self.frames = 0  # frames seen in the session
         self.speaking = False
@@ -103,7 +108,12 @@ class TurnSegmenter:
                     self.speaking, self.run = True, 0
                     events.append(VadEvent("started", (self.frames - ONSET_FRAMES) * FRAME_MS))
             else:
+                paused = self.pause_frames is not None and self.run >= self.pause_frames
                 self.run = 0 if speech else self.run + 1
+                if speech and paused:
+                    events.append(VadEvent("resumed", self.frames * FRAME_MS))
+                elif self.run == self.pause_frames:
+                    events.append(VadEvent("paused", self.frames * FRAME_MS))
                 if self.run >= self.silence_frames:
                     self.speaking, self.run = False, 0
                     events.append(VadEvent("stopped", self.frames * FRAME_MS))
