@@ -1,24 +1,43 @@
-"""End to end: the OpenAI SDK's realtime client against a real `hypnos serve` (granian) over fake models."""
+"""End to end: the OpenAI SDK's realtime client against a real `hypnos serve` (granian) over fake models, and what a
+hostile client does to it (a 10 MB frame, a frame over the bound, a client that never reads)."""
 
 from __future__ import annotations
 
 import base64
+import json
 import math
+import os
 import struct
+import subprocess
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import httpx
 import openai
 import pytest
-import websockets  # noqa: F401  the SDK's realtime client needs openai[realtime]: the e2e session installs it
-from hypnos_server.testing import live_server
+import websockets  # the SDK's realtime client needs openai[realtime]: the e2e session installs it
+from hypnos_server.testing import live_process
+from websockets.sync.client import connect
 
 API_KEY = "e2e-realtime-key"
+MiB = 1024 * 1024
 CONFIG = """
+[limits]
+max_realtime_pending_bytes = 1048576
+
 [[models]]
 id = "fake-chat"
 modality = "text_generation"
 engine = "fake"
+
+[[models]]
+id = "fake-long"
+modality = "text_generation"
+engine = "fake"
+[models.fake]
+tokens = 8000
 
 [[models]]
 id = "fake-stt"
@@ -33,12 +52,19 @@ engine = "fake"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The real server with the fake engines and an API key."""
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """The real server (its process and base URL) with the fake engines and an API key."""
     config = tmp_path_factory.mktemp("e2e-realtime") / "hypnos.toml"
     config.write_text(CONFIG)
-    with live_server(config, env={"HYPNOS_API_KEYS": API_KEY, "HYPNOS_PLUGINS": "fake"}, ready_timeout=60) as base:
-        yield base
+    env = {"HYPNOS_API_KEYS": API_KEY, "HYPNOS_PLUGINS": "fake"}
+    with live_process(config, env=env, ready_timeout=60) as (process, base):
+        yield process, base
+
+
+@pytest.fixture(scope="module")
+def server(served: tuple[subprocess.Popen[bytes], str]) -> str:
+    """The served base URL."""
+    return served[1]
 
 
 def _speech(ms: int) -> str:
@@ -99,3 +125,77 @@ def test_sdk_realtime_wrong_key_is_refused(server: str) -> None:
     with client.realtime.connect(model="fake-chat") as connection:
         event = connection.recv()
         assert event.type == "error" and event.error.code == "invalid_api_key"
+
+
+def _socket(server: str, model: str = "fake-chat", **options: Any) -> Any:
+    url = server.replace("http://", "ws://") + f"/v1/realtime?model={model}"
+    return connect(url, additional_headers={"Authorization": f"Bearer {API_KEY}"}, max_size=None, **options)
+
+
+def _admin(server: str) -> httpx.Client:
+    return httpx.Client(base_url=server, headers={"Authorization": f"Bearer {API_KEY}"}, timeout=30)
+
+
+def test_a_10_mb_frame_is_an_error_event_and_one_over_the_bound_closes_1009(server: str) -> None:
+    with _socket(server) as ws:
+        assert json.loads(ws.recv())["type"] == "session.created"
+        ws.send("x" * (10 * MiB))  # under limits.max_realtime_frame_bytes (15 MiB): read, and refused as not JSON
+        assert json.loads(ws.recv())["error"]["code"] == "invalid_json"
+        ws.send(json.dumps({"type": "session.update", "session": {"instructions": "Still here."}}))
+        assert json.loads(ws.recv())["session"]["instructions"] == "Still here."
+        ws.send("y" * (16 * MiB))
+        assert json.loads(ws.recv())["error"]["code"] == "frame_too_large"
+        with pytest.raises(websockets.ConnectionClosedError) as closed:
+            ws.recv()
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009
+    with _admin(server) as admin:
+        assert all(m["active_leases"] == 0 for m in admin.get("/v1/memory/status").json()["models"])
+
+
+def _worker_rss(server_pid: int) -> int:
+    """Resident bytes of the server's worker processes (granian's children)."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            parent = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            if parent == server_pid:
+                pages = int(Path(f"/proc/{entry}/statm").read_text().split()[1])
+                total += pages * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
+def _sessions_open(admin: httpx.Client) -> float:
+    line = next(
+        line for line in admin.get("/metrics").text.splitlines() if line.startswith("hypnos_realtime_sessions_open")
+    )
+    return float(line.split()[-1])
+
+
+def test_a_client_that_never_reads_is_dropped_with_memory_bounded_and_no_lease_held(
+    served: tuple[subprocess.Popen[bytes], str],
+) -> None:
+    process, server = served
+    before = _worker_rss(process.pid)
+    # an 8,000-word answer is about 51 MB of audio events; the client takes none of them
+    ws = _socket(server, "fake-long", max_queue=1)
+    try:
+        ws.send(json.dumps({"type": "session.update", "session": {"max_response_output_tokens": 8000}}))
+        item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Talk for long."}]}
+        ws.send(json.dumps({"type": "conversation.item.create", "item": item}))
+        ws.send(json.dumps({"type": "response.create"}))
+        with _admin(server) as admin:
+            for _ in range(600):  # the server ends the session itself: the client never reads nor closes
+                if _sessions_open(admin) == 0:
+                    break
+                time.sleep(0.1)
+            assert _sessions_open(admin) == 0
+            assert all(m["active_leases"] == 0 for m in admin.get("/v1/memory/status").json()["models"])
+            (record,) = admin.get("/v1/logs", params={"route": "/v1/realtime", "model": "fake-long"}).json()["records"]
+            assert record["status"] == 499  # the response was cancelled with its session
+        assert _worker_rss(process.pid) - before < 32 * MiB  # the server kept at most its 1 MiB of pending events
+    finally:
+        ws.close()

@@ -99,6 +99,9 @@ class LimitsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     body_timeout_secs: float = 30.0  # the longest wait for the next part of a request body (408 past it)
     max_queue_per_model: int = 8
     max_realtime_frame_bytes: int = 15 * MiB  # one /v1/realtime WebSocket frame; a larger one closes it with 1009
+    # server events a /v1/realtime client has not taken yet: past this the session is closed (1008), the server's
+    # memory stays bounded when a client stops reading
+    max_realtime_pending_bytes: int = 32 * MiB
     allow_remote_image_urls: bool = True
     allow_private_urls: bool = False
     overload: Literal["queue", "shed"] = "queue"

@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-MAX_PENDING_BYTES = 32 * 1024 * 1024  # server events not yet taken by the client: past this it is disconnected
 CLOSE_TOO_BIG, CLOSE_POLICY = 1009, 1008
 SETTLE_SECS = 20.0  # how long closing waits for the stages to stop
 FLUSH_SECS = 2.0  # how long closing waits for the client to take the last events
@@ -58,6 +57,7 @@ class RealtimeSession(InputAudio):
             speech_detector=self.detectors.default,
         )
         self.max_frame = state.settings.limits.max_realtime_frame_bytes
+        self.max_pending = state.settings.limits.max_realtime_pending_bytes  # events the client has not taken
         self.items: list[Item] = []
         self.buffer = bytearray()
         self.segmenter = self.new_segmenter()
@@ -87,7 +87,7 @@ class RealtimeSession(InputAudio):
         event["type"] = event_name(event["type"], self.ga)
         text = msgspec.json.encode(event).decode()
         self.pending_bytes += len(text)
-        if self.pending_bytes > MAX_PENDING_BYTES:
+        if self.pending_bytes > self.max_pending:
             self.end(CLOSE_POLICY, "the client does not read its events")
             return
         self.outgoing.put_nowait(text)
