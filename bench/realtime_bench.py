@@ -33,8 +33,8 @@ import httpx
 
 RATE = 24000
 FRAME_BYTES = RATE * 2 * 20 // 1000  # 20 ms of pcm16
-QUESTION = "What is the capital of France?"
-INSTRUCTIONS = "Answer in one short sentence."
+QUESTION = "Why is the sky blue?"
+INSTRUCTIONS = "You are a voice assistant. Answer in two or three short sentences."
 WAYS = ("realtime_vad", "realtime_commit", "http")
 
 
@@ -76,6 +76,7 @@ class Turns:
             receive_until(ws, "session.created")
             session = {
                 "instructions": INSTRUCTIONS,
+                "temperature": 0,  # the same answer every turn and on both ways
                 "turn_detection": None if commit else {"type": "server_vad", "silence_duration_ms": self.silence_ms},
                 "hypnos": {"transcription_model": self.stt, "speech_model": self.tts},
             }
@@ -108,7 +109,7 @@ class Turns:
         transcribed = time.perf_counter()
         messages = [{"role": "system", "content": INSTRUCTIONS}, {"role": "user", "content": heard.json()["text"]}]
         answer = []
-        body = {"model": self.chat, "messages": messages, "stream": True}
+        body = {"model": self.chat, "messages": messages, "stream": True, "temperature": 0}
         with self.http.stream("POST", "/v1/chat/completions", json=body) as response:
             response.raise_for_status()
             for line in response.iter_lines():
@@ -198,6 +199,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=20, help="turns per way")
     parser.add_argument("--speech", default="piper-joe", help="the speech model (default: the English Piper voice)")
     parser.add_argument("--silence-ms", type=int, default=500, help="server VAD silence_duration_ms")
+    parser.add_argument("--question", default=QUESTION, help="what Piper says as the question")
     args = parser.parse_args()
 
     from hypnos.tomlw import dumps
@@ -215,7 +217,7 @@ def main() -> None:
         with live_server(config, ready_timeout=600) as base:
             spoken = httpx.post(
                 f"{base}/v1/audio/speech",
-                json={"model": tts, "input": QUESTION, "response_format": "pcm"},
+                json={"model": tts, "input": args.question, "response_format": "pcm"},
                 timeout=120,
             )
             spoken.raise_for_status()
@@ -229,7 +231,10 @@ def main() -> None:
                 for way in order:
                     result = run[way]()
                     figures[way].append(result)
-                    print(f"turn {index} {way:<16}{result['first_audio_ms']:8.0f} ms", file=sys.stderr)
+                    split = " ".join(
+                        f"{k.removesuffix('_ms')}={v:.0f}" for k, v in result.items() if k != "first_audio_ms"
+                    )
+                    print(f"turn {index} {way:<16}{result['first_audio_ms']:6.0f} ms  {split}", file=sys.stderr)
     report(args, chat, stt, tts, len(spoken.content) / 2 / RATE, figures)
 
 
