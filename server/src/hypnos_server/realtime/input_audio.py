@@ -59,6 +59,7 @@ class InputAudio:
     metrics: RealtimeMetrics | None
     response: Response | None
     transcriptions: set[asyncio.Task[Any]]
+    tasks: set[asyncio.Task[Any]]
     gone: asyncio.Event
     ga: bool
 
@@ -152,6 +153,8 @@ class InputAudio:
         self.drop_early()
         gone = asyncio.Event()
         task = asyncio.ensure_future(self._run_transcription(bytes(self.buffer), gone))
+        self.tasks.add(task)  # the session's end waits for it (it is cancelled then)
+        task.add_done_callback(self.tasks.discard)
         self.early = EarlyTranscript(task, gone, time.perf_counter())
 
     def drop_early(self) -> None:
