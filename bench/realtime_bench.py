@@ -33,7 +33,7 @@ import httpx
 
 RATE = 24000
 FRAME_BYTES = RATE * 2 * 20 // 1000  # 20 ms of pcm16
-QUESTION = "Why is the sky blue?"
+QUESTION = "How do plants make food?"  # the starter chat answers it in three sentences (51 tokens)
 INSTRUCTIONS = "You are a voice assistant. Answer in two or three short sentences."
 WAYS = ("realtime_vad", "realtime_commit", "http")
 
