@@ -23,6 +23,14 @@ def test_phrases_end_at_sentences_and_long_clauses() -> None:
     clause = "When the weather is cold and wet, take a coat"
     assert _split([clause]) == ["When the weather is cold and wet,", "take a coat"]
     assert _split(["Yes, I do."]) == ["Yes, I do."]  # a short clause is not cut
+    # the first clause may be shorter than the later ones: speech starts sooner
+    answer = "Plants use sunlight, water, and air. They grow roots, stems and leaves, then flowers."
+    assert _split([answer]) == [
+        "Plants use sunlight,",
+        "water, and air.",
+        "They grow roots, stems and leaves,",
+        "then flowers.",
+    ]
 
 
 def test_phrases_never_cut_inside_numbers_or_urls() -> None:

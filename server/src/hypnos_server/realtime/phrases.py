@@ -1,5 +1,6 @@
 """Cuts a streamed answer into phrases to speak while the rest is decoded: sentence and clause ends, never inside a
-number or a URL (a boundary is punctuation followed by whitespace), with a minimum length per phrase."""
+number or a URL (a boundary is punctuation followed by whitespace), with a minimum length per phrase (a shorter one
+for the first clause, which the listener waits for)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ WIDE_ENDS = "\u3002\uff01\uff1f"  # CJK full stop, exclamation and question mark
 CLAUSE_ENDS = ",;:"
 MIN_SENTENCE_CHARS = 8  # "1. " or "Dr. " alone is not a phrase
 MIN_CLAUSE_CHARS = 24  # a clause is cut only when it is long enough to be worth speaking on its own
+MIN_FIRST_CLAUSE_CHARS = 16  # the answer's first clause may be shorter: it is what the user waits for
 MAX_PHRASE_CHARS = 240  # past this, cut at the last space (a run-on answer still starts speaking)
 
 
@@ -16,6 +18,7 @@ class PhraseSplitter:
 
     def __init__(self) -> None:
         self.text = ""
+        self.first = True  # no phrase handed out yet
 
     def feed(self, piece: str) -> list[str]:
         """The phrases the new piece completes."""
@@ -25,6 +28,7 @@ class PhraseSplitter:
             phrase, self.text = self.text[:cut].strip(), self.text[cut:].lstrip()
             if phrase:
                 phrases.append(phrase)
+                self.first = False
         return phrases
 
     def flush(self) -> str | None:
@@ -44,7 +48,7 @@ class PhraseSplitter:
             length = len(text[: index + 1].strip())
             if char in SENTENCE_ENDS and length >= MIN_SENTENCE_CHARS:
                 return index + 1
-            if char in CLAUSE_ENDS and length >= MIN_CLAUSE_CHARS:
+            if char in CLAUSE_ENDS and length >= (MIN_FIRST_CLAUSE_CHARS if self.first else MIN_CLAUSE_CHARS):
                 return index + 1
         if len(text) > MAX_PHRASE_CHARS:
             space = text.rfind(" ", 0, MAX_PHRASE_CHARS)
