@@ -2,7 +2,8 @@
 
 Run from the repo root: `python -m bench.realtime_bench` (`nox -s bench -- realtime`: hypnos-llama and hypnos-audio
 with their starter weights). One `hypnos serve` holds the starter lineup (`hypnos starter`'s models); the question
-is spoken once by the starter's Piper voice and every turn sends the same audio, alternating round by round:
+is spoken once by the starter's Piper voice (its trailing near-silence cut off: the last frame is the end of the speech)
+and every turn sends the same audio, alternating round by round:
 - realtime, server VAD: the question streamed at real-time pace in 20 ms appends, then silence at the same pace until
   the first response.audio.delta; the time from the last frame of speech sent to that delta (the VAD's hangover,
   `silence_duration_ms`, included).
@@ -133,6 +134,19 @@ class Turns:
         }
 
 
+def trimmed(pcm: bytes, floor_dbfs: float = -45.0) -> bytes:
+    """The speech without its trailing near-silence (20 ms frames below `floor_dbfs`): its last frame is the end of
+    the speech, so that the server VAD's whole hangover is inside the measured time."""
+    import numpy as np
+
+    samples = np.frombuffer(pcm, dtype="<i2").astype(np.float64) / 32768.0
+    frame = FRAME_BYTES // 2
+    end = len(samples) // frame * frame
+    while end > frame and 20 * np.log10(np.sqrt(np.mean(samples[end - frame : end] ** 2)) + 1e-12) < floor_dbfs:
+        end -= frame
+    return pcm[: end * 2]
+
+
 def wav_of(pcm: bytes) -> bytes:
     """pcm16 24 kHz mono as a WAV file."""
     from hypnos.kit.audio import wav_bytes
@@ -221,7 +235,8 @@ def main() -> None:
                 timeout=120,
             )
             spoken.raise_for_status()
-            turns = Turns(base, chat, stt, tts, spoken.content, args.silence_ms)
+            question = trimmed(spoken.content)
+            turns = Turns(base, chat, stt, tts, question, args.silence_ms)
             run = {"realtime_vad": lambda: turns.realtime(False), "realtime_commit": lambda: turns.realtime(True),
                    "http": turns.three_calls}  # fmt: skip
             for way in WAYS:  # warm every path once
@@ -235,7 +250,7 @@ def main() -> None:
                         f"{k.removesuffix('_ms')}={v:.0f}" for k, v in result.items() if k != "first_audio_ms"
                     )
                     print(f"turn {index} {way:<16}{result['first_audio_ms']:6.0f} ms  {split}", file=sys.stderr)
-    report(args, chat, stt, tts, len(spoken.content) / 2 / RATE, figures)
+    report(args, chat, stt, tts, len(question) / 2 / RATE, figures)
 
 
 def report(
@@ -251,8 +266,8 @@ def report(
         print(f"{way:<18}{p50:>9.0f}{percentile(values, 0.95):>9.0f}{http / p50:>15.2f}x")
     print("\nmedian stage split (ms)")
     stages = (
-        "vad_hangover_ms", "transcription_ms", "chat_first_token_ms", "chat_first_phrase_ms", "chat_ms",
-        "speech_first_audio_ms", "end_of_speech_to_first_audio_ms",
+        "vad_hangover_ms", "transcription_ms", "transcription_wait_ms", "chat_first_token_ms", "chat_first_phrase_ms",
+        "chat_ms", "speech_first_audio_ms", "end_of_speech_to_first_audio_ms",
     )  # fmt: skip
     print(f"{'stage':<34}" + "".join(f"{way:>18}" for way in figures))
     for stage in stages:

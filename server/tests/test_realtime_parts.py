@@ -7,7 +7,7 @@ import array
 from hypnos_server.realtime.conversation import Item
 from hypnos_server.realtime.phrases import MAX_PHRASE_CHARS, PhraseSplitter
 from hypnos_server.realtime.stage import resample
-from hypnos_server.realtime.vad import EnergyDetector, TurnSegmenter
+from hypnos_server.realtime.vad import PAUSE_MS, EnergyDetector, TurnSegmenter
 from realtime_kit import tone
 
 
@@ -54,11 +54,21 @@ def test_a_run_on_answer_is_cut_at_a_space() -> None:
 def test_energy_vad_finds_the_turn() -> None:
     segmenter = TurnSegmenter(EnergyDetector(0.5), 24000, silence_ms=300)
     events = segmenter.feed(tone(200, 0)) + segmenter.feed(tone(500)) + segmenter.feed(tone(400, 0))
-    assert [(event.kind, event.at_ms) for event in events] == [("started", 200), ("paused", 900), ("stopped", 1000)]
+    assert [(event.kind, event.at_ms) for event in events] == [
+        ("started", 200),
+        ("paused", 700 + PAUSE_MS),
+        ("stopped", 1000),
+    ]
     segmenter = TurnSegmenter(EnergyDetector(0.5), 24000, silence_ms=500)  # a pause, then the speech goes on
     events = segmenter.feed(tone(300) + tone(300, 0) + tone(200) + tone(600, 0))
     kinds = [(event.kind, event.at_ms) for event in events]
-    assert kinds == [("started", 0), ("paused", 500), ("resumed", 620), ("paused", 1000), ("stopped", 1300)]
+    assert kinds == [
+        ("started", 0),
+        ("paused", 300 + PAUSE_MS),
+        ("resumed", 620),
+        ("paused", 800 + PAUSE_MS),
+        ("stopped", 1300),
+    ]
     assert TurnSegmenter(EnergyDetector(0.5), 24000, 300).feed(tone(1000, 50)) == []  # too quiet to be speech
     assert TurnSegmenter(EnergyDetector(0.5), 24000, 300).feed(tone(20)) == []  # one loud frame is a click
 

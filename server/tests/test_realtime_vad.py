@@ -10,6 +10,7 @@ import pytest
 from hypnos.config import ConfigError
 from hypnos.hookspecs import hookimpl
 from hypnos_server.plugin_api import SpeechDetectorKind
+from hypnos_server.realtime.vad import PAUSE_MS
 from litestar.testing import TestClient
 from realtime_kit import append, leases, realtime_app, tone, types, until
 from server_kit import wait_ready
@@ -119,8 +120,8 @@ def test_the_transcription_starts_in_the_pause_before_the_turn_ends() -> None:
             done = until(ws, "response.done")[0]
             assert done["response"]["status"] == "completed"
             assert leases(client)["stt"] == 0
-        # the transcript is of the audio up to the last pause: 1,000 ms of speech and 200 ms of silence
-        assert heard["transcript"] == f"fake transcript of {44 + 1200 * 48} bytes"
+        # the transcript is of the audio up to the last pause: 1,000 ms of speech and PAUSE_MS of silence
+        assert heard["transcript"] == f"fake transcript of {44 + (1000 + PAUSE_MS) * 48} bytes"
         (record,) = client.get("/v1/logs", params={"route": "/v1/realtime"}).json()["records"]
         stages = record["stages_ms"]
         assert stages["transcription_wait_ms"] <= stages["transcription_ms"]  # it began before the commit

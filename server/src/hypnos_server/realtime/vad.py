@@ -17,7 +17,7 @@ from typing import Protocol
 
 FRAME_MS = 20
 ONSET_FRAMES = 2  # consecutive speech frames that start a turn (a click is not speech)
-PAUSE_MS = 200  # silence within a turn after which its transcription starts, before the turn is known to end
+PAUSE_MS = 100  # silence within a turn after which its transcription starts, before the turn is known to end
 
 
 class SpeechDetector(Protocol):
