@@ -31,6 +31,9 @@ def test_phrases_end_at_sentences_and_long_clauses() -> None:
         "They grow roots, stems and leaves,",
         "then flowers.",
     ]
+    splitter = PhraseSplitter()  # a comma after a word ends the clause when it arrives, not with the next token
+    assert splitter.feed("Plants use sunlight") == [] and splitter.feed(",") == ["Plants use sunlight,"]
+    assert splitter.feed(" It costs 1") == [] and splitter.feed(",") == [] and splitter.feed("000 dollars.") == []
 
 
 def test_phrases_never_cut_inside_numbers_or_urls() -> None:

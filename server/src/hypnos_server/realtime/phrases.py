@@ -7,6 +7,7 @@ from __future__ import annotations
 SENTENCE_ENDS = ".!?"
 WIDE_ENDS = "\u3002\uff01\uff1f"  # CJK full stop, exclamation and question marks: no space follows them
 CLAUSE_ENDS = ",;:"
+EARLY_ENDS = ",;"  # clause ends cut without waiting for the next character when a word comes before them
 MIN_SENTENCE_CHARS = 8  # "1. " or "Dr. " alone is not a phrase
 MIN_CLAUSE_CHARS = 24  # a clause is cut only when it is long enough to be worth speaking on its own
 MIN_FIRST_CLAUSE_CHARS = 16  # the answer's first clause may be shorter: it is what the user waits for
@@ -43,7 +44,8 @@ class PhraseSplitter:
                 return index + 1
             if char in WIDE_ENDS and len(text[: index + 1].strip()) >= MIN_SENTENCE_CHARS // 2:
                 return index + 1
-            if index + 1 == len(text) or not text[index + 1].isspace():
+            last = index + 1 == len(text)
+            if (last and not _word_comma(text, index)) or (not last and not text[index + 1].isspace()):
                 continue  # "3.14", "example.com" and a piece's last character wait for what follows
             length = len(text[: index + 1].strip())
             if char in SENTENCE_ENDS and length >= MIN_SENTENCE_CHARS:
@@ -54,3 +56,9 @@ class PhraseSplitter:
             space = text.rfind(" ", 0, MAX_PHRASE_CHARS)
             return space + 1 if space > 0 else MAX_PHRASE_CHARS
         return None
+
+
+def _word_comma(text: str, index: int) -> bool:
+    """A comma or semicolon right after a letter: a clause end already (no number, URL or abbreviation ends so), so
+    the token after it need not be waited for."""
+    return text[index] in EARLY_ENDS and index > 0 and text[index - 1].isalpha()
