@@ -132,6 +132,13 @@ class _Routes:
 
         return [hello]
 
+    @hookimpl
+    def hypnos_speech_detectors(self):
+        from hypnos_server.plugin_api import SpeechDetectorKind
+        from hypnos_server.realtime.vad import EnergyDetector
+
+        return [SpeechDetectorKind("hum", EnergyDetector, "a level gate under another name", blocking=False)]
+
 
 def _installed(monkeypatch, *points):  # type: ignore[no-untyped-def]
     from hypnos import plugins
@@ -198,8 +205,18 @@ def test_plugins_lists_kinds_tables_routes_and_failures(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "engine kind fake:" in out and "[models.fake] layers," in out and "[models.image] edit" in out
     assert "route GET /v1/hello" in out
+    assert "speech detector hum: a level gate under another name" in out
     assert "failed:" in out and "`broken`" in out and "No module named 'torch'" in out
     assert "`routes`" not in out.split("failed:")[1]  # hypnos_routes is the server's hook: known here
+
+
+def test_serve_stops_on_a_speech_detector_nobody_offers(tmp_path, monkeypatch, capsys):
+    _installed(monkeypatch, _Point("routes", _Routes()))
+    path = tmp_path / "hypnos.toml"
+    path.write_text(f'[server]\nport = {_free_port()}\nrealtime_vad = "silero"\n')
+    assert cli.main(["serve", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "realtime_vad" in err and "silero" in err and "hum" in err
 
 
 def test_plugins_json(monkeypatch, capsys):

@@ -1,4 +1,5 @@
-"""`hypnos plugins`: the installed plugins, their engine kinds, routes and option tables, and what failed to load."""
+"""`hypnos plugins`: the installed plugins, their engine kinds, routes, speech detectors and option tables, and what
+failed to load."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ class PluginEntry(msgspec.Struct, kw_only=True):
     version: str | None
     engine_kinds: list[EngineKindEntry]
     routes: list[str]
+    speech_detectors: list[str] = []  # realtime server VAD detectors: `name: description`
 
 
 class PluginsReport(msgspec.Struct, kw_only=True):
@@ -60,7 +62,8 @@ def route_paths(route: Any) -> list[str]:
 def _results(load: PluginLoad, hook: str, failed: list[PluginProblem]) -> dict[str, list[Any]]:
     """Each plugin's answer to a no-argument hook; a hook that raises is a problem of its plugin."""
     out: dict[str, list[Any]] = {}
-    for impl in getattr(load.manager.hook, hook).get_hookimpls():
+    caller = getattr(load.manager.hook, hook, None)  # a manager built by core alone has no server hooks
+    for impl in caller.get_hookimpls() if caller is not None else []:
         try:
             out[impl.plugin_name] = list(impl.function() or [])
         except Exception as error:
@@ -75,6 +78,7 @@ def plugins_report(load: PluginLoad) -> PluginsReport:
     failed = list(load.problems)
     kinds = _results(load, "hypnos_engine_kinds", failed)
     routes = _results(load, "hypnos_routes", failed)
+    detectors = _results(load, "hypnos_speech_detectors", failed)
     entries = []
     for name, _plugin in load.manager.list_name_plugin():
         source = load.sources.get(name, PluginSource())
@@ -85,6 +89,7 @@ def plugins_report(load: PluginLoad) -> PluginsReport:
                 version=source.version,
                 engine_kinds=[_kind_entry(kind) for kind in kinds.get(name, [])],
                 routes=[path for route in routes.get(name, []) for path in route_paths(route)],
+                speech_detectors=[f"{kind.name}: {kind.description}" for kind in detectors.get(name, [])],
             )
         )
     return PluginsReport(plugins=sorted(entries, key=lambda e: e.name), failed=failed)
@@ -104,6 +109,8 @@ def render_report(report: PluginsReport) -> str:
                 lines.append(f"    [models.{table}]")
         for route in plugin.routes:
             lines.append(f"  route {route}")
+        for detector in plugin.speech_detectors:
+            lines.append(f"  speech detector {detector}")
     if not report.plugins:
         lines.append("no plugins installed")
     if report.failed:
