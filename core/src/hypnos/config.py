@@ -150,7 +150,7 @@ class ProcessConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     env: dict[str, str] = {}
     # OMP_NUM_THREADS (and MKL_NUM_THREADS) of the host; None: the library's default
     threads: int | None = None
-    # OMP_WAIT_POLICY of the host; None: the engine kind's measured default (torch engines PASSIVE, llama.cpp spins)
+    # OMP_WAIT_POLICY of the host (it drops the kind's GOMP_SPINCOUNT); None: the kind's measured default
     omp_wait_policy: Literal["ACTIVE", "PASSIVE"] | None = None
     # the host's CPU niceness (0 as the server .. 19 yields the most; below 0 needs privileges); None: the engine
     # kind's measured default (batch torch engines 10, so a chat decoding beside them keeps its cores)

@@ -291,7 +291,7 @@ class EngineKind:
     description: str = ""
     options: Mapping[str, type[Any]] = field(default_factory=dict, hash=False, compare=False)
     # the environment an engine host of this kind starts with unless the model's [models.process] says otherwise:
-    # measured defaults such as OMP_WAIT_POLICY=PASSIVE for torch engines (llama.cpp's threads are faster spinning)
+    # measured defaults such as GOMP_SPINCOUNT for a torch engine (llama.cpp's threads are faster spinning)
     process_env: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
     # the CPU niceness such a host starts with unless [models.process] nice says otherwise: batch engines (entities,
     # documents, images) yield the cores to interactive ones (a chat decoding, speech) when both want them

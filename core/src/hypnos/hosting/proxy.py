@@ -64,6 +64,12 @@ def host_environment(model: ModelConfig, kind: EngineKind) -> dict[str, str]:
     process = model.process
     if process.omp_wait_policy is not None:
         env["OMP_WAIT_POLICY"] = process.omp_wait_policy
+        if (
+            "GOMP_SPINCOUNT" in kind.process_env
+        ):  # the kind's spin count would win over the policy: back to the server's
+            env.pop("GOMP_SPINCOUNT")
+            if "GOMP_SPINCOUNT" in os.environ:
+                env["GOMP_SPINCOUNT"] = os.environ["GOMP_SPINCOUNT"]
     if process.threads is not None:
         env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(process.threads)
     env.update(process.env)

@@ -33,9 +33,10 @@ def hypnos_engine_kinds() -> list[EngineKind]:
             make_gliner_engine,
             description="GLiNER zero-shot entity extraction on torch or ONNX Runtime",
             options={"gliner": GlinerOptions, **BATCHING_OPTIONS},
-            # torch's OpenMP team spinning between the small model's parallel regions cost 92 ms vs 24 ms a request
-            # under load (bench gliner_bench, #17); in its own host the policy no longer slows llama.cpp down
-            process_env={"OMP_WAIT_POLICY": "PASSIVE"},
+            # torch's OpenMP threads spin briefly (~30 us) between the small model's many parallel regions, then
+            # sleep: a text took 3.6-3.8 ms quiet against 7.0-7.4 with OMP_WAIT_POLICY=PASSIVE, and as long as PASSIVE
+            # beside two busy cores (52 ms at nice 10), where the default 3 ms spin cost 92 ms vs 24 (#17)
+            process_env={"GOMP_SPINCOUNT": "3000"},
             # a batch engine: a chat decoding beside busy torch threads on 2 cores ran 39-46 tok/s with this, 26 without
             # (bench isolation's "decode beside busy GLiNER"); GLiNER still has every core the others leave idle
             process_nice=10,
