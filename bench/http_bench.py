@@ -67,14 +67,15 @@ class RouteResult:
 # ---- the load generator ---------------------------------------------------------------------------------------------
 
 
-def _request_bytes(method: str, path: str, body: bytes | None, port: int) -> bytes:
+def request_bytes(method: str, path: str, body: bytes | None, port: int) -> bytes:
+    """One HTTP/1.1 keep-alive request, encoded."""
     lines = [f"{method} {path} HTTP/1.1", f"Host: {HOST}:{port}", "Connection: keep-alive", "Accept: */*"]
     if body is not None:
         lines += ["Content-Type: application/json", f"Content-Length: {len(body)}"]
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + (body or b"")
 
 
-async def _read_response(reader: asyncio.StreamReader) -> int:
+async def read_response(reader: asyncio.StreamReader) -> int:
     """Read one response (Content-Length or chunked body) and return its status."""
     head = await reader.readuntil(b"\r\n\r\n")
     status = int(head.split(b" ", 2)[1])
@@ -101,7 +102,7 @@ async def _worker(port: int, payload: bytes, deadline: float, budget: list[int],
             budget[0] -= 1
             started = time.perf_counter()
             writer.write(payload)
-            status = await _read_response(reader)
+            status = await read_response(reader)
             out.latencies_ms.append((time.perf_counter() - started) * 1000)
             out.requests += 1
             if status >= 400:
@@ -115,7 +116,7 @@ async def load(
 ) -> RouteResult:
     """Drive one route with `concurrency` keep-alive connections until `requests` or `seconds` run out."""
     raw = json.dumps(body).encode() if body is not None else None
-    payload = _request_bytes(method, path, raw, port)
+    payload = request_bytes(method, path, raw, port)
     if warmup:
         scratch = RouteResult(0, 0, 0.0, [])
         await asyncio.gather(
