@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypnos.testing.speech_text import word_error_rate
 from hypnos_server.testing import node_call, node_sdk, node_sdk_calls
-
-from .speech_text import word_error_rate
 
 pytestmark = pytest.mark.model
 NODE_DIR = Path(__file__).resolve().parents[3] / "tests" / "node"

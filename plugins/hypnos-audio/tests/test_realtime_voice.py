@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 import pytest
 from hypnos.kit.audio import wav_bytes
+from hypnos.testing.speech_text import word_error_rate
 from hypnos_audio import plugin
 from hypnos_server.realtime.vad import EnergyDetector, TurnSegmenter
 
-from .speech_text import word_error_rate
 from .test_server import TEXT, client  # noqa: F401  (the module's client fixture: starter speech models, fake chat)
 
 pytestmark = pytest.mark.model

@@ -5,10 +5,9 @@ from __future__ import annotations
 import pytest
 from hypnos.engine import CancelToken, SpeechInput, TranscriptionInput
 from hypnos.kit.audio import wav_bytes
+from hypnos.testing.speech_text import normalize_words, word_error_rate
 from hypnos_audio.kokoro import KokoroEngine
 from hypnos_audio.whisper import WhisperEngine
-
-from .speech_text import normalize_words, word_error_rate
 
 pytestmark = pytest.mark.model
 

@@ -12,10 +12,9 @@ import litestar.testing as litestar_testing
 import pytest
 from hypnos.config import Settings, settings_from_mapping
 from hypnos.testing import fake_plugin
+from hypnos.testing.speech_text import word_error_rate
 from hypnos_audio import plugin
 from hypnos_server.plugin_loading import server_plugin_manager
-
-from .speech_text import word_error_rate
 
 pytestmark = pytest.mark.model
 

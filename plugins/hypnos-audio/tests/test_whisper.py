@@ -10,12 +10,12 @@ from hypnos.config import Settings
 from hypnos.engine import CancelToken, SpeechInput, TranscriptionInput
 from hypnos.errors import HypnosError
 from hypnos.kit.audio import wav_bytes
+from hypnos.testing.speech_text import word_error_rate
 from hypnos.types import LayerPlacementPlan, MemoryTier
 from hypnos_audio.kokoro import KokoroEngine
 from hypnos_audio.whisper import WhisperEngine
 
 from .conftest import make_engine
-from .speech_text import word_error_rate
 
 pytestmark = pytest.mark.model
 

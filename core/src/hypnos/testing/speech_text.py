@@ -1,4 +1,4 @@
-"""Text normalization and word error rate for the round-trip tests and the bench."""
+"""Text normalization and word error rate: how close a transcript is to the text that was spoken (speech tests)."""
 
 from __future__ import annotations
 
