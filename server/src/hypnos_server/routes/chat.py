@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 from hypnos.openai import ChatCompletionRequest
 from litestar import Request, Response, post
-from litestar.response import Stream
 
 from hypnos_server.routes.chat_input import build_chat_input, required_modalities
+from hypnos_server.routes.chat_run import event_stream, whole_answer
 from hypnos_server.routes.chat_stream import ChatAccumulator, sse_body, usage_object
 from hypnos_server.routes.inference import InferenceRun, decode_json, json_response, ready_guard
 from hypnos_server.state import hypnos_state, request_context
@@ -36,22 +35,10 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[Any]:
     await run.open(stream=("chat", chat))  # on a Ray cluster the node starts the chat with the lease
     if body.stream:
         include_usage = body.stream_options is not None and bool(body.stream_options.include_usage)
-        body_chunks = run.stream(lambda _lease: sse_body(run, chat, answer, cid, created, include_usage))
-        first = await anext(body_chunks)  # an error known before the first token is still an HTTP error
-        return Stream(
-            _prepend(first, body_chunks),
-            media_type="text/event-stream",
-            headers={"cache-control": "no-cache", **run.headers()},
+        return await event_stream(
+            run, run.stream(lambda _lease: sse_body(run, chat, answer, cid, created, include_usage))
         )
-    try:
-        try:
-            finished = await run.call(lambda engine: answer.collect(engine.chat(chat, run.lease.cancel)))
-        finally:
-            answer.record_usage(run, chat)
-        telemetry = run.telemetry(finished.timing)
-        headers = run.headers()
-    finally:
-        await run.close()
+    finished, telemetry, headers = await whole_answer(run, chat, answer)
     result = {
         "id": cid,
         "object": "chat.completion",
@@ -62,12 +49,6 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[Any]:
         "hypnos_telemetry": telemetry,
     }
     return json_response(result, headers=headers)
-
-
-async def _prepend(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    yield first
-    async for chunk in rest:
-        yield chunk
 
 
 ROUTES = [chat_completions]

@@ -15,9 +15,9 @@ from hypnos.engine import ChatFinished, ContentDelta, ReasoningDelta, ToolCallEv
 from hypnos.errors import HypnosError, clip, invalid_request
 from hypnos.openai import ToolCall
 from litestar import Request, Response, post
-from litestar.response import Stream
 
 from hypnos_server.routes.chat_input import build_chat_input, required_modalities
+from hypnos_server.routes.chat_run import event_stream, whole_answer
 from hypnos_server.routes.chat_stream import ChatAccumulator, Choice
 from hypnos_server.routes.inference import InferenceRun, decode_json, engine_failed_message, json_response, ready_guard
 from hypnos_server.routes.messages_input import MessagesRequest, apply_thinking, chat_request
@@ -79,22 +79,8 @@ async def create_message(request: Request[Any, Any, Any]) -> Response[Any]:
     answer = ChatAccumulator(body.model)
     await run.open(stream=("chat", chat))
     if body.stream:
-        chunks = run.stream(lambda _lease: _events(run, chat, answer, message_id))
-        first = await anext(chunks)
-        return Stream(
-            _prepend(first, chunks),
-            media_type="text/event-stream",
-            headers={"cache-control": "no-cache", **run.headers()},
-        )
-    try:
-        try:
-            finished = await run.call(lambda engine: answer.collect(engine.chat(chat, run.lease.cancel)))
-        finally:
-            answer.record_usage(run, chat)
-        telemetry = run.telemetry(finished.timing)
-        headers = run.headers()
-    finally:
-        await run.close()
+        return await event_stream(run, run.stream(lambda _lease: _events(run, chat, answer, message_id)))
+    finished, telemetry, headers = await whole_answer(run, chat, answer)
     message = {
         "id": message_id,
         "type": "message",
@@ -212,12 +198,6 @@ async def _events(run: InferenceRun, chat: ChatInput, answer: ChatAccumulator, m
     delta = {"stop_reason": STOP_REASONS.get(finished.finish_reason, "end_turn"), "stop_sequence": None}
     yield _sse("message_delta", delta=delta, usage=usage_of(finished), hypnos_telemetry=telemetry)
     yield _sse("message_stop")
-
-
-async def _prepend(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    yield first
-    async for chunk in rest:
-        yield chunk
 
 
 ROUTES = [create_message, count_tokens]

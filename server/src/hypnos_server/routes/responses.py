@@ -17,6 +17,7 @@ from litestar.response import Stream
 
 from hypnos_server.responses_store import StoredResponse
 from hypnos_server.routes.chat_input import build_chat_input, required_modalities
+from hypnos_server.routes.chat_run import event_stream, whole_answer
 from hypnos_server.routes.chat_stream import ChatAccumulator
 from hypnos_server.routes.inference import InferenceRun, decode_json, engine_failed_message, json_response, ready_guard
 from hypnos_server.routes.responses_background import EventLog, StopSwitch, detached_context, finish_detached
@@ -131,22 +132,8 @@ async def create_response(request: Request[Any, Any, Any]) -> Response[Any]:
     context.defer(_forget(state, meta.id))
     if body.stream:
         live.events = ResponseEvents(summary)
-        chunks = run.stream(lambda _lease: _events_body(run, chat, answer, live, conversation))
-        first = await anext(chunks)  # an error known before the first token is still an HTTP error
-        return Stream(
-            _prepend(first, chunks),
-            media_type="text/event-stream",
-            headers={"cache-control": "no-cache", **run.headers()},
-        )
-    try:
-        try:
-            finished = await run.call(lambda engine: answer.collect(engine.chat(chat, run.lease.cancel)))
-        finally:
-            answer.record_usage(run, chat)
-        telemetry = run.telemetry(finished.timing)
-        headers = run.headers()
-    finally:
-        await run.close()
+        return await event_stream(run, run.stream(lambda _lease: _events_body(run, chat, answer, live, conversation)))
+    finished, telemetry, headers = await whole_answer(run, chat, answer)
     status, reason = ("cancelled", None) if live.cancelled else status_of(finished.finish_reason)
     output = output_items(answer.choice(0), summary)
     response = meta.response(status, output, usage_of(finished), incomplete=reason, hypnos_telemetry=telemetry)
@@ -288,12 +275,6 @@ async def _events_body(
     await conversation.save(meta, response)
     kind = {"completed": "response.completed", "incomplete": "response.incomplete"}.get(status, "response.failed")
     yield events.event(kind, response=response)
-
-
-async def _prepend(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    yield first
-    async for chunk in rest:
-        yield chunk
 
 
 ROUTES = [create_response]
