@@ -49,6 +49,12 @@ engine = "fake"
 fake = { layers = 2, layer_bytes = 1048576, tokens = 400, token_ms = 10 }
 
 [[models]]
+id = "slowload"
+modality = "text_generation"
+engine = "fake"
+fake = { layers = 2, layer_bytes = 1048576, load_ms = 600000 }
+
+[[models]]
 id = "stuck"
 modality = "text_generation"
 engine = "fake"
@@ -126,6 +132,15 @@ def test_a_host_killed_mid_request_fails_it_with_a_500_and_the_next_request_is_s
 def test_no_engine_host_outlives_the_server(tmp_path: Path, how: signal.Signals) -> None:
     with server(tmp_path) as (process, base, marker):
         hosts, stuck_lines, reader = start_hosts(process, base, marker)
+        loading: dict[str, httpx.Response] = {}
+
+        def wait_on_the_load() -> None:
+            with contextlib.suppress(httpx.HTTPError):  # SIGKILL: the connection just goes
+                loading["answer"] = chat(base, "slowload")
+
+        waiter = threading.Thread(target=wait_on_the_load, daemon=True)
+        waiter.start()  # a request waiting on a load that takes ten minutes
+        assert wait_until(lambda: host_pid(base, "slowload") is not None, 30)
         process.send_signal(how)  # the server's main process only: its worker and hosts must follow on their own
         process.wait(timeout=30)
         # an exiting process loses its environment before it is gone: wait for the pids too
@@ -139,6 +154,9 @@ def test_no_engine_host_outlives_the_server(tmp_path: Path, how: signal.Signals)
         errors = [line for line in events if '"finish_reason":"error"' in line]
         assert errors and "shutting down" in errors[-1], events[-3:]
         assert events[-1] == "data: [DONE]"
+        waiter.join(10)  # the load was ended with its host: the request waiting on it was told why
+        answer = loading["answer"]
+        assert answer.status_code == 503 and "shutting down" in answer.json()["error"]["message"]
         log = (tmp_path / "hypnos.log").read_text()
         assert "Stopped worker-1" in log and "refused to gracefully stop" not in log
 

@@ -85,3 +85,20 @@ async def test_shutdown_unloads_every_model_within_its_bound() -> None:
     await scheduler.shutdown(within=5.0)
     assert {state.tier for state in scheduler.models()} == {MemoryTier.TIER3}
     assert scheduler.stopping
+
+
+async def test_a_request_waiting_on_a_load_when_the_stop_begins_gets_503_once_the_load_ends() -> None:
+    scheduler = make_scheduler([fake_model("m", load_ms=300)])
+
+    async def use() -> None:
+        async with scheduler.lease("m", TEXT):
+            pass
+
+    waiting = asyncio.create_task(use())
+    await asyncio.sleep(0.05)
+    assert scheduler.get("m").transition is not None  # loading for the request
+    scheduler.stop_admitting()
+    with pytest.raises(HypnosError) as refused:
+        await waiting
+    assert refused.value.status == 503 and "shutting down" in refused.value.message
+    assert not scheduler.live_leases and scheduler.get("m").gate.in_use == 0

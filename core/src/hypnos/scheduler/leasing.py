@@ -87,10 +87,17 @@ class LeaseContext:
         try:
             started = time.perf_counter()
             outcome = None
+            if sched.stopping:  # the server began stopping while this request queued
+                raise shutting_down()
             if state.tier is not MemoryTier.TIER1 or state.transition is not None:
                 refuse_while_backing_off(state, sched.clock())  # a load failed while this request queued
-                outcome = await sched.tiers.ensure(state, MemoryTier.TIER1)
-            if sched.stopping:  # the server began stopping while this request queued
+                try:
+                    outcome = await sched.tiers.ensure(state, MemoryTier.TIER1)
+                except Exception:
+                    if sched.stopping:  # the stop ended the load (its host killed): the stop is the reason
+                        raise shutting_down() from None
+                    raise
+            if sched.stopping:
                 raise shutting_down()
             lease = Lease(
                 model_id=state.id,

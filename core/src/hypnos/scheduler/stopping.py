@@ -37,7 +37,8 @@ def shutting_down() -> HypnosError:
 
 
 async def end_in_flight(leases: set[Lease], models: Iterable[ModelState], settle_secs: float) -> int:
-    """Cancel every lease in flight; after `settle_secs`, kill the engine hosts still holding one. Returns how many
+    """Cancel every lease in flight; after `settle_secs`, kill the engine hosts still holding one or still loading
+    their model for a request (a load cannot be cancelled; the requests waiting on it then get 503). Returns how many
     leases were ended."""
     ended = list(leases)
     for lease in ended:
@@ -46,11 +47,22 @@ async def end_in_flight(leases: set[Lease], models: Iterable[ModelState], settle
     while leases and time.monotonic() < deadline:  # noqa: ASYNC110 (leases end on their own tasks)
         await asyncio.sleep(SETTLE_POLL_SECS)
     stuck = {lease.model_id for lease in leases}
-    hosted = [state.engine for state in models if state.id in stuck and isinstance(state.engine, HostedEngine)]
+    hosted = [
+        state.engine
+        for state in models
+        if isinstance(state.engine, HostedEngine) and (state.id in stuck or _moving(state))
+    ]
     for engine in hosted:
-        logger.error("the engine host of %s did not stop its requests at shutdown; killing it", engine.model.id)
+        logger.error(
+            "the engine host of %s is still busy (a request or a load) at shutdown; killing it", engine.model.id
+        )
     await asyncio.gather(*(engine.kill() for engine in hosted), return_exceptions=True)
     return len(ended)
+
+
+def _moving(state: ModelState) -> bool:
+    """Whether the model is in a tier move (a load, for a request or a prefetch)."""
+    return state.transition is not None and not state.transition.done()
 
 
 async def unload_all(
