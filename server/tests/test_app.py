@@ -56,6 +56,13 @@ def test_staging_window_then_ready():
         chat = client.post("/v1/chat/completions", json=BLOCKED[0][2])
         assert chat.status_code == 200
         assert chat.json()["hypnos_telemetry"]["previous_tier"] == "tier1_gpu_vram"
+
+        app.state.hypnos.scheduler.stop_admitting()  # what SIGTERM does first
+        stopping = client.get("/ready")
+        assert stopping.status_code == 503 and stopping.json() == {"ready": False, "reason": "shutting down"}
+        refused = client.post("/v1/chat/completions", json=BLOCKED[0][2])
+        assert refused.status_code == 503 and refused.json()["error"]["type"] == "model_not_available"
+        assert "shutting down" in refused.json()["error"]["message"] and refused.headers["retry-after"] == "5"
     assert str(app.state.hypnos.scheduler.get("staged").tier) == "tier3_nvme_ssd"
 
 

@@ -57,10 +57,16 @@ async def test_a_stop_signal_reaches_the_server_and_the_handler_installed_before
     saved_int = signal.getsignal(signal.SIGINT)
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: received.append(signum))
     try:
-        assert watch_stop_signals(asyncio.get_running_loop(), lambda: ours.append(True))
+        restore = watch_stop_signals(asyncio.get_running_loop(), lambda: ours.append(True))
+        assert restore is not None
         os.kill(os.getpid(), signal.SIGTERM)
         assert await wait_for(lambda: bool(ours) and bool(received))
         assert received == [signal.SIGTERM]
+        restore()  # the handler installed before is back alone
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert await wait_for(lambda: len(received) == 2)
+        await asyncio.sleep(0.05)
+        assert ours == [True]
     finally:
         signal.signal(signal.SIGTERM, previous)
         signal.signal(signal.SIGINT, saved_int)
@@ -70,7 +76,7 @@ async def test_a_signal_nobody_handles_is_left_to_its_default() -> None:
     previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
     saved_int = signal.signal(signal.SIGINT, signal.SIG_DFL)
     try:
-        assert not watch_stop_signals(asyncio.get_running_loop(), lambda: None)
+        assert watch_stop_signals(asyncio.get_running_loop(), lambda: None) is None
         assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
     finally:
         signal.signal(signal.SIGTERM, previous)

@@ -114,7 +114,7 @@ def _lifespan(state: HypnosState):  # type: ignore[no-untyped-def]
         """Stage the startup models in the background (the port is already open), unload everything at exit, the
         whole stop within shutdown_grace_secs of SIGTERM."""
         stop = _graceful_stop(state)
-        watch_stop_signals(asyncio.get_running_loop(), stop.begin)
+        restore_signals = watch_stop_signals(asyncio.get_running_loop(), stop.begin)
         state.staging_task = asyncio.create_task(_stage(state), name="hypnos-staging")
         try:
             yield
@@ -134,6 +134,8 @@ def _lifespan(state: HypnosState):  # type: ignore[no-untyped-def]
                     await state.cluster.shutdown()
             except Exception:
                 logger.exception("scheduler shutdown failed")
+            if restore_signals is not None:
+                restore_signals()
 
     return lifespan
 

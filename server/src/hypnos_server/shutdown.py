@@ -79,18 +79,19 @@ class GracefulStop:
             await self._end_in_flight(min(0.5, self.remaining() / 2))
 
 
-def watch_stop_signals(loop: asyncio.AbstractEventLoop, on_signal: Callable[[], None]) -> bool:
+def watch_stop_signals(loop: asyncio.AbstractEventLoop, on_signal: Callable[[], None]) -> Callable[[], None] | None:
     """Call `on_signal` on the loop when SIGTERM or SIGINT arrives, keeping the handler already installed (granian's
     worker sets its own through the loop, which dispatches by the wakeup fd; a plain handler is called after ours);
-    a signal nobody handles (its default ends the process) is left alone. Only the main thread may do this: False
-    (nothing installed) elsewhere, e.g. under a test client."""
+    a signal nobody handles (its default ends the process) is left alone. Only the main thread may do this: None
+    (nothing installed) elsewhere, e.g. under a test client; else a function that puts the handlers back (the app
+    calls it at its shutdown, so an app built again in one process does not stack handlers)."""
 
     def handler(signum: int, frame: Any, previous: Callable[[int, Any], Any]) -> None:
         with contextlib.suppress(RuntimeError):  # the loop is closed: nothing left to stop
             loop.call_soon_threadsafe(on_signal)
         previous(signum, frame)
 
-    installed = False
+    replaced: dict[int, Any] = {}
     for number in STOP_SIGNALS:
         try:
             previous = signal.getsignal(number)
@@ -98,6 +99,12 @@ def watch_stop_signals(loop: asyncio.AbstractEventLoop, on_signal: Callable[[], 
                 continue
             signal.signal(number, lambda signum, frame, previous=previous: handler(signum, frame, previous))
         except ValueError:  # not the main thread
-            return False
-        installed = True
-    return installed
+            break
+        replaced[number] = previous
+
+    def restore() -> None:
+        for number, previous in replaced.items():
+            with contextlib.suppress(ValueError):
+                signal.signal(number, previous)
+
+    return restore if replaced else None

@@ -9,6 +9,7 @@ from litestar import Request, Response, get
 from hypnos_server.routes.inference import json_response
 from hypnos_server.state import hypnos_state
 
+STOPPING_REASON = "shutting down"
 NOT_READY_REASON = "startup tier initialization in progress"
 
 
@@ -23,9 +24,13 @@ def health(request: Request[Any, Any, Any]) -> Response[bytes]:
 
 @get("/ready", sync_to_thread=False)
 def ready(request: Request[Any, Any, Any]) -> Response[bytes]:
-    """503 until the startup models are staged, then 200."""
-    if not hypnos_state(request).scheduler.ready:
+    """503 until the startup models are staged, then 200; 503 again once the server is stopping (SIGTERM), so that
+    a load balancer stops sending it requests during its grace."""
+    scheduler = hypnos_state(request).scheduler
+    if not scheduler.ready:
         return json_response({"ready": False, "reason": NOT_READY_REASON}, status=503)
+    if scheduler.stopping:
+        return json_response({"ready": False, "reason": STOPPING_REASON}, status=503)
     return json_response({"ready": True})
 
 
