@@ -148,6 +148,7 @@ export function setupVoice() {
       }
       const wav = wavOf(joined, RATE);
       const out = $("voice-audio");
+      if (out.src.startsWith("blob:")) URL.revokeObjectURL(out.src); // the last answer's audio is let go
       out.src = URL.createObjectURL(wav);
       out.dataset.bytes = String(wav.size);
     }
@@ -242,17 +243,26 @@ export function setupVoice() {
       await mic.start(stream);
       state("hold and speak…");
       $("voice-talk").classList.add("active");
-      if (!talking) stopTalking(); // released while the microphone was starting
+      if (!talking) dropTurn(); // released while the microphone was starting: a tap, not a turn
+
     } catch (error) {
       talking = false;
       showError($("voice-error"), { message: `Cannot talk: ${error.message}` });
     }
   }
 
+  // The microphone off and what it sent thrown away (a tap too short to say anything).
+  function dropTurn() {
+    mic.stop();
+    $("voice-talk").classList.remove("active");
+    realtime.send({ type: "input_audio_buffer.clear" });
+    state("connected");
+  }
+
   function stopTalking() {
     if (!talking) return;
     talking = false;
-    if (!mic || !mic.stream) return; // still starting: startTalking ends the turn when it is up
+    if (!mic || !mic.stream) return; // still starting: startTalking drops the turn once the microphone is up
     mic.stop();
     $("voice-talk").classList.remove("active");
     endedAt = performance.now();
