@@ -160,3 +160,10 @@ def test_one_label_set_per_batch_answers_the_same(models_dir: Path) -> None:
     for one, other in zip(per_row.entities, grouped.entities, strict=True):
         assert [(e.start, e.end, e.label) for e in one] == [(e.start, e.end, e.label) for e in other]
         assert [e.score for e in one] == pytest.approx([e.score for e in other], abs=1e-4)
+
+
+def test_the_deprecated_gliner_batch_size_still_sizes_the_batches(models_dir: Path) -> None:
+    model, context = model_and_context(models_dir, "onnx", batch_size=3)  # [models.gliner] batch_size, as before
+    assert GlinerEngine(model, context).batcher.limits.max_batch_size == 3
+    model, context = model_and_context(models_dir, "onnx", batch=5, batch_size=3)  # the new table wins
+    assert GlinerEngine(model, context).batcher.limits.max_batch_size == 5

@@ -5,13 +5,13 @@ from __future__ import annotations
 import gc
 import importlib.util
 import logging
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, replace
+from typing import Annotated, Any, Literal
 
 import msgspec
 from hypnos.config import ModelConfig
 from hypnos.engine import EngineContext, Entity, EntityInput, MemoryEstimate, missing_library
-from hypnos.kit.batching import BatchLimits
+from hypnos.kit.batching import BATCHING_TABLE, BatchingOptions, BatchLimits
 from hypnos.kit.entities import EntityEngine
 from hypnos.kit.staged import ModelNotLoaded
 from hypnos.types import LayerPlacementPlan
@@ -34,6 +34,8 @@ class GlinerOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     window_words: int = 0  # 0: the model's max_len
     window_overlap_words: int = 64  # raised to twice the model's max_width when smaller
     workspace_bytes: int | None = None  # None: from the model's config and [models.batching] max_batch_size
+    # deprecated: [models.batching] max_batch_size (read when that key is not set, with a warning at load)
+    batch_size: Annotated[int, msgspec.Meta(ge=1, le=65536)] | None = None
 
 
 @dataclass
@@ -67,6 +69,12 @@ class GlinerEngine(EntityEngine):
     def __init__(self, model: ModelConfig, context: EngineContext) -> None:
         super().__init__(model, context)
         self.options: GlinerOptions
+        batching = context.options_for(model, BATCHING_TABLE, BatchingOptions)
+        if self.options.batch_size is not None and (batching is None or batching.max_batch_size is None):
+            logger.warning(
+                "%s: [models.gliner] batch_size is deprecated; set [models.batching] max_batch_size", model.id
+            )
+            self.batcher.limits = replace(self.batcher.limits, max_batch_size=self.options.batch_size)
         folder = self.model_path("weights_path", "its GLiNER folder")
         self.files: ModelFiles = find_files(folder, self.options.runtime, model.id)
         if importlib.util.find_spec("gliner") is None:
