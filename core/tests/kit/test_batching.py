@@ -77,15 +77,18 @@ def test_requests_queued_behind_a_call_share_the_next_one() -> None:
     assert library.calls == [["first"], ["t0", "t1", "t2", "t3"]]
 
 
-def test_two_requests_queued_together_wait_for_the_window_then_share_a_call() -> None:
+@pytest.mark.parametrize(("wait_ms", "calls"), [(60_000, [["a", "b", "c"]]), (0, [["a", "b"], ["c"]])])
+def test_a_batch_of_several_requests_waits_for_the_window_to_fill(wait_ms: float, calls: list[list[str]]) -> None:
     library = Library()
-    work = batcher(library, size=8, wait_ms=50)
+    work = batcher(library, size=3, wait_ms=wait_ms)  # a full batch leaves at once, whatever is left of the window
 
     async def walk() -> None:
-        await asyncio.gather(work.run(["a"], CancelToken()), work.run(["b"], CancelToken()))
+        first = [asyncio.ensure_future(work.run([item], CancelToken())) for item in ("a", "b")]
+        await asyncio.sleep(0.02)  # a third request, a little later
+        await asyncio.gather(*first, work.run(["c"], CancelToken()))
 
     asyncio.run(walk())
-    assert library.calls == [["a", "b"]]
+    assert library.calls == calls
 
 
 def test_a_batch_takes_at_most_max_batch_size_items_in_arrival_order() -> None:

