@@ -102,3 +102,25 @@ def test_html_keeps_the_main_content_without_navigation_or_pilcrows() -> None:
     assert "\u00b6" not in markdown
     assert "Home" not in markdown and "banner" not in markdown and "Copyright" not in markdown
     assert "Run the installer & wait for a <done> line." in markdown
+
+
+def test_the_standard_pipelines_pictures_are_encoded_once_and_handed_to_their_pages() -> None:
+    from types import SimpleNamespace
+
+    from hypnos_docling.standard import pictures_by_page
+
+    on = [SimpleNamespace(prov=[SimpleNamespace(page_no=page)]) for page in (2, 5, 2)] + [SimpleNamespace(prov=[])]
+    doc = SimpleNamespace(pictures=on)
+    encoded: list[int] = []
+
+    def pictures_of(document: object, page_no: int) -> list[Picture]:
+        encoded.append(page_no)
+        return [Picture(page=page_no, png=bytes([i]), width=1, height=1) for i in range(len(on))]
+
+    by_page = pictures_by_page(doc, pictures_of)
+    assert len(encoded) == 1  # the whole document's pictures once, not once a page
+    assert {page: [p.png for p in pictures] for page, pictures in by_page.items()} == {
+        2: [b"\x00", b"\x02"],
+        5: [b"\x01"],
+    }
+    assert all(p.page == page for page, pictures in by_page.items() for p in pictures)

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from hypnos.engine import CancelToken, DocumentInput, EngineUnavailable
 from hypnos.kit.staged import check_cancelled
 
@@ -43,13 +44,14 @@ def check_standard(model_id: str, artifacts: Path) -> None:
         raise EngineUnavailable(f"the model `{model_id}`: docling's model artifacts are not in `{artifacts}`")
 
 
-def page_pictures(doc: Any, page_no: int, pictures_of: Callable[[Any, int], list[Any]]) -> list[Any]:
-    """The pictures of one page of a whole-document DoclingDocument."""
-    return [
-        picture
-        for picture, item in zip(pictures_of(doc, page_no), doc.pictures, strict=True)
-        if item.prov and item.prov[0].page_no == page_no
-    ]
+def pictures_by_page(doc: Any, pictures_of: Callable[[Any, int], list[Any]]) -> dict[int, list[Any]]:
+    """The pictures of a whole-document DoclingDocument, each encoded once, by the page it lies on."""
+    by_page: dict[int, list[Any]] = {}
+    for picture, item in zip(pictures_of(doc, 0), doc.pictures, strict=True):
+        if item.prov:
+            page_no = item.prov[0].page_no
+            by_page.setdefault(page_no, []).append(msgspec.structs.replace(picture, page=page_no))
+    return by_page
 
 
 class StandardConverter:
@@ -82,6 +84,7 @@ class StandardConverter:
         source = DocumentStream(name=job.filename or "document.pdf", stream=io.BytesIO(job.data))
         result = self._converters[job.ocr].convert(source, page_range=(numbers[0], numbers[-1]))
         doc = result.document
+        pictures = pictures_by_page(doc, pictures_of)
         for page_no in numbers:
             check_cancelled(cancel)
             emit(
@@ -89,7 +92,7 @@ class StandardConverter:
                     page=page_no,
                     markdown=doc.export_to_markdown(page_no=page_no, escape_html=False),
                     tables=sum(1 for table in doc.tables if table.prov and table.prov[0].page_no == page_no),
-                    pictures=page_pictures(doc, page_no, pictures_of),
+                    pictures=pictures.get(page_no, []),
                     ms=round((time.perf_counter() - started) * 1000, 3),
                     json=doc.filter(page_nrs={page_no}).export_to_dict() if job.output_format == "json" else None,
                 )
