@@ -4,6 +4,7 @@ session.update choose another, a failing one leaves the session on the energy ga
 from __future__ import annotations
 
 import array
+import time
 from typing import Any
 
 import pytest
@@ -109,13 +110,23 @@ def test_a_failing_detector_leaves_the_session_on_the_energy_gate() -> None:
             assert "input_audio_buffer.speech_started" in _heard(ws, tone(200, 8000))
 
 
+def _stt_idle(client: Any) -> None:
+    """Wait until no transcription holds the STT model (what real-time pace gives: 300 ms of speech go by)."""
+    deadline = time.monotonic() + 10
+    while leases(client)["stt"]:
+        assert time.monotonic() < deadline, "the transcription never ended"
+        time.sleep(0.01)
+
+
 def test_the_transcription_starts_in_the_pause_before_the_turn_ends() -> None:
     with TestClient(realtime_app(stt={"token_ms": 50, "steps": 4})) as client:
         wait_ready(client)
         with client.websocket_connect("/v1/realtime?model=chat") as ws:
             ws.receive_json()
             # speech, a pause the speech goes on after (its early transcript is dropped), speech, the end
-            append(ws, tone(400) + tone(300, 0) + tone(300) + tone(700, 0))
+            append(ws, tone(400) + tone(300, 0))
+            _stt_idle(client)
+            append(ws, tone(300) + tone(700, 0))
             heard = until(ws, "conversation.item.input_audio_transcription.completed")[0]
             done = until(ws, "response.done")[0]
             assert done["response"]["status"] == "completed"
@@ -125,3 +136,17 @@ def test_the_transcription_starts_in_the_pause_before_the_turn_ends() -> None:
         (record,) = client.get("/v1/logs", params={"route": "/v1/realtime"}).json()["records"]
         stages = record["stages_ms"]
         assert stages["transcription_wait_ms"] <= stages["transcription_ms"]  # it began before the commit
+
+
+def test_no_early_transcription_starts_while_a_dropped_one_still_runs() -> None:
+    with TestClient(realtime_app(stt={"token_ms": 50, "steps": 4})) as client:
+        wait_ready(client)
+        with client.websocket_connect("/v1/realtime?model=chat") as ws:
+            ws.receive_json()
+            # the second pause comes while the first pause's transcription (200 ms) still runs: no second one
+            # queues behind it; the turn is transcribed once it ends, the whole of it
+            append(ws, tone(400) + tone(300, 0) + tone(300) + tone(700, 0))
+            heard = until(ws, "conversation.item.input_audio_transcription.completed")[0]
+            assert until(ws, "response.done")[0]["response"]["status"] == "completed"
+    size = int(heard["transcript"].removeprefix("fake transcript of ").removesuffix(" bytes"))
+    assert size > 44 + (1000 + PAUSE_MS) * 48  # more than up to the second pause

@@ -63,6 +63,7 @@ class RealtimeSession(InputAudio):
         self.segmenter = self.new_segmenter()
         self.speech_item: str | None = None
         self.early: EarlyTranscript | None = None
+        self.early_dropped: asyncio.Task[Any] | None = None  # the last early transcription dropped (it runs on)
         self.turn: Item | None = None
         observability = observability_of(state)
         self.metrics = observability.metrics.realtime if observability is not None else None

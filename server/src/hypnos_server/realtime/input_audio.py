@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 MIN_COMMIT_BYTES = SAMPLE_RATE * 2 // 10  # 100 ms: OpenAI refuses to commit less
+# a turn longer than this is transcribed at its end only: an early transcription of a long turn, dropped at each
+# pause the speaker goes on from, would cost the whole turn's transcription again and again
+EARLY_MAX_BYTES = SAMPLE_RATE * 2 * 15
 
 
 @dataclass
@@ -55,6 +58,7 @@ class InputAudio:
     segmenter: vad.TurnSegmenter | None
     speech_item: str | None
     early: EarlyTranscript | None
+    early_dropped: asyncio.Task[Any] | None
     turn: Item | None
     metrics: RealtimeMetrics | None
     response: Response | None
@@ -149,8 +153,13 @@ class InputAudio:
                 await self.send_error(error.message, error.code, error.kind, error.param)
 
     def _transcribe_early(self) -> None:
-        """Start transcribing the turn so far: when the VAD ends the turn here, its transcript is (nearly) ready."""
+        """Start transcribing the turn so far: when the VAD ends the turn here, its transcript is (nearly) ready. Not
+        while an earlier one the speaker talked over still runs (a transcription cannot stop midway: a new one would
+        queue behind it, the work doubled), nor past EARLY_MAX_BYTES of turn."""
         self.drop_early()
+        dropped = self.early_dropped
+        if (dropped is not None and not dropped.done()) or len(self.buffer) > EARLY_MAX_BYTES:
+            return
         gone = asyncio.Event()
         task = asyncio.ensure_future(self._run_transcription(bytes(self.buffer), gone))
         self.tasks.add(task)  # the session's end waits for it (it is cancelled then)
@@ -163,6 +172,7 @@ class InputAudio:
         if early is not None:
             early.gone.set()
             early.task.add_done_callback(_quiet)
+            self.early_dropped = early.task
 
     def _prefetch(self, model: str | None) -> None:
         prefetch = getattr(self.state.backend, "prefetch", None)
