@@ -133,10 +133,10 @@ class RealtimeSession(InputAudio):
             if self.response is not None:
                 self.response.cancel("session_closed")
             self.drop_early()
+            self.gone.set()  # the client is gone or the session ended: its stages stop at their next check
             stopping = self.tasks | self.transcriptions
             if stopping:
                 await asyncio.wait(stopping, timeout=SETTLE_SECS)
-            self.gone.set()
             if not self.client_left and not writer.done():  # what was said before the end still goes out
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._drained(), FLUSH_SECS)

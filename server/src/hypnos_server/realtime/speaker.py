@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from typing import TYPE_CHECKING
@@ -63,10 +64,11 @@ class Speaker:
             while (entry := await self.queue.get()) is not None and not response.cancelled:
                 item, phrase = entry
                 job = SpeechInput(text=phrase, voice=voice, speed=1.0, language=None)
-                async for chunk in run.engine.speak(job, run.lease.cancel):
-                    if response.cancelled:
-                        break
-                    await self._out(item, chunk, began)
+                async with contextlib.aclosing(run.engine.speak(job, run.lease.cancel)) as chunks:
+                    async for chunk in chunks:  # closed here on a break: the engine's stream ends with the lease
+                        if response.cancelled:
+                            break
+                        await self._out(item, chunk, began)
                 item.spoken.append((phrase, response.audio_ms))
         except HypnosError as error:
             self.error = None if error.type == "cancelled" else error
