@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -257,7 +258,9 @@ def report(
     args: argparse.Namespace, chat: str, stt: str, tts: str, seconds: float, figures: dict[str, list[dict[str, float]]]
 ) -> None:
     """The p50/p95 table with ratios against the HTTP calls, and the median stage split of each way."""
+    one, five, fifteen = os.getloadavg()
     print(f"{args.turns} turns per way, alternating; {chat} + {stt} + {tts}; question {seconds:.2f} s of Piper audio")
+    print(f"load {one:.1f} / {five:.1f} / {fifteen:.1f}, {os.cpu_count()} CPUs")
     print(f"{'way':<18}{'p50 ms':>9}{'p95 ms':>9}{'http p50 / p50':>16}")
     http = statistics.median(turn["first_audio_ms"] for turn in figures["http"])
     for way, turns in figures.items():
