@@ -136,7 +136,7 @@ def minilm_installed() -> None:
 def test_the_example_plugin_passes_in_a_project_of_its_own(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_my_engine=MODULE.replace("{params}", '["example"]'))
     result = pytester.runpytest_subprocess("-p", "hypnos.testing.conformance", "-q", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=12)
+    result.assert_outcomes(passed=13)
 
 
 def test_each_broken_engine_fails_the_case_for_what_it_lacks(pytester: pytest.Pytester) -> None:

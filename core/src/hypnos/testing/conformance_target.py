@@ -68,7 +68,7 @@ class ConformanceTarget:
     together; default: `request` thrice) and `same(a, b)` says whether two answers agree (default: same_answer).
     An embedding model gives `embedding` (token ids, vocabulary, context length). Memory: the RSS growth of a load
     to tier 1 plus one request must be at most the estimate x (1 + memory_tolerance) + memory_slack_bytes, and the
-    estimate at most memory_over_factor x the growth + memory_slack_bytes.
+    estimate at most memory_over_factor x the resident set of its engine host after the same + memory_slack_bytes.
     """
 
     kind: EngineKind
