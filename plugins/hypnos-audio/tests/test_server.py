@@ -18,14 +18,18 @@ from hypnos_server.plugin_loading import server_plugin_manager
 
 pytestmark = pytest.mark.model
 
+STEADY_VOICE = "piper-joe-steady"  # piper-joe without sampling noise
 TEXT = "Please bring the blue umbrella tomorrow morning. The train leaves the station at seven o'clock."
 
 
 @pytest.fixture(scope="module")
 def client(starter_settings: Settings) -> Iterator[Any]:
-    """A ready test client over the starter Kokoro and whisper plus a fake chat model."""
+    """A ready test client over the starter Kokoro, Piper and whisper, a noiseless Piper and a fake chat model."""
     tables = [msgspec_table(m) for m in starter_settings.models]
     tables.append({"id": "fake-chat", "modality": "text_generation", "engine": "fake"})
+    joe = next(table for table in tables if table["id"] == "piper-joe")
+    steady = {"noise_scale": 0.0, "noise_w_scale": 0.0}  # the same text, the same samples
+    tables.append({**joe, "id": STEADY_VOICE, "piper": steady})
     settings = settings_from_mapping({"models_dir": str(starter_settings.models_path), "models": tables})
     manager = server_plugin_manager(autoload=False, plugins=[fake_plugin, plugin])
     with litestar_testing.TestClient(hypnos_server_app.create_app(settings, manager), timeout=120) as test_client:

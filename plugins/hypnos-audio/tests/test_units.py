@@ -172,6 +172,17 @@ def test_bad_kokoro_table_stops_serve_with_one_line(tmp_path: Path, capsys, tabl
     assert err.count("\n") == 1 and str(path) in err and "`kokoro-82m`" in err and needle in err, err
 
 
+def test_a_negative_piper_noise_stops_serve_with_one_line(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from hypnos_server import cli
+
+    path = tmp_path / "bad.toml"
+    model = '[[models]]\nid = "joe"\nmodality = "text_to_speech"\nengine = "piper"\n'
+    path.write_text(f"{model}[models.piper]\nnoise_scale = -0.5\n")
+    assert cli.main(["serve", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "`joe`" in err and "noise_scale" in err and ">= 0" in err, err
+
+
 def test_piper_resample_keeps_duration_and_shape() -> None:
     from hypnos_audio.piper import resample
 

@@ -1,12 +1,13 @@
-"""The `[models.kokoro]` and `[models.whisper]` tables, decoded by core at config load (cheap to import)."""
+"""The engines' `[models.kokoro]`, `[models.whisper]` and `[models.piper]` tables, decoded by core at config load."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
 
 MiB = 1024 * 1024
+Noise = Annotated[float, msgspec.Meta(ge=0.0)]
 
 
 class KokoroOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -47,3 +48,7 @@ class PiperOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     min_speed: float = 0.5
     max_speed: float = 2.0
     workspace_bytes: int = 128 * MiB
+    # VITS sampling noise (the voice's JSON `inference` values when unset): 0 and 0 make a text's speech the same
+    # samples every time, as a reproducible voice prompt or a test needs; the voice's own values sound livelier
+    noise_scale: Noise | None = None
+    noise_w_scale: Noise | None = None

@@ -114,7 +114,10 @@ class PiperEngine(OnnxVoiceEngine):
         speakers = self._read_config().get("speaker_id_map") or {}
         speed = min(max(speech.speed, self.options.min_speed), self.options.max_speed)
         config = SynthesisConfig(
-            speaker_id=speakers.get(speech.voice), length_scale=self._voice.config.length_scale / speed
+            speaker_id=speakers.get(speech.voice),
+            length_scale=self._voice.config.length_scale / speed,
+            noise_scale=self.options.noise_scale,
+            noise_w_scale=self.options.noise_w_scale,
         )
         out = []
         try:
