@@ -79,3 +79,19 @@ def test_a_first_schema_database_opens_with_its_rows_and_a_restart_fails_what_wa
     check = sqlite3.connect(tmp_path / FILE_NAME)
     assert check.execute("SELECT id FROM events").fetchall() == []  # the orphan was not copied, the kept one went
     assert check.execute("PRAGMA user_version").fetchone()[0] >= 1
+
+
+def test_a_stopping_server_closes_the_database_whole(tmp_path: Path) -> None:
+    from hypnos.config import settings_from_mapping
+    from hypnos.testing import fake_plugin
+    from hypnos_server.app import create_app
+    from hypnos_server.plugin_loading import server_plugin_manager
+    from litestar.testing import TestClient
+
+    models = [{"id": "fake-chat", "modality": "text_generation", "engine": "fake"}]
+    settings = settings_from_mapping({"server": {"data_dir": str(tmp_path)}, "models": models})
+    wal = tmp_path / f"{FILE_NAME}-wal"
+    with TestClient(create_app(settings, server_plugin_manager(autoload=False, plugins=[fake_plugin]))) as client:
+        assert client.get("/v1/models").status_code == 200
+        assert wal.exists()  # the store is open, in WAL mode
+    assert not wal.exists()  # closed at the stop: its last changes checkpointed into the database file

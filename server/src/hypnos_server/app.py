@@ -134,6 +134,8 @@ def _lifespan(state: HypnosState):  # type: ignore[no-untyped-def]
                     await state.cluster.shutdown()
             except Exception:
                 logger.exception("scheduler shutdown failed")
+            if state.responses is not None:  # after the background responses stored how they ended
+                state.responses.close()
             if restore_signals is not None:
                 restore_signals()
 
