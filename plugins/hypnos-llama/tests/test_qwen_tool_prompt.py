@@ -3,7 +3,6 @@ transformers' apply_chat_template renders it (jinja2, the same environment and h
 
 from __future__ import annotations
 
-import asyncio
 import json
 from datetime import datetime
 from pathlib import Path
@@ -16,7 +15,7 @@ from hypnos.openai import ChatCompletionRequest
 from hypnos_llama.chat_plan import plan_chat
 from hypnos_llama.gguf_meta import read_gguf
 from hypnos_llama.template import ChatTemplate
-from hypnos_server.routes.chat_input import build_chat_input
+from hypnos_server.routes.chat_input import chat_completion_request
 
 from .conftest import QWEN_FILE
 from .qwen_openai import WEATHER
@@ -88,7 +87,7 @@ def hypnos_render(source: str, messages: list[dict[str, Any]], tools: list[dict[
     body = msgspec.json.decode(
         json.dumps({"model": "qwen2.5:0.5b", "messages": messages, "tools": tools}), type=ChatCompletionRequest
     )
-    request = asyncio.run(build_chat_input(body, LimitsConfig()))
+    request = chat_completion_request(body, LimitsConfig()).chat
     plan = plan_chat(source, request, "qwen2.5:0.5b", constrained=False)
     template = ChatTemplate(source, bos_token="", eos_token="<|im_end|>")
     return plan.finish_prompt(template.render(plan.render_request(request), extra=plan.template_variables))

@@ -5,8 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from hypnos.errors import invalid_request
+from hypnos.openai import FunctionDefinition, ToolCall, ToolCallFunction, ToolDefinition
+
 from hypnos_server.realtime.events import RealtimeError, new_id
 from hypnos_server.realtime.session import SessionConfig
+from hypnos_server.routes.chat_request import Conversation
 
 MAX_ITEMS = 512  # the oldest items are dropped past this (a bounded conversation)
 TEXT_PARTS = {"input_text", "text", "output_text"}
@@ -101,44 +105,44 @@ def parse_item(raw: Any) -> Item:
     return Item(type="message", id=item_id, role=role, text="".join(texts))
 
 
-def chat_messages(config: SessionConfig, items: list[Item], instructions: str | None) -> list[dict[str, Any]]:
-    """The chat messages of the conversation, the instructions first."""
+def add_items(conversation: Conversation, config: SessionConfig, items: list[Item], instructions: str | None) -> None:
+    """The conversation's chat messages, the instructions first."""
     system = instructions if instructions is not None else config.instructions
-    messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    if system:
+        conversation.add("system", system)
     for item in items:
+        last = conversation.messages[-1] if conversation.messages else None
         if item.type == "function_call":
-            call = {
-                "id": item.call_id,
-                "type": "function",
-                "function": {"name": item.name, "arguments": item.arguments},
-            }
-            if messages and messages[-1]["role"] == "assistant" and messages[-1].get("tool_calls"):
-                messages[-1]["tool_calls"].append(call)
+            arguments = item.arguments
+            call = ToolCall(id=item.call_id or "", function=ToolCallFunction(name=item.name or "", arguments=arguments))
+            if last is not None and last.role == "assistant" and last.tool_calls:
+                last.tool_calls.append(call)
+                conversation.chars += len(arguments)
             else:
-                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+                conversation.add("assistant", tool_calls=[call])
         elif item.type == "function_call_output":
-            messages.append({"role": "tool", "tool_call_id": item.call_id, "content": item.output})
+            conversation.add("tool", item.output, tool_call_id=item.call_id)
         elif item.text:
-            messages.append({"role": "system" if item.role == "developer" else item.role, "content": item.text})
-    return messages
+            conversation.add("system" if item.role == "developer" else item.role or "user", item.text)
 
 
-def chat_tools(config: SessionConfig) -> tuple[list[dict[str, Any]] | None, Any]:
-    """The session's tools and tool_choice in the chat request's shape."""
+def chat_tools(config: SessionConfig) -> tuple[list[ToolDefinition], str | None, str | None]:
+    """The session's tools as chat's, its tool_choice and the function it forces (if any)."""
     if not config.tools:
-        return None, None
+        return [], None, None
     tools = [
-        {
-            "type": "function",
-            "function": {
-                "name": tool.name,
-                "description": tool.description,
-                "parameters": tool.parameters or {"type": "object", "properties": {}},
-            },
-        }
+        ToolDefinition(
+            function=FunctionDefinition(
+                name=tool.name,
+                description=tool.description,
+                parameters=tool.parameters or {"type": "object", "properties": {}},
+            )
+        )
         for tool in config.tools
     ]
     choice = config.tool_choice
-    if isinstance(choice, dict) and isinstance(choice.get("name"), str):
-        choice = {"type": "function", "function": {"name": choice["name"]}}
-    return tools, choice if isinstance(choice, (str, dict)) else None
+    if isinstance(choice, dict):
+        if not isinstance(choice.get("name"), str):
+            raise invalid_request("Invalid value for `tool_choice`: a function by `name`")
+        return tools, None, choice["name"]
+    return tools, choice if isinstance(choice, str) else None, None

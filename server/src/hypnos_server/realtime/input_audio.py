@@ -209,7 +209,9 @@ class InputAudio:
             )
         job = TranscriptionInput(audio=wav_header(len(pcm), SAMPLE_RATE) + pcm, filename="audio.wav")
         # a model disabled, backing off or quarantined refuses already in stage_run
-        run = stage_run(self.app, new_record(self.key_label), gone, model, [Modality.SPEECH_TO_TEXT], self.config.model)
+        run = stage_run(
+            self.state, new_record(self.key_label), gone, model, [Modality.SPEECH_TO_TEXT], self.config.model
+        )
         try:
             await run.open()
             return await run.call(lambda engine: engine.transcribe(job, run.lease.cancel))

@@ -56,7 +56,9 @@ class Speaker:
         began = time.perf_counter()
         run = None
         try:  # a speech model disabled, backing off or quarantined refuses already in stage_run
-            run = stage_run(response.session.app, record, response.gone, config.speech_model, [Modality.TEXT_TO_SPEECH])
+            run = stage_run(
+                response.session.state, record, response.gone, config.speech_model, [Modality.TEXT_TO_SPEECH]
+            )
             await run.open()
             response.gone_tokens(run)
             pack = run.engine.capabilities().voices

@@ -1,4 +1,4 @@
-"""One model stage of a realtime turn (transcription, chat, speech) through the routes' InferenceRun, and audio."""
+"""One model stage of a realtime turn (transcription, chat, speech) through the routes' runner, and audio."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ import binascii
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any
 
 from hypnos.types import Modality
 
 from hypnos_server.realtime.events import RealtimeError
-from hypnos_server.routes.inference import InferenceRun
-from hypnos_server.state import CONTEXT_KEY, RequestContext, RequestRecord, new_request_id
+from hypnos_server.routes.inference import Caller, InferenceRun
+from hypnos_server.state import HypnosState, RequestContext, RequestRecord, new_request_id
 
 PATH = "/v1/realtime"
 
@@ -27,24 +27,21 @@ def new_record(key: str | None) -> RequestRecord:
     )
 
 
-class StageConnection:
-    """What InferenceRun reads of a request, for a stage of a realtime turn: the app, a context holding `record`,
-    the next-model hint (the scheduler prefetches the turn's next model), and a "client hung up" that is `gone`."""
+def stage_caller(
+    state: HypnosState, record: RequestRecord, gone: asyncio.Event, next_model: str | None = None
+) -> Caller:
+    """Whom a stage of a realtime turn serves: a context holding `record`, the next-model hint (the scheduler
+    prefetches the turn's next model), and a hang-up that is `gone` (barge-in, response.cancel, the socket closed)."""
 
-    def __init__(self, app: Any, record: RequestRecord, gone: asyncio.Event, next_model: str | None) -> None:
-        self.app = app
-        self.scope: dict[str, Any] = {"state": {CONTEXT_KEY: RequestContext(record=record)}}
-        self.headers = {"x-hypnos-next-model": next_model} if next_model else {}
-        self._gone = gone
-
-    async def receive(self) -> dict[str, Any]:
-        """Wait until the stage is cancelled (barge-in, response.cancel, the socket closed): a disconnect."""
-        await self._gone.wait()
+    async def receive() -> dict[str, Any]:
+        await gone.wait()
         return {"type": "http.disconnect"}
+
+    return Caller(state=state, context=RequestContext(record=record), receive=receive, next_model=next_model)
 
 
 def stage_run(
-    app: Any,
+    state: HypnosState,
     record: RequestRecord,
     gone: asyncio.Event,
     model: str,
@@ -52,7 +49,7 @@ def stage_run(
     next_model: str | None = None,
 ) -> InferenceRun:
     """An InferenceRun for one stage: the same lease, cancellation and record handling as the HTTP routes."""
-    return InferenceRun(cast(Any, StageConnection(app, record, gone, next_model)), model, modalities)
+    return InferenceRun(stage_caller(state, record, gone, next_model), model, modalities)
 
 
 def decode_audio(data: Any) -> bytes:

@@ -9,21 +9,26 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-import msgspec
+from hypnos.chat import ChatInput
 from hypnos.engine import CancelToken, ChatFinished, ContentDelta, ToolCallEvent
 from hypnos.errors import HypnosError
-from hypnos.openai import ChatCompletionRequest, ToolCall
-from hypnos.types import Modality
+from hypnos.openai import ToolCall
 
-from hypnos_server.errors import field_error
 from hypnos_server.observability.realtime import FIRST_AUDIO
-from hypnos_server.realtime.conversation import Item, chat_messages, chat_tools
+from hypnos_server.realtime.conversation import Item, add_items, chat_tools
 from hypnos_server.realtime.events import new_id
 from hypnos_server.realtime.phrases import PhraseSplitter
 from hypnos_server.realtime.speaker import Speaker
-from hypnos_server.realtime.stage import new_record, stage_run
-from hypnos_server.routes.chat_input import build_chat_input, required_modalities
-from hypnos_server.routes.chat_stream import ChatAccumulator
+from hypnos_server.realtime.stage import new_record, stage_caller
+from hypnos_server.routes.chat_request import (
+    ChatRequest,
+    Conversation,
+    checked_tools,
+    max_tokens_of,
+    sampling_of,
+    tool_choice_of,
+)
+from hypnos_server.routes.chat_run import ChatRun
 from hypnos_server.routes.inference import InferenceRun, engine_failed_message
 
 if TYPE_CHECKING:
@@ -154,45 +159,43 @@ class Response:
             stages[FIRST_AUDIO] = round((self.first_audio_at - turn.committed_at) * 1000, 1)
         return stages or None
 
-    async def _chat_input(self) -> tuple[list[Modality], Any]:
+    def _chat_request(self) -> ChatRequest:
+        """The turn's ChatRequest: the session's conversation, tools and options (the same checks as HTTP chat)."""
         config = self.config
-        tools, choice = chat_tools(config)
-        raw: dict[str, Any] = {
-            "model": config.model,
-            "messages": chat_messages(config, self.session.items, self.instructions),
-            "stream": True,
-        }
-        if tools:
-            raw["tools"], raw["tool_choice"] = tools, choice
-        if config.temperature is not None:
-            raw["temperature"] = config.temperature
-        if config.max_output_tokens is not None:
-            raw["max_tokens"] = config.max_output_tokens
-        try:
-            body = msgspec.convert(raw, ChatCompletionRequest)
-        except msgspec.ValidationError as error:
-            raise field_error(error) from None
         limits = self.session.state.settings.limits
-        modalities = required_modalities(body, limits)
-        return modalities, await build_chat_input(body, limits)
+        conversation = Conversation(limits)
+        add_items(conversation, config, self.session.items, self.instructions)
+        messages = conversation.checked()
+        tools, choice, forced = chat_tools(config)
+        tools = checked_tools(tools)
+        tool_choice, forced = tool_choice_of(choice, tools, forced)
+        chat = ChatInput(
+            messages=messages,
+            max_tokens=max_tokens_of(config.max_output_tokens, limits),
+            sampling=sampling_of(temperature=config.temperature),
+            tools=tools,
+            tool_choice=tool_choice,
+            forced_tool=forced,
+        )
+        return conversation.request(config.model, chat, stream=True)
 
     async def _chat(self) -> None:
         config = self.config
-        modalities, chat = await self._chat_input()
         speaker = Speaker(self) if self.audio else None
-        run = stage_run(self.session.app, self.record, self.gone, config.model, modalities, config.speech_model)
-        answer = ChatAccumulator(config.model)
+        chat_run = ChatRun(
+            stage_caller(self.session.state, self.record, self.gone, config.speech_model), self._chat_request()
+        )
+        run, answer = chat_run.run, chat_run.answer
         message: Item | None = None
         splitter = PhraseSplitter()
         first_token: float | None = None
         began = time.perf_counter()
         try:
-            await run.open()
-            events = run.engine.chat(chat, run.lease.cancel)
+            await chat_run.open()
+            events = chat_run.events()
             self.gone_tokens(run)
             try:
                 async for event in events:
-                    answer.add(event)
                     if self.cancelled:
                         continue  # the engine stops at its next check and finishes
                     if isinstance(event, ContentDelta) and event.text:
@@ -211,12 +214,9 @@ class Response:
                         if rest and speaker is not None and message is not None:
                             self._say(speaker, message, rest, began)
             finally:
-                aclose = getattr(events, "aclose", None)
-                if aclose is not None:
-                    await aclose()
-                answer.record_usage(run, chat)
+                await events.aclose()
         finally:
-            await run.close()
+            await chat_run.close()
             self.stage_ms["chat_ms"] = round((time.perf_counter() - began) * 1000, 1)
             if first_token is not None:
                 self.stage_ms["chat_first_token_ms"] = round((first_token - began) * 1000, 1)

@@ -1,4 +1,4 @@
-"""POST /v1/chat/completions (section 7): the wire request to one ChatInput, whole answers; streams in chat_stream."""
+"""POST /v1/chat/completions (section 7): the wire request to one ChatRequest, whole answers; streams in chat_stream."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from typing import Any
 from hypnos.openai import ChatCompletionRequest
 from litestar import Request, Response, post
 
-from hypnos_server.routes.chat_input import build_chat_input, required_modalities
-from hypnos_server.routes.chat_run import event_stream, whole_answer
-from hypnos_server.routes.chat_stream import ChatAccumulator, sse_body, usage_object
-from hypnos_server.routes.inference import InferenceRun, decode_json, json_response, ready_guard
+from hypnos_server.routes.chat_input import chat_completion_request
+from hypnos_server.routes.chat_run import ChatRun
+from hypnos_server.routes.chat_stream import sse_body, usage_object
+from hypnos_server.routes.inference import decode_json, json_response, ready_guard
 from hypnos_server.state import hypnos_state, request_context
 
 
@@ -28,17 +28,14 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[Any]:
     record = request_context(request).record
     body = await decode_json(request, ChatCompletionRequest)
     record.model, record.stream = body.model, body.stream
-    run = InferenceRun(request, body.model, required_modalities(body, limits))
-    chat = await build_chat_input(body, limits)
+    chat_run = ChatRun(request, chat_completion_request(body, limits))
+    run, chat, answer = chat_run.run, chat_run.chat, chat_run.answer
     cid, created = completion_id(), int(time.time())
-    answer = ChatAccumulator(body.model)
-    await run.open(stream=("chat", chat))  # on a Ray cluster the node starts the chat with the lease
+    await chat_run.open()
     if body.stream:
         include_usage = body.stream_options is not None and bool(body.stream_options.include_usage)
-        return await event_stream(
-            run, run.stream(lambda _lease: sse_body(run, chat, answer, cid, created, include_usage))
-        )
-    finished, telemetry, headers = await whole_answer(run, chat, answer)
+        return await chat_run.respond(lambda: sse_body(run, chat, answer, cid, created, include_usage))
+    finished, telemetry, headers = await chat_run.whole()
     result = {
         "id": cid,
         "object": "chat.completion",

@@ -8,6 +8,7 @@ import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import anyio
@@ -120,6 +121,29 @@ def client_gone() -> HypnosError:
     return HypnosError(499, "cancelled", "the client went away")
 
 
+@dataclass
+class Caller:
+    """Whom a run serves: the server's state, the request context whose record it fills, what tells of a hang-up
+    (an ASGI receive whose `http.disconnect` cancels the work) and the request's deadline and next-model hints."""
+
+    state: HypnosState
+    context: RequestContext
+    receive: Receive
+    deadline_ms: int | None = None
+    next_model: str | None = None
+
+    @classmethod
+    def of(cls, request: Request[Any, Any, Any]) -> Caller:
+        """The caller of an HTTP request."""
+        return cls(
+            state=hypnos_state(request),
+            context=request_context(request),
+            receive=request.receive,
+            deadline_ms=_deadline_ms(request),
+            next_model=request.headers.get("x-hypnos-next-model") or None,
+        )
+
+
 class InferenceRun:
     """One request's way through a model, the same for every route, streamed or not.
 
@@ -132,23 +156,22 @@ class InferenceRun:
 
     def __init__(
         self,
-        request: Request[Any, Any, Any],
+        caller: Request[Any, Any, Any] | Caller,
         model: str,
         modalities: Sequence[Modality],
-        detached: tuple[RequestContext, Receive] | None = None,
     ) -> None:
-        """`detached` (a background run that outlives its request): its own context, whose closers run when the
-        work ends, and what stands for the client (its `http.disconnect` is the run's cancellation)."""
-        self.state: HypnosState = hypnos_state(request)
-        self.context: RequestContext = request_context(request) if detached is None else detached[0]
+        """`caller`: the HTTP request served, or a Caller standing for one (a background run, a realtime stage)."""
+        caller = caller if isinstance(caller, Caller) else Caller.of(caller)
+        self.state: HypnosState = caller.state
+        self.context: RequestContext = caller.context
         self.record = self.context.record
         self.record.model = model
         self.model = model
         self.modalities = list(dict.fromkeys(modalities))
         self.state.scheduler.serving(model, *self.modalities)
-        self._deadline = _deadline_ms(request)
-        self._next_model = request.headers.get("x-hypnos-next-model") or None
-        self._receive = request.receive if detached is None else detached[1]
+        self._deadline = caller.deadline_ms
+        self._next_model = caller.next_model
+        self._receive = caller.receive
         self._stack = AsyncExitStack()
         self._lease: Lease | None = None
         self._started = 0.0

@@ -1,4 +1,4 @@
-"""POST /v1/messages (Anthropic Messages) and /v1/messages/count_tokens on chat's runner: one ChatInput, Anthropic's
+"""POST /v1/messages (Anthropic Messages) and /v1/messages/count_tokens on the chat runner: one ChatRequest, Anthropic's
 message and event stream shapes (errors in Anthropic's shape on these paths, see errors.py)."""
 
 from __future__ import annotations
@@ -10,17 +10,15 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import msgspec
-from hypnos.chat import ChatInput
 from hypnos.engine import ChatFinished, ContentDelta, ReasoningDelta, ToolCallEvent
-from hypnos.errors import HypnosError, clip, invalid_request
+from hypnos.errors import HypnosError, clip
 from hypnos.openai import ToolCall
 from litestar import Request, Response, post
 
-from hypnos_server.routes.chat_input import build_chat_input, required_modalities
-from hypnos_server.routes.chat_run import event_stream, whole_answer
-from hypnos_server.routes.chat_stream import ChatAccumulator, Choice
-from hypnos_server.routes.inference import InferenceRun, decode_json, engine_failed_message, json_response, ready_guard
-from hypnos_server.routes.messages_input import MessagesRequest, apply_thinking, chat_request
+from hypnos_server.routes.chat_run import ChatRun
+from hypnos_server.routes.chat_stream import Choice
+from hypnos_server.routes.inference import decode_json, engine_failed_message, json_response, ready_guard
+from hypnos_server.routes.messages_input import MessagesRequest, messages_request
 from hypnos_server.state import hypnos_state, request_context
 
 logger = logging.getLogger(__name__)
@@ -56,37 +54,29 @@ def content_blocks(choice: Choice) -> list[dict[str, Any]]:
     return blocks
 
 
-async def _prepared(request: Request[Any, Any, Any], counting: bool) -> tuple[MessagesRequest, InferenceRun, ChatInput]:
+async def _prepared(request: Request[Any, Any, Any], counting: bool) -> tuple[MessagesRequest, ChatRun]:
     limits = hypnos_state(request).settings.limits
     body = await decode_json(request, MessagesRequest)
     record = request_context(request).record
     record.model, record.stream = body.model, body.stream and not counting
-    if not counting and body.max_tokens is None:
-        raise invalid_request("Missing required field `max_tokens`")
-    wire = chat_request(body, 1 if counting else body.max_tokens)
-    run = InferenceRun(request, body.model, required_modalities(wire, limits))
-    chat = await build_chat_input(wire, limits)
-    if not counting:
-        apply_thinking(chat, body.thinking)
-    return body, run, chat
+    return body, ChatRun(request, messages_request(body, limits, counting))
 
 
 @post("/v1/messages", guards=[ready_guard], status_code=200)
 async def create_message(request: Request[Any, Any, Any]) -> Response[Any]:
     """Answer a Messages request, whole or as Anthropic's event stream."""
-    body, run, chat = await _prepared(request, counting=False)
+    body, chat_run = await _prepared(request, counting=False)
     message_id = "msg_" + secrets.token_hex(12)
-    answer = ChatAccumulator(body.model)
-    await run.open(stream=("chat", chat))
+    await chat_run.open()
     if body.stream:
-        return await event_stream(run, run.stream(lambda _lease: _events(run, chat, answer, message_id)))
-    finished, telemetry, headers = await whole_answer(run, chat, answer)
+        return await chat_run.respond(lambda: _events(chat_run, message_id))
+    finished, telemetry, headers = await chat_run.whole()
     message = {
         "id": message_id,
         "type": "message",
         "role": "assistant",
         "model": body.model,
-        "content": content_blocks(answer.choice(0)),
+        "content": content_blocks(chat_run.answer.choice(0)),
         "stop_reason": STOP_REASONS.get(finished.finish_reason, "end_turn"),
         "stop_sequence": None,
         "usage": usage_of(finished),
@@ -98,14 +88,9 @@ async def create_message(request: Request[Any, Any, Any]) -> Response[Any]:
 @post("/v1/messages/count_tokens", guards=[ready_guard], status_code=200)
 async def count_tokens(request: Request[Any, Any, Any]) -> Response[bytes]:
     """How many input tokens a Messages request takes: the model renders and reads its prompt (one token made)."""
-    _, run, chat = await _prepared(request, counting=True)
-    answer = ChatAccumulator(run.model)
-    async with run:
-        try:
-            finished = await run.call(lambda engine: answer.collect(engine.chat(chat, run.lease.cancel)))
-        finally:
-            answer.record_usage(run, chat)
-        run.telemetry(finished.timing)
+    _, chat_run = await _prepared(request, counting=True)
+    await chat_run.open()
+    finished, _, _ = await chat_run.whole()
     return json_response({"input_tokens": finished.prompt_tokens})
 
 
@@ -164,10 +149,11 @@ class _Blocks:
         return []
 
 
-async def _events(run: InferenceRun, chat: ChatInput, answer: ChatAccumulator, message_id: str) -> AsyncIterator[bytes]:
+async def _events(chat_run: ChatRun, message_id: str) -> AsyncIterator[bytes]:
     """Anthropic's event stream of one answer; nothing goes out before the engine's first event."""
+    run, answer = chat_run.run, chat_run.answer
     blocks, record = _Blocks(), run.record
-    events = run.engine.chat(chat, run.lease.cancel).__aiter__()
+    events = chat_run.events()
     try:
         event = await anext(events, None)
         start = {"input_tokens": 0, "output_tokens": 0}
@@ -176,7 +162,6 @@ async def _events(run: InferenceRun, chat: ChatInput, answer: ChatAccumulator, m
         yield _sse("ping")
         try:
             while event is not None:
-                answer.add(event)
                 for chunk in blocks.add(event):
                     yield chunk
                 event = await anext(events, None)
@@ -191,7 +176,7 @@ async def _events(run: InferenceRun, chat: ChatInput, answer: ChatAccumulator, m
             yield _sse("error", error={"type": "api_error", "message": message_text})
             return
     finally:
-        answer.record_usage(run, chat)
+        await events.aclose()
     telemetry = run.telemetry(finished.timing)
     for chunk in blocks.stop():
         yield chunk

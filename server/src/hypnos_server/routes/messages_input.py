@@ -1,4 +1,4 @@
-"""An Anthropic Messages request (POST /v1/messages) read as the chat request it means: blocks to chat messages."""
+"""An Anthropic Messages request (POST /v1/messages) mapped to the one internal ChatRequest: blocks to messages."""
 
 from __future__ import annotations
 
@@ -7,18 +7,18 @@ from typing import Any
 
 import msgspec
 from hypnos.chat import ChatInput
+from hypnos.config import LimitsConfig
 from hypnos.errors import clip, invalid_request
-from hypnos.openai import (
-    ChatCompletionRequest,
-    ChatMessage,
-    ContentPart,
-    FunctionDefinition,
-    ImageUrl,
-    ToolCall,
-    ToolCallFunction,
-    ToolChoiceFunction,
-    ToolChoiceObject,
-    ToolDefinition,
+from hypnos.openai import FunctionDefinition, ToolCall, ToolCallFunction, ToolDefinition
+
+from hypnos_server.routes.chat_request import (
+    ChatRequest,
+    Conversation,
+    checked_tools,
+    max_tokens_of,
+    sampling_of,
+    stop_of,
+    tool_choice_of,
 )
 
 TOOL_CHOICES = {"auto": "auto", "any": "required", "none": "none"}
@@ -49,18 +49,16 @@ def _system_text(system: str | list[dict[str, Any]] | None) -> str | None:
     return "".join(str(block.get("text") or "") for block in system if block.get("type") == "text") or None
 
 
-def _image(block: dict[str, Any], where: str) -> ContentPart:
+def _image_url(block: dict[str, Any], where: str) -> str:
     source = block.get("source") or {}
     if source.get("type") == "base64" and isinstance(source.get("data"), str):
-        url = f"data:{source.get('media_type') or 'image/png'};base64,{source['data']}"
-    elif source.get("type") == "url" and isinstance(source.get("url"), str):
-        url = source["url"]
-    else:
-        raise invalid_request(f"Invalid value for `{where}.source`: a base64 or url image source")
-    return ContentPart(type="image_url", image_url=ImageUrl(url=url))
+        return f"data:{source.get('media_type') or 'image/png'};base64,{source['data']}"
+    if source.get("type") == "url" and isinstance(source.get("url"), str):
+        return str(source["url"])
+    raise invalid_request(f"Invalid value for `{where}.source`: a base64 or url image source")
 
 
-def _tool_result(block: dict[str, Any], where: str) -> ChatMessage:
+def _add_tool_result(conversation: Conversation, block: dict[str, Any], where: str) -> None:
     if not isinstance(block.get("tool_use_id"), str):
         raise invalid_request(f"Missing required field `{where}.tool_use_id`")
     content = block.get("content", "")
@@ -70,13 +68,14 @@ def _tool_result(block: dict[str, Any], where: str) -> ChatMessage:
         text = str(content)
     if block.get("is_error"):
         text = f"Error: {text}"
-    return ChatMessage(role="tool", content=text, tool_call_id=block["tool_use_id"])
+    conversation.add("tool", text, tool_call_id=block["tool_use_id"])
 
 
-def chat_messages(body: MessagesRequest) -> list[ChatMessage]:
-    """The chat conversation: the system prompt, then each message's blocks (tool results become tool messages)."""
+def add_messages(conversation: Conversation, body: MessagesRequest) -> None:
+    """The conversation: the system prompt, then each message's blocks (tool results become tool messages)."""
     system = _system_text(body.system)
-    messages = [ChatMessage(role="system", content=system)] if system else []
+    if system:
+        conversation.add("system", system)
     if not body.messages:
         raise invalid_request("`messages` must be a non-empty array")
     for index, message in enumerate(body.messages):
@@ -84,18 +83,18 @@ def chat_messages(body: MessagesRequest) -> list[ChatMessage]:
         if role not in ("user", "assistant"):
             raise invalid_request(f"Invalid value for `messages[{index}].role`: `{clip(role)}` (user or assistant)")
         if isinstance(content, str):
-            messages.append(ChatMessage(role=role, content=content))
+            conversation.add(role, content)
             continue
         if not isinstance(content, list):
             raise invalid_request(f"Invalid value for `messages[{index}].content`: a string or an array of blocks")
-        parts: list[ContentPart] = []
+        parts: list[tuple[str, str]] = []  # ("text" | "image", text or URL), in order
         calls: list[ToolCall] = []
         for number, block in enumerate(content):
             kind, where = block.get("type") if isinstance(block, dict) else None, f"messages[{index}].content[{number}]"
             if kind == "text":
-                parts.append(ContentPart(type="text", text=str(block.get("text") or "")))
+                parts.append(("text", str(block.get("text") or "")))
             elif kind == "image":
-                parts.append(_image(block, where))
+                parts.append(("image", _image_url(block, where)))
             elif kind == "tool_use" and role == "assistant":
                 if not isinstance(block.get("id"), str) or not isinstance(block.get("name"), str):
                     raise invalid_request(f"`{where}` (tool_use) needs `id` and `name`")
@@ -104,15 +103,19 @@ def chat_messages(body: MessagesRequest) -> list[ChatMessage]:
                     ToolCall(id=block["id"], function=ToolCallFunction(name=block["name"], arguments=arguments))
                 )
             elif kind == "tool_result" and role == "user":
-                messages.append(_tool_result(block, where))
+                _add_tool_result(conversation, block, where)
             elif kind not in SKIPPED_BLOCKS:
                 raise invalid_request(f"Invalid value for `{where}.type`: `{clip(kind)}` is not supported here")
         if parts or calls:
-            messages.append(ChatMessage(role=role, content=parts or None, tool_calls=calls or None))
-    return messages
+            added = conversation.add(role, tool_calls=calls)
+            for kind, value in parts:
+                if kind == "text":
+                    conversation.text(added, value)
+                else:
+                    conversation.image(added, value)
 
 
-def _tools(tools: list[dict[str, Any]] | None) -> list[ToolDefinition] | None:
+def _tools(tools: list[dict[str, Any]] | None) -> list[ToolDefinition]:
     found = []
     for index, tool in enumerate(tools or []):
         if not isinstance(tool.get("name"), str) or ("type" in tool and tool["type"] not in (None, "custom")):
@@ -124,46 +127,55 @@ def _tools(tools: list[dict[str, Any]] | None) -> list[ToolDefinition] | None:
             parameters=schema if isinstance(schema, dict) else None,
         )
         found.append(ToolDefinition(function=definition))
-    return found or None
+    return checked_tools(found)
 
 
-def _tool_choice(choice: dict[str, Any] | None) -> str | ToolChoiceObject | None:
+def _tool_choice(choice: dict[str, Any] | None, tools: list[ToolDefinition]) -> tuple[str, str | None]:
     if choice is None:
-        return None
+        return tool_choice_of(None, tools)
     kind = choice.get("type")
     if kind == "tool":
         if not isinstance(choice.get("name"), str):
             raise invalid_request("Missing required field `tool_choice.name`")
-        return ToolChoiceObject(function=ToolChoiceFunction(name=choice["name"]))
+        return tool_choice_of(None, tools, forced=choice["name"])
     if kind not in TOOL_CHOICES:
         raise invalid_request(f"Invalid value for `tool_choice.type`: `{clip(kind)}` (auto, any, tool or none)")
-    return TOOL_CHOICES[kind]
+    return tool_choice_of(TOOL_CHOICES[kind], tools)
 
 
-def chat_request(body: MessagesRequest, max_tokens: int | None) -> ChatCompletionRequest:
-    """The chat request this Messages request means, for chat's own checks and ChatInput."""
-    return ChatCompletionRequest(
-        model=body.model,
-        messages=chat_messages(body),
-        max_tokens=max_tokens,
-        temperature=body.temperature,
-        top_p=body.top_p,
-        top_k=body.top_k,
-        stop=body.stop_sequences or None,
-        tools=_tools(body.tools),
-        tool_choice=_tool_choice(body.tool_choice),
-    )
-
-
-def apply_thinking(chat: ChatInput, thinking: dict[str, Any] | None) -> None:
+def _thinking(thinking: dict[str, Any] | None) -> tuple[bool, int | None]:
     """`thinking`: enabled with budget_tokens turns the model's thinking on with that budget; disabled turns it off."""
     if thinking is None:
-        return
+        return False, None
     kind = thinking.get("type")
     if kind == "disabled":
-        chat.thinking, chat.thinking_budget = False, None
-        return
+        return False, None
     budget = thinking.get("budget_tokens")
     if kind != "enabled" or not isinstance(budget, int) or budget < 1:
         raise invalid_request('Invalid value for `thinking`: {"type": "enabled", "budget_tokens": n} or disabled')
-    chat.thinking, chat.thinking_budget = True, budget
+    return True, budget
+
+
+def messages_request(body: MessagesRequest, limits: LimitsConfig, counting: bool = False) -> ChatRequest:
+    """The ChatRequest of a Messages body (`counting`: for count_tokens, one token made and thinking left off)."""
+    if not counting and body.max_tokens is None:
+        raise invalid_request("Missing required field `max_tokens`")
+    conversation = Conversation(limits)
+    add_messages(conversation, body)
+    messages = conversation.checked()
+    max_tokens = max_tokens_of(1 if counting else body.max_tokens, limits)
+    tools = _tools(body.tools)
+    tool_choice, forced = _tool_choice(body.tool_choice, tools)
+    thinking, budget = (False, None) if counting else _thinking(body.thinking)
+    chat = ChatInput(
+        messages=messages,
+        max_tokens=max_tokens,
+        sampling=sampling_of(temperature=body.temperature, top_p=body.top_p, top_k=body.top_k),
+        tools=tools,
+        tool_choice=tool_choice,
+        forced_tool=forced,
+        thinking=thinking,
+        thinking_budget=budget,
+        stop=stop_of(body.stop_sequences or None),
+    )
+    return conversation.request(body.model, chat, stream=body.stream and not counting)

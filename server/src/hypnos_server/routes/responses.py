@@ -1,4 +1,5 @@
-"""POST /v1/responses: a Responses request read as chat (one ChatInput), answered whole or as `response.*` events."""
+"""POST /v1/responses: a Responses request mapped to one ChatRequest on the chat runner, answered whole or as
+`response.*` events."""
 
 from __future__ import annotations
 
@@ -6,22 +7,27 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
-from hypnos.chat import ChatInput
 from hypnos.errors import HypnosError, clip, invalid_request, not_found
 from litestar import Request, Response, post
 from litestar.response import Stream
 
 from hypnos_server.responses_store import StoredResponse
-from hypnos_server.routes.chat_input import build_chat_input, required_modalities
-from hypnos_server.routes.chat_run import event_stream, whole_answer
+from hypnos_server.routes.chat_run import ChatRun
 from hypnos_server.routes.chat_stream import ChatAccumulator
-from hypnos_server.routes.inference import InferenceRun, decode_json, engine_failed_message, json_response, ready_guard
+from hypnos_server.routes.inference import (
+    Caller,
+    InferenceRun,
+    decode_json,
+    engine_failed_message,
+    json_response,
+    ready_guard,
+)
 from hypnos_server.routes.responses_background import EventLog, StopSwitch, detached_context, finish_detached
-from hypnos_server.routes.responses_input import ResponsesRequest, chat_messages, chat_request, input_items
+from hypnos_server.routes.responses_input import ResponsesRequest, input_items, responses_request
 from hypnos_server.routes.responses_output import ResponseMeta, conversation_items, output_items, status_of, usage_of
 from hypnos_server.routes.responses_stream import ResponseEvents
 from hypnos_server.state import HypnosState, RequestContext, hypnos_state, request_context
@@ -114,28 +120,25 @@ async def create_response(request: Request[Any, Any, Any]) -> Response[Any]:
         raise invalid_request("`background` needs `store`: a background response is read back by its id")
     conversation = Conversation(state, owner_of(context), body)
     await conversation.load_history()
-    wire = chat_request(body, chat_messages(body.instructions, [*conversation.history, *conversation.items]))
+    chat_request = responses_request(body, [*conversation.history, *conversation.items], limits)
     summary = bool((body.reasoning or {}).get("summary"))
     if body.background:
+        await chat_request.load(limits)  # a bad image is the request's 400, not the background run's failure
         switch = StopSwitch()
-        run = InferenceRun(
-            request, body.model, required_modalities(wire, limits), detached=(detached_context(context), switch.receive)
-        )
-        return await _start_background(state, run, await build_chat_input(wire, limits), conversation, summary, switch)
-    run = InferenceRun(request, body.model, required_modalities(wire, limits))
-    chat = await build_chat_input(wire, limits)
+        caller = replace(Caller.of(request), context=detached_context(context), receive=switch.receive)
+        return await _start_background(state, ChatRun(caller, chat_request), conversation, summary, switch)
+    chat_run = ChatRun(request, chat_request)
     meta = ResponseMeta(body)
-    answer = ChatAccumulator(body.model)
-    await run.open(stream=("chat", chat))
-    live = LiveResponse(owner=conversation.owner, meta=meta, run=run, answer=answer)
+    await chat_run.open()
+    live = LiveResponse(owner=conversation.owner, meta=meta, run=chat_run.run, answer=chat_run.answer)
     state.live_responses[meta.id] = live
     context.defer(_forget(state, meta.id))
     if body.stream:
         live.events = ResponseEvents(summary)
-        return await event_stream(run, run.stream(lambda _lease: _events_body(run, chat, answer, live, conversation)))
-    finished, telemetry, headers = await whole_answer(run, chat, answer)
+        return await chat_run.respond(lambda: _events_body(chat_run, live, conversation))
+    finished, telemetry, headers = await chat_run.whole()
     status, reason = ("cancelled", None) if live.cancelled else status_of(finished.finish_reason)
-    output = output_items(answer.choice(0), summary)
+    output = output_items(chat_run.answer.choice(0), summary)
     response = meta.response(status, output, usage_of(finished), incomplete=reason, hypnos_telemetry=telemetry)
     await conversation.save(meta, response)
     return json_response(response, headers=headers)
@@ -143,8 +146,7 @@ async def create_response(request: Request[Any, Any, Any]) -> Response[Any]:
 
 async def _start_background(
     state: HypnosState,
-    run: InferenceRun,
-    chat: ChatInput,
+    chat_run: ChatRun,
     conversation: Conversation,
     summary: bool,
     switch: StopSwitch,
@@ -156,9 +158,9 @@ async def _start_background(
     live = LiveResponse(
         owner=conversation.owner,
         meta=meta,
-        run=run,
+        run=chat_run.run,
         events=ResponseEvents(summary),
-        answer=ChatAccumulator(body.model),
+        answer=chat_run.answer,
         log=EventLog(),
         switch=switch,
         conversation=conversation,
@@ -166,7 +168,7 @@ async def _start_background(
     queued = meta.response("queued")
     await conversation.save(meta, queued, pending=True)
     state.live_responses[meta.id] = live
-    task = asyncio.create_task(_run_background(state, live, chat, conversation), name=f"hypnos-{meta.id}")
+    task = asyncio.create_task(_run_background(state, live, chat_run, conversation), name=f"hypnos-{meta.id}")
     state.background.add(task)
     task.add_done_callback(state.background.discard)
     assert live.log is not None
@@ -175,18 +177,20 @@ async def _start_background(
     return json_response(queued)
 
 
-async def _run_background(state: HypnosState, live: LiveResponse, chat: ChatInput, conversation: Conversation) -> None:
+async def _run_background(
+    state: HypnosState, live: LiveResponse, chat_run: ChatRun, conversation: Conversation
+) -> None:
     """A background response from its queue to its stored end: completed, incomplete, failed or cancelled; at a
     shutdown, failed (a crash leaves it pending, and the store fails it at the next start)."""
-    run, meta, log, answer = live.run, live.meta, live.log, live.answer
-    assert log is not None and answer is not None
+    run, meta, log = live.run, live.meta, live.log
+    assert log is not None
     status, shutdown = 200, False
     try:
         try:
-            await run.open(stream=("chat", chat))
+            await chat_run.open()
             if live.cancelled:  # cancelled as the lease was granted
                 run.lease.cancel.cancel()
-            async for _ in run.stream(lambda _lease: log.record(_events_body(run, chat, answer, live, conversation))):
+            async for _ in run.stream(lambda _lease: log.record(_events_body(chat_run, live, conversation))):
                 pass
         except HypnosError as error:  # refused in the queue or before the first token (a prompt past the context)
             status = 499 if live.cancelled else error.status
@@ -232,24 +236,21 @@ def _forget(state: HypnosState, response_id: str):  # type: ignore[no-untyped-de
     return forget
 
 
-async def _events_body(
-    run: InferenceRun, chat: ChatInput, answer: ChatAccumulator, live: LiveResponse, conversation: Conversation
-) -> AsyncIterator[bytes]:
+async def _events_body(chat_run: ChatRun, live: LiveResponse, conversation: Conversation) -> AsyncIterator[bytes]:
     """The Responses event stream of one answer; nothing goes out before the engine's first event."""
-    meta, events, record = live.meta, live.events, run.record
+    run, meta, events, record = chat_run.run, live.meta, live.events, chat_run.run.record
     assert events is not None
-    engine_events = run.engine.chat(chat, run.lease.cancel).__aiter__()
+    engine_events = chat_run.events()
     try:
         event = await anext(engine_events, None)
         yield events.event("response.created", response=meta.response("in_progress"))
         yield events.event("response.in_progress", response=meta.response("in_progress"))
         try:
             while event is not None:
-                answer.add(event)
                 for chunk in events.add(event):
                     yield chunk
                 event = await anext(engine_events, None)
-            finished = answer.final()
+            finished = chat_run.answer.final()
         except Exception as error:
             if isinstance(error, HypnosError):
                 message, kind = error.message, error.type
@@ -265,7 +266,7 @@ async def _events_body(
             yield events.event("response.failed", response=response)
             return
     finally:
-        answer.record_usage(run, chat)
+        await engine_events.aclose()
     telemetry = run.telemetry(finished.timing)
     status, reason = ("cancelled", None) if live.cancelled else status_of(finished.finish_reason)
     for chunk in events.finish(status):

@@ -1,4 +1,4 @@
-"""A Responses request (POST /v1/responses) read as the chat request it means: items to messages, options to chat's."""
+"""A Responses request (POST /v1/responses) mapped to the one internal ChatRequest: items to messages, options."""
 
 from __future__ import annotations
 
@@ -6,21 +6,21 @@ import secrets
 from typing import Any
 
 import msgspec
+from hypnos.chat import ChatInput, InputMessage, ResponseFormat
+from hypnos.config import LimitsConfig
 from hypnos.errors import clip, invalid_request
-from hypnos.openai import (
-    ChatCompletionRequest,
-    ChatMessage,
-    ContentPart,
-    FunctionDefinition,
-    ImageUrl,
-    InputAudio,
-    JsonSchemaFormat,
-    ResponseFormatParam,
-    ToolCall,
-    ToolCallFunction,
-    ToolChoiceFunction,
-    ToolChoiceObject,
-    ToolDefinition,
+from hypnos.openai import FunctionDefinition, ToolCall, ToolCallFunction, ToolDefinition
+
+from hypnos_server.routes.chat_input import thinking_of
+from hypnos_server.routes.chat_request import (
+    ChatRequest,
+    Conversation,
+    checked_tools,
+    context_len_of,
+    max_tokens_of,
+    response_format_of,
+    sampling_of,
+    tool_choice_of,
 )
 
 BUILT_IN_TOOLS = {
@@ -105,55 +105,53 @@ def input_items(body: ResponsesRequest) -> list[dict[str, Any]]:
     return items
 
 
-def chat_messages(instructions: str | None, items: list[dict[str, Any]]) -> list[ChatMessage]:
-    """The chat conversation of `instructions` and items (inputs and earlier outputs, in order)."""
-    messages = [ChatMessage(role="system", content=instructions)] if instructions else []
+def add_items(conversation: Conversation, instructions: str | None, items: list[dict[str, Any]]) -> None:
+    """The conversation of `instructions` and items (inputs and earlier outputs, in order)."""
+    if instructions:
+        conversation.add("system", instructions)
     for index, item in enumerate(items):
         kind = item.get("type")
+        last = conversation.messages[-1] if conversation.messages else None
         if kind == "message":
             role = "system" if item["role"] == "developer" else item["role"]
-            messages.append(ChatMessage(role=role, content=_parts(item["content"], index)))
+            _add_parts(conversation, conversation.add(role), item["content"], index)
         elif kind == "function_call":
             call = ToolCall(
                 id=item["call_id"], function=ToolCallFunction(name=item["name"], arguments=item["arguments"])
             )
-            last = messages[-1] if messages else None
             if last is not None and last.role == "assistant":
-                last.tool_calls = [*(last.tool_calls or []), call]
+                last.tool_calls.append(call)
+                conversation.chars += len(call.function.arguments)
             else:
-                messages.append(ChatMessage(role="assistant", content=None, tool_calls=[call]))
+                conversation.add("assistant", tool_calls=[call])
         elif kind == "function_call_output":
             output = item.get("output", "")
-            content = output if isinstance(output, str) else _parts(output, index)
-            messages.append(ChatMessage(role="tool", content=content, tool_call_id=item["call_id"]))
-    if not messages:
+            message = conversation.add("tool", tool_call_id=item["call_id"])
+            if isinstance(output, str):
+                conversation.text(message, output)
+            else:
+                _add_parts(conversation, message, output, index)
+    if not conversation.messages:
         raise invalid_request("`input` must hold at least one message")
-    return messages
 
 
-def _parts(content: list[Any], index: int) -> list[ContentPart]:
-    parts = []
+def _add_parts(conversation: Conversation, message: InputMessage, content: list[Any], index: int) -> None:
     for part in content:
         kind = part.get("type") if isinstance(part, dict) else None
         if kind in TEXT_PARTS:
-            parts.append(ContentPart(type="text", text=str(part.get("text") or part.get("refusal") or "")))
+            conversation.text(message, str(part.get("text") or part.get("refusal") or ""))
         elif kind == "input_image":
             url = part.get("image_url")
             if not isinstance(url, str):
                 raise invalid_request(f"`input[{index}]` input_image needs `image_url` (file ids are not supported)")
-            parts.append(ContentPart(type="image_url", image_url=ImageUrl(url=url, detail=part.get("detail"))))
+            conversation.image(message, url)
         elif kind == "input_audio":
             audio = part.get("input_audio") or {}
             if not isinstance(audio, dict) or not isinstance(audio.get("data"), str):
                 raise invalid_request(f"`input[{index}]` input_audio needs `input_audio.data` (base64)")
-            parts.append(
-                ContentPart(
-                    type="input_audio", input_audio=InputAudio(data=audio["data"], format=audio.get("format") or "wav")
-                )
-            )
+            conversation.audio(message, audio["data"], audio.get("format") or "wav")
         else:
             raise invalid_request(f"Invalid value for `input[{index}].content`: unknown part `{clip(kind)}`")
-    return parts
 
 
 def function_tools(tools: list[dict[str, Any]] | None) -> list[ToolDefinition]:
@@ -182,41 +180,45 @@ def function_tools(tools: list[dict[str, Any]] | None) -> list[ToolDefinition]:
     return found
 
 
-def _tool_choice(choice: str | dict[str, Any] | None) -> str | ToolChoiceObject | None:
+def _tool_choice(choice: str | dict[str, Any] | None, tools: list[ToolDefinition]) -> tuple[str, str | None]:
     if choice is None or isinstance(choice, str):
-        return choice
+        return tool_choice_of(choice, tools)
     if choice.get("type") == "function" and isinstance(choice.get("name"), str):
-        return ToolChoiceObject(function=ToolChoiceFunction(name=choice["name"]))
+        return tool_choice_of(None, tools, forced=choice["name"])
     raise invalid_request('Invalid value for `tool_choice`: "none", "auto", "required" or a function by name')
 
 
-def _response_format(text: dict[str, Any] | None) -> ResponseFormatParam | None:
+def _response_format(text: dict[str, Any] | None) -> ResponseFormat | None:
     wire = (text or {}).get("format")
     if wire is None:
         return None
     if not isinstance(wire, dict):
         raise invalid_request("Invalid value for `text.format`: an object with `type`")
-    kind = wire.get("type", "text")
+    kind = str(wire.get("type", "text"))
     if kind != "json_schema":
-        return ResponseFormatParam(type=str(kind))
-    schema = JsonSchemaFormat(name=wire.get("name"), schema=wire.get("schema"), strict=wire.get("strict"))
-    return ResponseFormatParam(type="json_schema", json_schema=schema)
+        return response_format_of(kind, None, None, None)
+    return response_format_of(kind, wire.get("name"), wire.get("schema"), wire.get("strict"))
 
 
-def chat_request(body: ResponsesRequest, messages: list[ChatMessage]) -> ChatCompletionRequest:
-    """The chat request this Responses request means, for chat's own checks and ChatInput."""
+def responses_request(body: ResponsesRequest, items: list[dict[str, Any]], limits: LimitsConfig) -> ChatRequest:
+    """The ChatRequest of a Responses body whose conversation is `items` (history and input)."""
+    conversation = Conversation(limits)
+    add_items(conversation, body.instructions, items)
+    messages = conversation.checked()
     effort = (body.reasoning or {}).get("effort")
-    return ChatCompletionRequest(
-        model=body.model,
+    thinking, budget = thinking_of(effort if isinstance(effort, str) else None)
+    tools = checked_tools(function_tools(body.tools))
+    tool_choice, forced = _tool_choice(body.tool_choice, tools)
+    chat = ChatInput(
         messages=messages,
-        max_tokens=body.max_output_tokens,
-        temperature=body.temperature,
-        top_p=body.top_p,
-        top_k=body.top_k,
-        seed=body.seed,
-        num_ctx=body.num_ctx,
-        reasoning_effort=effort if isinstance(effort, str) else None,
-        tools=function_tools(body.tools) or None,
-        tool_choice=_tool_choice(body.tool_choice),
+        max_tokens=max_tokens_of(body.max_output_tokens, limits),
+        sampling=sampling_of(temperature=body.temperature, top_p=body.top_p, top_k=body.top_k, seed=body.seed),
+        tools=tools,
+        tool_choice=tool_choice,
+        forced_tool=forced,
+        thinking=thinking,
+        thinking_budget=budget,
+        context_len=context_len_of(body.num_ctx),
         response_format=_response_format(body.text),
     )
+    return conversation.request(body.model, chat, stream=body.stream)
