@@ -28,6 +28,7 @@ class HypnosError(Exception):
         retry_after: int | None = None,
         code: str | None = None,
         headers: dict[str, str] | None = None,
+        param: str | None = None,
     ) -> None:
         message = clip(message, MESSAGE_LIMIT)
         super().__init__(message)
@@ -36,13 +37,14 @@ class HypnosError(Exception):
         self.message = message
         self.retry_after = retry_after
         self.code = code
+        self.param = param  # the request field at fault, stated with the code
         self.headers = dict(headers or {})
 
     def body(self) -> ErrorBody:
-        """The spec's error body; auth and quota errors (with a code) carry param null and the code."""
+        """The spec's error body; an error with a code (auth, quota, a named field) carries its param and the code."""
         if self.code is None:
             return ErrorBody(ErrorDetail(message=self.message, type=self.type))
-        return ErrorBody(ErrorDetail(message=self.message, type=self.type, param=None, code=self.code))
+        return ErrorBody(ErrorDetail(message=self.message, type=self.type, param=self.param, code=self.code))
 
     def response_headers(self) -> dict[str, str]:
         """Headers the response must carry (Retry-After and any extras)."""

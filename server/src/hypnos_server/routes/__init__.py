@@ -17,6 +17,7 @@ from hypnos_server.routes import (
     pool,
     rerank,
     responses,
+    responses_compact,
     responses_stored,
 )
 
@@ -32,6 +33,7 @@ def server_routes() -> list[Any]:
         *memory.ROUTES,
         *chat.ROUTES,
         *responses.ROUTES,
+        *responses_compact.ROUTES,
         *responses_stored.ROUTES,
         *messages.ROUTES,
         *embeddings.ROUTES,

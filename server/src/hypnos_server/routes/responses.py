@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
-from hypnos.errors import HypnosError, clip, invalid_request, not_found
+from hypnos.errors import HypnosError, clip, invalid_request
 from litestar import Request, Response, post
 from litestar.response import Stream
 
@@ -87,7 +87,13 @@ class Conversation:
         store = self.state.responses
         stored = None if store is None else await store.aget(previous, self.owner)
         if stored is None:
-            raise not_found(f"No stored response `{clip(previous)}` (unknown, expired, deleted or another key's)")
+            raise HypnosError(
+                404,
+                "not_found",
+                f"Previous response with id `{clip(previous)}` not found (unknown, expired, deleted or another key's)",
+                code="previous_response_not_found",
+                param="previous_response_id",
+            )
         self.history = stored.conversation
 
     async def save(self, meta: ResponseMeta, response: dict[str, Any], pending: bool = False) -> None:
@@ -118,48 +124,48 @@ async def create_response(request: Request[Any, Any, Any]) -> Response[Any]:
     context.record.model, context.record.stream = body.model, body.stream
     if body.background and not body.store:
         raise invalid_request("`background` needs `store`: a background response is read back by its id")
+    meta = ResponseMeta(body)
     conversation = Conversation(state, owner_of(context), body)
     await conversation.load_history()
-    chat_request = responses_request(body, [*conversation.history, *conversation.items], limits)
+    chat_request = responses_request(body, [*conversation.history, *conversation.items], limits, meta.tools)
     summary = bool((body.reasoning or {}).get("summary"))
     if body.background:
         await chat_request.load(limits)  # a bad image is the request's 400, not the background run's failure
         switch = StopSwitch()
         caller = replace(Caller.of(request), context=detached_context(context), receive=switch.receive)
-        return await _start_background(state, ChatRun(caller, chat_request), conversation, summary, switch)
+        return await _start_background(state, ChatRun(caller, chat_request), conversation, meta, summary, switch)
     chat_run = ChatRun(request, chat_request)
-    meta = ResponseMeta(body)
     await chat_run.open()
     live = LiveResponse(owner=conversation.owner, meta=meta, run=chat_run.run, answer=chat_run.answer)
     state.live_responses[meta.id] = live
     context.defer(_forget(state, meta.id))
     if body.stream:
-        live.events = ResponseEvents(summary)
-        return await chat_run.respond(lambda: _events_body(chat_run, live, conversation))
+        live.events = ResponseEvents(summary, meta.tools)
+        return await chat_run.respond(lambda: _events_body(chat_run, live, conversation), meta.tools.headers())
     finished, telemetry, headers = await chat_run.whole()
     status, reason = ("cancelled", None) if live.cancelled else status_of(finished.finish_reason)
-    output = output_items(chat_run.answer.choice(0), summary)
+    output = output_items(chat_run.answer.choice(0), summary, meta.tools)
     response = meta.response(status, output, usage_of(finished), incomplete=reason, hypnos_telemetry=telemetry)
     await conversation.save(meta, response)
-    return json_response(response, headers=headers)
+    return json_response(response, headers={**headers, **meta.tools.headers()})
 
 
 async def _start_background(
     state: HypnosState,
     chat_run: ChatRun,
     conversation: Conversation,
+    meta: ResponseMeta,
     summary: bool,
     switch: StopSwitch,
 ) -> Response[Any]:
     """Store the response as queued, run it in a task of its own and answer at once: the queued Response, or (with
     `stream`) its event stream followed live; a hang-up of that stream leaves the generation running."""
     body = conversation.body
-    meta = ResponseMeta(body)
     live = LiveResponse(
         owner=conversation.owner,
         meta=meta,
         run=chat_run.run,
-        events=ResponseEvents(summary),
+        events=ResponseEvents(summary, meta.tools),
         answer=chat_run.answer,
         log=EventLog(),
         switch=switch,
@@ -172,9 +178,11 @@ async def _start_background(
     state.background.add(task)
     task.add_done_callback(state.background.discard)
     assert live.log is not None
+    headers = meta.tools.headers()
     if body.stream:
-        return Stream(live.log.follow(), media_type="text/event-stream", headers={"cache-control": "no-cache"})
-    return json_response(queued)
+        headers["cache-control"] = "no-cache"
+        return Stream(live.log.follow(), media_type="text/event-stream", headers=headers)
+    return json_response(queued, headers=headers)
 
 
 async def _run_background(

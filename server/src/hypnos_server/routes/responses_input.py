@@ -9,7 +9,7 @@ import msgspec
 from hypnos.chat import ChatInput, InputMessage, ResponseFormat
 from hypnos.config import LimitsConfig
 from hypnos.errors import clip, invalid_request
-from hypnos.openai import FunctionDefinition, ToolCall, ToolCallFunction, ToolDefinition
+from hypnos.openai import ToolCall, ToolCallFunction, ToolDefinition
 
 from hypnos_server.routes.chat_input import thinking_of
 from hypnos_server.routes.chat_request import (
@@ -22,21 +22,9 @@ from hypnos_server.routes.chat_request import (
     sampling_of,
     tool_choice_of,
 )
+from hypnos_server.routes.responses_compaction import compaction_input, summary_message
+from hypnos_server.routes.responses_tools import ToolSet, flat_name
 
-BUILT_IN_TOOLS = {
-    "web_search",
-    "web_search_preview",
-    "file_search",
-    "code_interpreter",
-    "computer_use_preview",
-    "computer",
-    "image_generation",
-    "mcp",
-    "local_shell",
-    "shell",
-    "apply_patch",
-    "custom",
-}
 MESSAGE_ROLES = {"user", "assistant", "system", "developer"}
 TEXT_PARTS = {"input_text", "output_text", "text", "refusal"}
 
@@ -63,6 +51,16 @@ class ResponsesRequest(msgspec.Struct, kw_only=True):
     metadata: dict[str, str] | None = None
     parallel_tool_calls: bool | None = None
     num_ctx: int | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    top_logprobs: int | None = None
+    max_tool_calls: int | None = None
+    service_tier: str | None = None
+    safety_identifier: str | None = None
+    prompt_cache_key: str | None = None
+    user: str | None = None
+    include: list[str] | None = None
+    conversation: str | dict[str, Any] | None = None
 
 
 def item_id(prefix: str) -> str:
@@ -98,6 +96,8 @@ def input_items(body: ResponsesRequest) -> list[dict[str, Any]]:
             if not isinstance(item.get("call_id"), str):
                 raise invalid_request(f"`{where}` (function_call_output) needs `call_id`")
             items.append({**item, "id": item.get("id") or item_id("fco"), "status": "completed"})
+        elif kind in ("compaction", "compaction_summary"):
+            items.append(compaction_input(item, where))
         elif kind == "reasoning":
             continue  # thoughts are never sent back to the model
         else:
@@ -116,9 +116,8 @@ def add_items(conversation: Conversation, instructions: str | None, items: list[
             role = "system" if item["role"] == "developer" else item["role"]
             _add_parts(conversation, conversation.add(role), item["content"], index)
         elif kind == "function_call":
-            call = ToolCall(
-                id=item["call_id"], function=ToolCallFunction(name=item["name"], arguments=item["arguments"])
-            )
+            name = flat_name(item.get("namespace"), item["name"])
+            call = ToolCall(id=item["call_id"], function=ToolCallFunction(name=name, arguments=item["arguments"]))
             if last is not None and last.role == "assistant":
                 last.tool_calls.append(call)
                 conversation.chars += len(call.function.arguments)
@@ -131,6 +130,8 @@ def add_items(conversation: Conversation, instructions: str | None, items: list[
                 conversation.text(message, output)
             else:
                 _add_parts(conversation, message, output, index)
+        elif kind == "compaction":
+            conversation.add("user", summary_message(item))
     if not conversation.messages:
         raise invalid_request("`input` must hold at least one message")
 
@@ -154,32 +155,6 @@ def _add_parts(conversation: Conversation, message: InputMessage, content: list[
             raise invalid_request(f"Invalid value for `input[{index}].content`: unknown part `{clip(kind)}`")
 
 
-def function_tools(tools: list[dict[str, Any]] | None) -> list[ToolDefinition]:
-    """Function tools as chat's; a built-in OpenAI tool (web search, file search ...) is a 400 naming it."""
-    found = []
-    for index, tool in enumerate(tools or []):
-        kind = tool.get("type")
-        if kind != "function":
-            if kind in BUILT_IN_TOOLS:
-                raise invalid_request(
-                    f"The built-in tool `{kind}` (`tools[{index}]`) is not available on Hypnos; declare a function tool"
-                )
-            raise invalid_request(f"Invalid value for `tools[{index}].type`: `{clip(kind)}`")
-        if not isinstance(tool.get("name"), str):
-            raise invalid_request(f"Missing required field `tools[{index}].name`")
-        parameters = tool.get("parameters")
-        found.append(
-            ToolDefinition(
-                function=FunctionDefinition(
-                    name=tool["name"],
-                    description=tool.get("description"),
-                    parameters=parameters if isinstance(parameters, dict) else None,
-                )
-            )
-        )
-    return found
-
-
 def _tool_choice(choice: str | dict[str, Any] | None, tools: list[ToolDefinition]) -> tuple[str, str | None]:
     if choice is None or isinstance(choice, str):
         return tool_choice_of(choice, tools)
@@ -200,20 +175,36 @@ def _response_format(text: dict[str, Any] | None) -> ResponseFormat | None:
     return response_format_of(kind, wire.get("name"), wire.get("schema"), wire.get("strict"))
 
 
-def responses_request(body: ResponsesRequest, items: list[dict[str, Any]], limits: LimitsConfig) -> ChatRequest:
-    """The ChatRequest of a Responses body whose conversation is `items` (history and input)."""
+def responses_request(
+    body: ResponsesRequest,
+    items: list[dict[str, Any]],
+    limits: LimitsConfig,
+    tools: ToolSet,
+    extra: tuple[str, ...] = (),
+) -> ChatRequest:
+    """The ChatRequest of a Responses body whose conversation is `items` (history and input) with the functions of
+    `tools`, then `extra` user messages (compaction's request)."""
     conversation = Conversation(limits)
     add_items(conversation, body.instructions, items)
+    for text in extra:
+        conversation.add("user", text)
     messages = conversation.checked()
     effort = (body.reasoning or {}).get("effort")
     thinking, budget = thinking_of(effort if isinstance(effort, str) else None)
-    tools = checked_tools(function_tools(body.tools))
-    tool_choice, forced = _tool_choice(body.tool_choice, tools)
+    functions: list[ToolDefinition] = checked_tools(tools.functions)
+    tool_choice, forced = _tool_choice(body.tool_choice, functions)
     chat = ChatInput(
         messages=messages,
         max_tokens=max_tokens_of(body.max_output_tokens, limits),
-        sampling=sampling_of(temperature=body.temperature, top_p=body.top_p, top_k=body.top_k, seed=body.seed),
-        tools=tools,
+        sampling=sampling_of(
+            temperature=body.temperature,
+            top_p=body.top_p,
+            top_k=body.top_k,
+            seed=body.seed,
+            presence_penalty=body.presence_penalty,
+            frequency_penalty=body.frequency_penalty,
+        ),
+        tools=functions,
         tool_choice=tool_choice,
         forced_tool=forced,
         thinking=thinking,

@@ -11,15 +11,40 @@ from hypnos.openai import ToolCall
 
 from hypnos_server.routes.chat_stream import Choice
 from hypnos_server.routes.responses_input import ResponsesRequest, item_id
+from hypnos_server.routes.responses_tools import ToolSet, read_tools
+
+SERVICE_TIER = "default"  # the one tier Hypnos has: every request is scheduled alike
+
+
+def text_field(text: dict[str, Any] | None) -> dict[str, Any]:
+    """The request's `text` in the spec's TextField shape: a format always, a json_schema one with every field."""
+    wire = (text or {}).get("format")
+    if not isinstance(wire, dict):
+        return {**(text or {}), "format": {"type": "text"}}
+    if wire.get("type") == "json_schema":
+        description = wire.get("description")
+        wire = {
+            **wire,
+            "name": str(wire.get("name") or "response"),
+            "description": description if isinstance(description, str) else None,
+            "schema": wire.get("schema"),
+            "strict": bool(wire.get("strict")),
+        }
+    return {**(text or {}), "format": wire}
 
 
 @dataclass
 class ResponseMeta:
-    """What a Response echoes of its request, fixed when the request arrives."""
+    """What a Response echoes of its request, fixed when the request arrives; `tools`: what its tools mean here."""
 
     body: ResponsesRequest
     id: str = field(default_factory=lambda: item_id("resp"))
     created_at: int = field(default_factory=lambda: int(time.time()))
+    tools: ToolSet = field(init=False)
+    conversation: str | None = None  # the id of the conversation the response belongs to
+
+    def __post_init__(self) -> None:
+        self.tools = read_tools(self.body.tools)
 
     def response(
         self,
@@ -30,13 +55,13 @@ class ResponseMeta:
         incomplete: str | None = None,
         **extra: Any,
     ) -> dict[str, Any]:
-        """The Response object in this state."""
+        """The Response object in this state: every field of the spec's ResponseResource, with its type."""
         body = self.body
-        text = body.text if body.text and "format" in body.text else {"format": {"type": "text"}}
         return {
             "id": self.id,
             "object": "response",
             "created_at": self.created_at,
+            "completed_at": int(time.time()) if status == "completed" else None,
             "status": status,
             "background": body.background,
             "error": error,
@@ -54,10 +79,19 @@ class ResponseMeta:
             },
             "store": body.store,
             "temperature": 1.0 if body.temperature is None else body.temperature,
-            "text": text,
+            "text": text_field(body.text),
             "tool_choice": body.tool_choice or "auto",
-            "tools": body.tools or [],
+            "tools": self.tools.echo,
             "top_p": 1.0 if body.top_p is None else body.top_p,
+            "presence_penalty": body.presence_penalty or 0.0,
+            "frequency_penalty": body.frequency_penalty or 0.0,
+            "top_logprobs": body.top_logprobs or 0,
+            "max_tool_calls": body.max_tool_calls,
+            "service_tier": SERVICE_TIER,
+            "safety_identifier": body.safety_identifier,
+            "prompt_cache_key": body.prompt_cache_key,
+            "user": body.user,
+            "conversation": {"id": self.conversation} if self.conversation else None,
             "truncation": "disabled",
             "usage": usage,
             **extra,
@@ -110,8 +144,9 @@ def call_item(ident: str, call: ToolCall, status: str = "completed") -> dict[str
     }
 
 
-def output_items(choice: Choice, summary: bool) -> list[dict[str, Any]]:
-    """A whole answer's output items: reasoning, the message (also when empty and there are no calls), calls."""
+def output_items(choice: Choice, summary: bool, tools: ToolSet) -> list[dict[str, Any]]:
+    """A whole answer's output items: reasoning, the message (also when empty and there are no calls), calls (named
+    as the client declared them)."""
     items = []
     if choice.thoughts:
         items.append(reasoning_item(item_id("rs"), "".join(choice.thoughts), summary))
@@ -119,7 +154,7 @@ def output_items(choice: Choice, summary: bool) -> list[dict[str, Any]]:
     if text or not choice.calls:
         reason = choice.finished.finish_reason if choice.finished is not None else "stop"
         items.append(message_item(item_id("msg"), text, "incomplete" if reason == "length" else "completed"))
-    items.extend(call_item(item_id("fc"), call) for call in choice.calls)
+    items.extend(tools.name_call(call_item(item_id("fc"), call)) for call in choice.calls)
     return items
 
 

@@ -9,23 +9,37 @@ from hypnos.engine import ChatEvent, ContentDelta, ReasoningDelta, ToolCallEvent
 
 from hypnos_server.routes.responses_input import item_id
 from hypnos_server.routes.responses_output import call_item, message_item, reasoning_item
+from hypnos_server.routes.responses_tools import ToolSet
+
+
+def sse_frame(kind: str, payload: bytes) -> bytes:
+    """One `event:` / `data:` server-sent event."""
+    return b"event: " + kind.encode() + b"\ndata: " + payload + b"\n\n"
+
+
+def bare_frame(_kind: str, payload: bytes) -> bytes:
+    """The event's JSON alone (one WebSocket message)."""
+    return payload
 
 
 class ResponseEvents:
-    """Builds one stream's events; `output` holds every item closed so far, in output order."""
+    """Builds one stream's events (SSE by default, or `frame`d otherwise); `output` holds every item closed so far,
+    in output order; calls are named as the client declared their tools."""
 
-    def __init__(self, summary: bool) -> None:
+    def __init__(self, summary: bool, tools: ToolSet | None = None, frame: Any = sse_frame) -> None:
         self.summary = summary
+        self.tools = tools or ToolSet()
+        self.frame = frame
         self.sequence = 0
         self.output: list[dict[str, Any]] = []
         self._open: dict[str, Any] | None = None  # the item being written: its kind, id and text so far
         self.text: list[str] = []
 
     def event(self, kind: str, **fields: Any) -> bytes:
-        """One `event:` / `data:` SSE event with the next sequence number."""
+        """One event with the next sequence number, framed."""
         payload = {"type": kind, "sequence_number": self.sequence, **fields}
         self.sequence += 1
-        return b"event: " + kind.encode() + b"\ndata: " + msgspec.json.encode(payload) + b"\n\n"
+        return self.frame(kind, msgspec.json.encode(payload))
 
     def add(self, event: ChatEvent) -> list[bytes]:
         """The events of one engine event (opening and closing items as the kind of output changes)."""
@@ -35,7 +49,7 @@ class ResponseEvents:
             return [*self._ensure("message"), self._delta("response.output_text.delta", event.text, logprobs=[])]
         if isinstance(event, ToolCallEvent) and event.index == 0:
             out = self.close()
-            index, item = len(self.output), call_item(item_id("fc"), event.call)
+            index, item = len(self.output), self.tools.name_call(call_item(item_id("fc"), event.call))
             arguments = item["arguments"]
             out.append(
                 self.event(
