@@ -36,6 +36,7 @@ from hypnos_server.routes.messages_input import MessagesRequest
 from hypnos_server.routes.models import MoeOffloadRequest
 from hypnos_server.routes.pool import PoolChangeRequest
 from hypnos_server.routes.rerank import RerankRequest
+from hypnos_server.routes.responses_compaction import CompactRequest
 from hypnos_server.routes.responses_input import ResponsesRequest
 
 JSON = "application/json"
@@ -228,6 +229,12 @@ ROUTE_DOCS: dict[tuple[str, str], RouteDoc] = {
     ("POST", "/v1/responses"): RouteDoc(
         body=ResponsesRequest,
         answers={JSON: RESPONSE, "text/event-stream": {"type": "string", "description": RESPONSES_SSE}},
+        errors=INFERENCE_ERRORS,
+        inference=True,
+    ),
+    ("POST", "/v1/responses/compact"): RouteDoc(
+        body=CompactRequest,
+        answers={JSON: _obj("id", "object", "output", "created_at", "usage", output={"type": "array"})},
         errors=INFERENCE_ERRORS,
         inference=True,
     ),

@@ -18,6 +18,7 @@ from hypnos_server.routes import (
     rerank,
     responses,
     responses_compact,
+    responses_socket,
     responses_stored,
 )
 
@@ -34,6 +35,7 @@ def server_routes() -> list[Any]:
         *chat.ROUTES,
         *responses.ROUTES,
         *responses_compact.ROUTES,
+        *responses_socket.ROUTES,
         *responses_stored.ROUTES,
         *messages.ROUTES,
         *embeddings.ROUTES,

@@ -141,7 +141,7 @@ async def create_response(request: Request[Any, Any, Any]) -> Response[Any]:
     context.defer(_forget(state, meta.id))
     if body.stream:
         live.events = ResponseEvents(summary, meta.tools)
-        return await chat_run.respond(lambda: _events_body(chat_run, live, conversation), meta.tools.headers())
+        return await chat_run.respond(lambda: events_body(chat_run, live, conversation), meta.tools.headers())
     finished, telemetry, headers = await chat_run.whole()
     status, reason = ("cancelled", None) if live.cancelled else status_of(finished.finish_reason)
     output = output_items(chat_run.answer.choice(0), summary, meta.tools)
@@ -198,7 +198,7 @@ async def _run_background(
             await chat_run.open()
             if live.cancelled:  # cancelled as the lease was granted
                 run.lease.cancel.cancel()
-            async for _ in run.stream(lambda _lease: log.record(_events_body(chat_run, live, conversation))):
+            async for _ in run.stream(lambda _lease: log.record(events_body(chat_run, live, conversation))):
                 pass
         except HypnosError as error:  # refused in the queue or before the first token (a prompt past the context)
             status = 499 if live.cancelled else error.status
@@ -244,8 +244,9 @@ def _forget(state: HypnosState, response_id: str):  # type: ignore[no-untyped-de
     return forget
 
 
-async def _events_body(chat_run: ChatRun, live: LiveResponse, conversation: Conversation) -> AsyncIterator[bytes]:
-    """The Responses event stream of one answer; nothing goes out before the engine's first event."""
+async def events_body(chat_run: ChatRun, live: LiveResponse, conversation: Conversation) -> AsyncIterator[bytes]:
+    """The Responses event stream of one answer (HTTP or WebSocket); nothing goes out before the engine's first
+    event."""
     run, meta, events, record = chat_run.run, live.meta, live.events, chat_run.run.record
     assert events is not None
     engine_events = chat_run.events()

@@ -6,13 +6,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import msgspec
 from litestar import Request, Response, post
 
 from hypnos_server.routes.chat_run import ChatRun
 from hypnos_server.routes.inference import decode_json, json_response, ready_guard
 from hypnos_server.routes.responses import Conversation, owner_of
-from hypnos_server.routes.responses_compaction import compaction_item
+from hypnos_server.routes.responses_compaction import CompactRequest, compaction_item
 from hypnos_server.routes.responses_input import ResponsesRequest, item_id, responses_request
 from hypnos_server.routes.responses_output import usage_of
 from hypnos_server.routes.responses_tools import ToolSet
@@ -24,16 +23,6 @@ COMPACT_PROMPT = (
     "goals and requests, decisions made, facts and results learned (tool results included), files or names "
     "mentioned, and what remains to be done. Write only the summary."
 )
-
-
-class CompactRequest(msgspec.Struct, kw_only=True):
-    """POST /v1/responses/compact body: the fields Hypnos reads (unknown ones are ignored)."""
-
-    model: str
-    input: str | list[dict[str, Any]] | None = None
-    previous_response_id: str | None = None
-    instructions: str | None = None
-    prompt_cache_key: str | None = None
 
 
 @post("/v1/responses/compact", guards=[ready_guard], status_code=200)

@@ -11,10 +11,21 @@ import binascii
 import secrets
 from typing import Any
 
+import msgspec
 from hypnos.errors import HypnosError
 
 PREFIX = "hypnos-compaction-v1:"
 SUMMARY_HEADING = "A summary of the conversation so far (it replaces the earlier turns):"
+
+
+class CompactRequest(msgspec.Struct, kw_only=True):
+    """POST /v1/responses/compact body: the fields Hypnos reads (unknown ones are ignored)."""
+
+    model: str
+    input: str | list[dict[str, Any]] | None = None
+    previous_response_id: str | None = None
+    instructions: str | None = None
+    prompt_cache_key: str | None = None
 
 
 def compaction_item(summary: str) -> dict[str, Any]:

@@ -17,9 +17,9 @@ def sse_frame(kind: str, payload: bytes) -> bytes:
     return b"event: " + kind.encode() + b"\ndata: " + payload + b"\n\n"
 
 
-def bare_frame(_kind: str, payload: bytes) -> bytes:
-    """The event's JSON alone (one WebSocket message)."""
-    return payload
+def line_frame(_kind: str, payload: bytes) -> bytes:
+    """The event's JSON on a line of its own (one WebSocket message each)."""
+    return payload + b"\n"
 
 
 class ResponseEvents:
