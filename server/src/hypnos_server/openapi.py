@@ -31,6 +31,7 @@ from hypnos_server.observability.request_log import LEVELS
 from hypnos_server.observability.routes import LevelBody
 from hypnos_server.routes.audio import WAV_FALLBACK_FORMATS
 from hypnos_server.routes.chat_input import ROLES, THINKING_BUDGETS
+from hypnos_server.routes.conversations import ConversationCreate, ConversationUpdate, ItemsCreate
 from hypnos_server.routes.memory import KvParkRequest, TierRequest
 from hypnos_server.routes.messages_input import MessagesRequest
 from hypnos_server.routes.models import MoeOffloadRequest
@@ -128,6 +129,9 @@ EDIT_FORM = _obj(
     cfg_scale={"type": "number"},
 )
 RESPONSE = _obj("id", "object", "status", "output", output={"type": "array"}, usage=OBJECT, hypnos_telemetry=TELEMETRY)
+CONVERSATION = _obj("id", "object", "created_at", "metadata")
+ITEM_LIST = _obj("object", "data", "has_more", data={"type": "array"})
+PAGE_QUERY = {"limit": {"type": "integer", "minimum": 1}, "order": {"enum": ["asc", "desc"]}, "after": TEXT}
 ANTHROPIC_MESSAGE = _obj("id", "type", "role", "content", "stop_reason", "usage", content={"type": "array"})
 KV_PARK = _obj("enabled", "max_bytes", "used_bytes", "models", enabled={"type": "boolean"}, models={"type": "array"})
 IMAGES = _obj("created", "data", data={"type": "array", "items": _obj("b64_json", b64_json=TEXT)})
@@ -242,9 +246,27 @@ ROUTE_DOCS: dict[tuple[str, str], RouteDoc] = {
     ("DELETE", "/v1/responses/{response_id}"): RouteDoc(answers={JSON: _obj("id", "deleted")}, errors=(404,)),
     ("POST", "/v1/responses/{response_id}/cancel"): RouteDoc(answers={JSON: RESPONSE}, errors=(400, 404)),
     ("GET", "/v1/responses/{response_id}/input_items"): RouteDoc(
-        answers={JSON: _obj("object", "data", "has_more", data={"type": "array"})},
-        errors=(400, 404),
-        query={"limit": {"type": "integer", "minimum": 1}, "order": {"enum": ["asc", "desc"]}, "after": TEXT},
+        answers={JSON: ITEM_LIST}, errors=(400, 404), query=PAGE_QUERY
+    ),
+    ("POST", "/v1/conversations"): RouteDoc(body=ConversationCreate, answers={JSON: CONVERSATION}, errors=(400,)),
+    ("GET", "/v1/conversations/{conversation_id}"): RouteDoc(answers={JSON: CONVERSATION}, errors=(404,)),
+    ("POST", "/v1/conversations/{conversation_id}"): RouteDoc(
+        body=ConversationUpdate, answers={JSON: CONVERSATION}, errors=(400, 404)
+    ),
+    ("DELETE", "/v1/conversations/{conversation_id}"): RouteDoc(
+        answers={JSON: _obj("id", "object", "deleted")}, errors=(404,)
+    ),
+    ("GET", "/v1/conversations/{conversation_id}/items"): RouteDoc(
+        answers={JSON: ITEM_LIST}, errors=(400, 404), query=PAGE_QUERY
+    ),
+    ("POST", "/v1/conversations/{conversation_id}/items"): RouteDoc(
+        body=ItemsCreate, answers={JSON: ITEM_LIST}, errors=(400, 404)
+    ),
+    ("GET", "/v1/conversations/{conversation_id}/items/{item_id}"): RouteDoc(
+        answers={JSON: _obj("id", "type")}, errors=(404,)
+    ),
+    ("DELETE", "/v1/conversations/{conversation_id}/items/{item_id}"): RouteDoc(
+        answers={JSON: CONVERSATION}, errors=(404,)
     ),
     ("POST", "/v1/messages"): RouteDoc(
         body=MessagesRequest,

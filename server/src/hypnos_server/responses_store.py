@@ -12,6 +12,8 @@ from typing import Any
 import anyio
 import msgspec
 
+from hypnos_server.conversations_store import ConversationStore
+
 logger = logging.getLogger(__name__)
 
 FILE_NAME = "responses.sqlite3"
@@ -90,6 +92,7 @@ class ResponseStore:
         self._lock = threading.Lock()
         self._db = self._open()
         self._fail_interrupted()
+        self.conversations = ConversationStore(self._db, self._lock, max_count, max_age_secs)
 
     def _open(self) -> sqlite3.Connection:
         """Open (or create) the database; a file that is not a sound database is moved aside and a new one made."""

@@ -7,6 +7,7 @@ from typing import Any
 from hypnos_server.routes import (
     audio,
     chat,
+    conversations,
     embeddings,
     health,
     images,
@@ -37,6 +38,7 @@ def server_routes() -> list[Any]:
         *responses_compact.ROUTES,
         *responses_socket.ROUTES,
         *responses_stored.ROUTES,
+        *conversations.ROUTES,
         *messages.ROUTES,
         *embeddings.ROUTES,
         *rerank.ROUTES,

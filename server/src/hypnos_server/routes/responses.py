@@ -27,6 +27,12 @@ from hypnos_server.routes.inference import (
     ready_guard,
 )
 from hypnos_server.routes.responses_background import EventLog, StopSwitch, detached_context, finish_detached
+from hypnos_server.routes.responses_conversation import (
+    FINAL,
+    add_to_conversation,
+    conversation_history,
+    conversation_id,
+)
 from hypnos_server.routes.responses_input import ResponsesRequest, input_items, responses_request
 from hypnos_server.routes.responses_output import ResponseMeta, conversation_items, output_items, status_of, usage_of
 from hypnos_server.routes.responses_stream import ResponseEvents
@@ -78,9 +84,14 @@ class Conversation:
         self.history: list[dict[str, Any]] = []
         self.items = input_items(body)
         self.discarded = False  # deleted while it ran: nothing more is stored
+        self.conversation_id = conversation_id(body.conversation, body.previous_response_id)
 
     async def load_history(self) -> None:
-        """The conversation of previous_response_id (404 when this key has no such stored response)."""
+        """The items of `conversation`, or the conversation of previous_response_id (404 when this key has no such
+        conversation or stored response)."""
+        if self.conversation_id is not None:
+            self.history = await conversation_history(self.state, self.owner, self.conversation_id)
+            return
         previous = self.body.previous_response_id
         if previous is None:
             return
@@ -98,8 +109,11 @@ class Conversation:
 
     async def save(self, meta: ResponseMeta, response: dict[str, Any], pending: bool = False) -> None:
         """Store the response (when `store`) in one transaction, before the client hears that it completed;
-        `pending`: a background response that has not finished yet."""
+        `pending`: a background response that has not finished yet. A finished response of a `conversation` adds
+        its input and output items to it."""
         store = self.state.responses
+        if self.conversation_id and not pending and not self.discarded and response["status"] in FINAL:
+            await add_to_conversation(self.state, self.owner, self.conversation_id, [*self.items, *response["output"]])
         if not self.body.store or store is None or self.discarded:
             return
         conversation = [*self.history, *self.items, *conversation_items(response["output"])]

@@ -10,6 +10,7 @@ from hypnos.engine import ChatFinished
 from hypnos.openai import ToolCall
 
 from hypnos_server.routes.chat_stream import Choice
+from hypnos_server.routes.responses_conversation import conversation_id
 from hypnos_server.routes.responses_input import ResponsesRequest, item_id
 from hypnos_server.routes.responses_tools import ToolSet, read_tools
 
@@ -41,10 +42,11 @@ class ResponseMeta:
     id: str = field(default_factory=lambda: item_id("resp"))
     created_at: int = field(default_factory=lambda: int(time.time()))
     tools: ToolSet = field(init=False)
-    conversation: str | None = None  # the id of the conversation the response belongs to
+    conversation: str | None = field(init=False)  # the id of the conversation the response belongs to
 
     def __post_init__(self) -> None:
         self.tools = read_tools(self.body.tools)
+        self.conversation = conversation_id(self.body.conversation, self.body.previous_response_id)
 
     def response(
         self,

@@ -71,7 +71,11 @@ async def list_input_items(request: Request[Any, Any, Any]) -> Response[bytes]:
     """The input items of a stored response, as a cursor page (`limit`, `order`, `after`)."""
     response_id = request.path_params["response_id"]
     stored = await _stored(request, response_id)
-    query = request.query_params
+    return json_response(item_page(stored.input_items, request.query_params))
+
+
+def item_page(listed: list[dict[str, Any]], query: Any) -> dict[str, Any]:
+    """A cursor page of items (`limit`, `order` (desc by default), `after`), as OpenAI's lists are."""
     order = query.get("order", "desc")
     if order not in ("asc", "desc"):
         raise invalid_request("Invalid value for `order`: `asc` or `desc`")
@@ -81,22 +85,21 @@ async def list_input_items(request: Request[Any, Any, Any]) -> Response[bytes]:
         limit = 0
     if not 1 <= limit <= MAX_LIST_LIMIT:
         raise invalid_request(f"Invalid value for `limit`: an integer 1..{MAX_LIST_LIMIT}")
-    items = list(stored.input_items) if order == "asc" else list(reversed(stored.input_items))
+    items = list(listed) if order == "asc" else list(reversed(listed))
     after = query.get("after")
     if after is not None:
         ids = [item.get("id") for item in items]
         if after not in ids:
-            raise invalid_request(f"Invalid value for `after`: no input item `{clip(after)}`")
+            raise invalid_request(f"Invalid value for `after`: no item `{clip(after)}`")
         items = items[ids.index(after) + 1 :]
     page = items[:limit]
-    body = {
+    return {
         "object": "list",
         "data": page,
         "first_id": page[0]["id"] if page else None,
         "last_id": page[-1]["id"] if page else None,
         "has_more": len(items) > limit,
     }
-    return json_response(body)
 
 
 @delete("/v1/responses/{response_id:str}", status_code=200)

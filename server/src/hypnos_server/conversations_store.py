@@ -1,0 +1,173 @@
+"""Stored conversations (/v1/conversations and the Responses `conversation` field): in the stored responses' SQLite
+file, per API key, bounded like the responses (count and age, counted from a conversation's last change)."""
+
+from __future__ import annotations
+
+import secrets
+import sqlite3
+import threading
+import time
+from typing import Any
+
+import anyio
+import msgspec
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS conversations (
+    id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    metadata BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS conversations_updated ON conversations (updated_at);
+CREATE TABLE IF NOT EXISTS conversation_items (
+    conversation TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+    position INTEGER NOT NULL,
+    id TEXT NOT NULL,
+    item BLOB NOT NULL,
+    PRIMARY KEY (conversation, position)
+);
+CREATE INDEX IF NOT EXISTS conversation_items_id ON conversation_items (conversation, id);
+"""
+
+
+class StoredConversation(msgspec.Struct, kw_only=True):
+    """One stored conversation: its id, owner, times and metadata (its items are read apart)."""
+
+    id: str
+    owner: str
+    created_at: float
+    updated_at: float
+    metadata: dict[str, str]
+
+    def wire(self) -> dict[str, Any]:
+        """The OpenAI Conversation object."""
+        return {"id": self.id, "object": "conversation", "created_at": int(self.created_at), "metadata": self.metadata}
+
+
+class ConversationStore:
+    """The conversations of one server, on the stored responses' connection (its lock guards every call)."""
+
+    def __init__(self, db: sqlite3.Connection, lock: threading.Lock, max_count: int, max_age_secs: int) -> None:
+        self._db, self._lock = db, lock
+        self.max_count, self.max_age_secs = max_count, max_age_secs
+        with lock:
+            db.executescript(SCHEMA)
+
+    def _bound(self) -> None:
+        db = self._db
+        db.execute("DELETE FROM conversations WHERE updated_at < ?", (time.time() - self.max_age_secs,))
+        db.execute(
+            "DELETE FROM conversations WHERE id IN (SELECT id FROM conversations ORDER BY updated_at DESC LIMIT -1 "
+            "OFFSET ?)",
+            (self.max_count,),
+        )
+
+    def _transaction(self, work: Any) -> Any:
+        with self._lock:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                result = work(db)
+                db.execute("COMMIT")
+                return result
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+    def create(self, owner: str, metadata: dict[str, str], items: list[dict[str, Any]]) -> StoredConversation:
+        """A new conversation holding `items` (in order)."""
+        now = time.time()
+        conversation = StoredConversation(
+            id=f"conv_{secrets.token_hex(24)}", owner=owner, created_at=now, updated_at=now, metadata=metadata
+        )
+
+        def work(db: sqlite3.Connection) -> StoredConversation:
+            db.execute(
+                "INSERT INTO conversations VALUES (?, ?, ?, ?, ?)",
+                (conversation.id, owner, now, now, msgspec.json.encode(metadata)),
+            )
+            self._append(db, conversation.id, items)
+            self._bound()
+            return conversation
+
+        return self._transaction(work)  # type: ignore[no-any-return]
+
+    def _append(self, db: sqlite3.Connection, conversation: str, items: list[dict[str, Any]]) -> None:
+        row = db.execute(
+            "SELECT COALESCE(MAX(position), -1) FROM conversation_items WHERE conversation = ?", (conversation,)
+        ).fetchone()
+        start = row[0] + 1
+        db.executemany(
+            "INSERT INTO conversation_items VALUES (?, ?, ?, ?)",
+            [(conversation, start + i, item["id"], msgspec.json.encode(item)) for i, item in enumerate(items)],
+        )
+        db.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (time.time(), conversation))
+
+    def get(self, conversation_id: str, owner: str) -> StoredConversation | None:
+        """This owner's conversation (None: unknown, expired, deleted or another owner's)."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT id, owner, created_at, updated_at, metadata FROM conversations "
+                "WHERE id = ? AND owner = ? AND updated_at >= ?",
+                (conversation_id, owner, time.time() - self.max_age_secs),
+            ).fetchone()
+        if row is None:
+            return None
+        return StoredConversation(
+            id=row[0], owner=row[1], created_at=row[2], updated_at=row[3], metadata=msgspec.json.decode(row[4])
+        )
+
+    def update(self, conversation_id: str, owner: str, metadata: dict[str, str]) -> bool:
+        """Replace a conversation's metadata; False when there is no such conversation."""
+
+        def work(db: sqlite3.Connection) -> bool:
+            cursor = db.execute(
+                "UPDATE conversations SET metadata = ?, updated_at = ? WHERE id = ? AND owner = ?",
+                (msgspec.json.encode(metadata), time.time(), conversation_id, owner),
+            )
+            return cursor.rowcount > 0
+
+        return self._transaction(work)  # type: ignore[no-any-return]
+
+    def delete(self, conversation_id: str, owner: str) -> bool:
+        """Remove a conversation and its items; False when there was none."""
+        with self._lock:
+            cursor = self._db.execute("DELETE FROM conversations WHERE id = ? AND owner = ?", (conversation_id, owner))
+        return cursor.rowcount > 0
+
+    def items(self, conversation_id: str) -> list[dict[str, Any]]:
+        """Every item of a conversation, oldest first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT item FROM conversation_items WHERE conversation = ? ORDER BY position", (conversation_id,)
+            ).fetchall()
+        return [msgspec.json.decode(row[0]) for row in rows]
+
+    def append(self, conversation_id: str, owner: str, items: list[dict[str, Any]]) -> bool:
+        """Add items at the end of this owner's conversation; False when there is no such conversation."""
+
+        def work(db: sqlite3.Connection) -> bool:
+            found = db.execute(
+                "SELECT 1 FROM conversations WHERE id = ? AND owner = ?", (conversation_id, owner)
+            ).fetchone()
+            if found is None:
+                return False
+            self._append(db, conversation_id, items)
+            self._bound()
+            return True
+
+        return self._transaction(work)  # type: ignore[no-any-return]
+
+    def delete_item(self, conversation_id: str, item_id: str) -> bool:
+        """Remove one item of a conversation; False when it has no such item."""
+        with self._lock:
+            cursor = self._db.execute(
+                "DELETE FROM conversation_items WHERE conversation = ? AND id = ?", (conversation_id, item_id)
+            )
+        return cursor.rowcount > 0
+
+    async def arun(self, method: Any, *args: Any) -> Any:
+        """One of these methods off the event loop."""
+        return await anyio.to_thread.run_sync(method, *args)
