@@ -83,7 +83,8 @@ def test_codex_s_request_is_answered_with_its_namespaced_call_and_the_dropped_to
 
     streamed = client.post("/v1/responses", json={**body, "stream": True})
     assert streamed.status_code == 200 and streamed.headers["x-hypnos-dropped-tools"] == listed
-    events = [json.loads(line[6:]) for line in streamed.text.splitlines() if line.startswith("data: ")]
+    data = [line[6:] for line in streamed.text.splitlines() if line.startswith("data: ")]
+    events = [json.loads(payload) for payload in data if payload != "[DONE]"]
     done = [event["item"] for event in events if event["type"] == "response.output_item.done"]
     assert [(item["name"], item["namespace"]) for item in done if item["type"] == "function_call"] == [
         ("read", "mcp__files__")

@@ -57,8 +57,10 @@ def poll(api: openai.OpenAI, response_id: str, until: set[str], seen: set[str] |
 
 
 def sse(text: str) -> list[dict[str, Any]]:
-    """The JSON payloads of an SSE body."""
-    return [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: ")]
+    """The JSON payloads of an SSE body, which ends with the spec's literal `[DONE]`."""
+    data = [line[6:] for line in text.splitlines() if line.startswith("data: ")]
+    assert data[-1] == "[DONE]"
+    return [json.loads(payload) for payload in data[:-1]]
 
 
 def test_a_background_response_answers_at_once_and_is_polled_to_its_end(client: TestClient[HypnosApp]) -> None:

@@ -154,8 +154,10 @@ def problems(value: Any, schema: str, where: str = "response") -> list[str]:
 
 
 def sse(text: str) -> list[dict[str, Any]]:
-    """The JSON payloads of an SSE body."""
-    return [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: ")]
+    """The JSON payloads of an SSE body, which ends with the spec's literal `[DONE]`."""
+    data = [line[6:] for line in text.splitlines() if line.startswith("data: ")]
+    assert data[-1] == "[DONE]"
+    return [json.loads(payload) for payload in data[:-1]]
 
 
 @pytest.fixture

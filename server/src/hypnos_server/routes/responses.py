@@ -35,7 +35,7 @@ from hypnos_server.routes.responses_conversation import (
 )
 from hypnos_server.routes.responses_input import ResponsesRequest, input_items, responses_request
 from hypnos_server.routes.responses_output import ResponseMeta, conversation_items, output_items, status_of, usage_of
-from hypnos_server.routes.responses_stream import ResponseEvents
+from hypnos_server.routes.responses_stream import ResponseEvents, ending_with_done
 from hypnos_server.state import HypnosState, RequestContext, hypnos_state, request_context
 
 logger = logging.getLogger(__name__)
@@ -155,7 +155,11 @@ async def create_response(request: Request[Any, Any, Any]) -> Response[Any]:
     context.defer(_forget(state, meta.id))
     if body.stream:
         live.events = ResponseEvents(summary, meta.tools)
-        return await chat_run.respond(lambda: events_body(chat_run, live, conversation), meta.tools.headers())
+
+        def body_events() -> AsyncIterator[bytes]:
+            return ending_with_done(events_body(chat_run, live, conversation))
+
+        return await chat_run.respond(body_events, meta.tools.headers())
     finished, telemetry, headers = await chat_run.whole()
     status, reason = ("cancelled", None) if live.cancelled else status_of(finished.finish_reason)
     output = output_items(chat_run.answer.choice(0), summary, meta.tools)
@@ -195,7 +199,7 @@ async def _start_background(
     headers = meta.tools.headers()
     if body.stream:
         headers["cache-control"] = "no-cache"
-        return Stream(live.log.follow(), media_type="text/event-stream", headers=headers)
+        return Stream(ending_with_done(live.log.follow()), media_type="text/event-stream", headers=headers)
     return json_response(queued, headers=headers)
 
 

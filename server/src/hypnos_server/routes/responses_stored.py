@@ -11,6 +11,7 @@ from litestar.response import Stream
 from hypnos_server.responses_store import StoredResponse
 from hypnos_server.routes.inference import json_response
 from hypnos_server.routes.responses import owner_of
+from hypnos_server.routes.responses_stream import DONE, ending_with_done
 from hypnos_server.state import hypnos_state, request_context
 
 MAX_LIST_LIMIT = 100
@@ -49,7 +50,8 @@ async def retrieve_response(request: Request[Any, Any, Any]) -> Response[Any]:
     mine = mine and not (live.conversation is not None and live.conversation.discarded)
     if stream == "true":
         if mine and live.log is not None:
-            return Stream(live.log.follow(starting_after), media_type="text/event-stream", headers=NO_CACHE)
+            followed = ending_with_done(live.log.follow(starting_after))
+            return Stream(followed, media_type="text/event-stream", headers=NO_CACHE)
         await _stored(request, response_id)  # 404 unless the caller's
         store = hypnos_state(request).responses
         events = None if store is None else await store.aevents(response_id, owner_of(request_context(request)))
@@ -59,7 +61,7 @@ async def retrieve_response(request: Request[Any, Any, Any]) -> Response[Any]:
                 "has one, kept once it finished); GET it without `stream`"
             )
         return Response(
-            content=b"".join(events[starting_after + 1 :]), media_type="text/event-stream", headers=NO_CACHE
+            content=b"".join([*events[starting_after + 1 :], DONE]), media_type="text/event-stream", headers=NO_CACHE
         )
     if mine:
         return json_response(live.snapshot())

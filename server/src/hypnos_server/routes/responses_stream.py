@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 import msgspec
@@ -15,6 +16,16 @@ from hypnos_server.routes.responses_tools import ToolSet
 def sse_frame(kind: str, payload: bytes) -> bytes:
     """One `event:` / `data:` server-sent event."""
     return b"event: " + kind.encode() + b"\ndata: " + payload + b"\n\n"
+
+
+DONE = b"data: [DONE]\n\n"  # the spec's terminal event of an SSE stream
+
+
+async def ending_with_done(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """An SSE stream's events, then the literal `[DONE]` the spec ends every stream with."""
+    async for chunk in chunks:
+        yield chunk
+    yield DONE
 
 
 def line_frame(_kind: str, payload: bytes) -> bytes:
