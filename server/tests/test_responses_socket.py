@@ -1,7 +1,8 @@
 """POST /v1/responses's WebSocket mode against the real server (granian), through the OpenAI SDK's
 `responses.connect()` (a real WebSocket client): the same events as the SSE stream, one JSON object per message,
-a sequence of responses on one socket continued by `previous_response_id` (stored or not), errors as the spec's
-`error` event, and the bearer key checked as on HTTP."""
+a sequence of responses on one socket continued by `previous_response_id` (stored or not), a prewarm
+(`generate: false`, as Codex CLI sends first), errors as the spec's `error` event, and the bearer key checked as on
+HTTP."""
 
 from __future__ import annotations
 
@@ -48,6 +49,14 @@ def test_responses_run_one_after_another_on_one_socket(base: str) -> None:
     api = openai.OpenAI(base_url=f"{base}/v1", api_key="key-a", max_retries=0, timeout=60)
     streamed = [event.type for event in api.responses.create(model="fake-chat", input="one two", stream=True)]
     with api.responses.connect() as connection:
+        connection.response.create(model="fake-chat", input="one", store=False, generate=False)  # Codex's prewarm
+        warm = until_done(connection)
+        assert [event.type for event in warm] == ["response.created", "response.completed"]
+        assert warm[-1].response.output == [] and warm[-1].response.usage.output_tokens == 0
+        connection.response.create(
+            model="fake-chat", input="two", store=False, previous_response_id=warm[-1].response.id
+        )
+        assert until_done(connection)[-1].response.usage.input_tokens == 2  # "one" came along: "one\ntwo"
         connection.response.create(model="fake-chat", input="one two", store=False)
         first = until_done(connection)
         assert [event.type for event in first] == streamed  # the same events as the SSE stream

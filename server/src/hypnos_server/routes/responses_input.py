@@ -61,6 +61,7 @@ class ResponsesRequest(msgspec.Struct, kw_only=True):
     user: str | None = None
     include: list[str] | None = None
     conversation: str | dict[str, Any] | None = None
+    generate: bool = True  # false: a WebSocket prewarm, completed without output
 
 
 def item_id(prefix: str) -> str:

@@ -12,6 +12,7 @@ from collections import OrderedDict
 from typing import Any
 
 import msgspec
+from hypnos.engine import ChatFinished
 from hypnos.errors import HypnosError, clip, staging
 from litestar import WebSocket, websocket
 
@@ -22,7 +23,7 @@ from hypnos_server.routes.inference import Caller
 from hypnos_server.routes.responses import Conversation, LiveResponse, events_body
 from hypnos_server.routes.responses_background import finish_detached
 from hypnos_server.routes.responses_input import ResponsesRequest, responses_request
-from hypnos_server.routes.responses_output import ResponseMeta, conversation_items
+from hypnos_server.routes.responses_output import ResponseMeta, conversation_items, usage_of
 from hypnos_server.routes.responses_stream import ResponseEvents, line_frame
 from hypnos_server.state import HypnosState, RequestContext, RequestRecord, hypnos_state, new_request_id
 
@@ -156,6 +157,10 @@ class ResponsesSocket:
             await conversation.load_history()
         items = [*conversation.history, *conversation.items]
         chat_request = responses_request(body, items, limits, meta.tools)
+        if not body.generate:
+            state.scheduler.serving(body.model, *chat_request.modalities)  # an unknown model is still a 404
+            await self._prewarm(meta, conversation)
+            return
         chat_run = ChatRun(self._caller(context), chat_request)
         await chat_run.open()
         run = chat_run.run
@@ -168,7 +173,21 @@ class ResponsesSocket:
                     await self.socket.send_text(line.decode())
         finally:
             state.live_responses.pop(meta.id, None)
-        self.kept[meta.id] = [*conversation.history, *conversation.items, *conversation_items(live.events.output)]
+        self._keep(meta.id, [*conversation.history, *conversation.items, *conversation_items(live.events.output)])
+
+    async def _prewarm(self, meta: ResponseMeta, conversation: Conversation) -> None:
+        """`generate: false` (Codex's prewarm): the response created and completed at once with no output and no
+        model work; a later response may continue it."""
+        events = ResponseEvents(False, meta.tools, frame=line_frame)
+        nothing = usage_of(ChatFinished(finish_reason="stop", prompt_tokens=0, completion_tokens=0))
+        await self.socket.send_text(events.event("response.created", response=meta.response("in_progress")).decode())
+        done = meta.response("completed", [], nothing)
+        await conversation.save(meta, done)
+        await self.socket.send_text(events.event("response.completed", response=done).decode())
+        self._keep(meta.id, [*conversation.history, *conversation.items])
+
+    def _keep(self, response_id: str, items: list[dict[str, Any]]) -> None:
+        self.kept[response_id] = items
         while len(self.kept) > KEPT_PER_CONNECTION:
             self.kept.popitem(last=False)
 
