@@ -106,8 +106,11 @@ def test_a_request_without_hosted_tools_has_no_dropped_header(client: TestClient
     assert answer.status_code == 200 and "x-hypnos-dropped-tools" not in answer.headers
 
 
-def test_a_namespace_without_tools_or_a_name_declared_twice_is_a_400(client: TestClient[HypnosApp]) -> None:
+def test_bad_namespaces_and_a_name_declared_twice_are_400s(client: TestClient[HypnosApp]) -> None:
     empty = client.post("/v1/responses", json={"model": "fake-chat", "input": "x", "tools": [{"type": "namespace"}]})
     assert empty.status_code == 400 and "tools[0]" in empty.json()["error"]["message"]
     twice = client.post("/v1/responses", json={"model": "fake-chat", "input": "x", "tools": [SHELL, SHELL]})
     assert twice.status_code == 400 and "shell_command" in twice.json()["error"]["message"]
+    call = {"type": "function_call", "call_id": "c1", "name": "read", "arguments": "{}", "namespace": 7}
+    odd = client.post("/v1/responses", json={"model": "fake-chat", "input": [call], "tools": [NAMESPACE]})
+    assert odd.status_code == 400 and "input[0].namespace" in odd.json()["error"]["message"]

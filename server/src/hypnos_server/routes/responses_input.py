@@ -92,6 +92,8 @@ def input_items(body: ResponsesRequest) -> list[dict[str, Any]]:
             arguments = item.get("arguments", "{}")
             if not isinstance(arguments, str):
                 raise invalid_request(f"Invalid value for `{where}.arguments`: a JSON string")
+            if not isinstance(item.get("namespace"), str | None):
+                raise invalid_request(f"Invalid value for `{where}.namespace`: the name of a namespace tool")
             items.append({**item, "arguments": arguments, "id": item.get("id") or item_id("fc"), "status": "completed"})
         elif kind == "function_call_output":
             if not isinstance(item.get("call_id"), str):
