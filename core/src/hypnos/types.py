@@ -138,11 +138,11 @@ class HypnosTelemetry(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 
 class ErrorDetail(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """The inner error object; param and code appear on auth and quota errors only."""
+    """The inner error object; param and code appear on errors with a code (auth, quota, a named field)."""
 
     message: str
     type: str
-    param: msgspec.UnsetType | None = msgspec.UNSET
+    param: str | msgspec.UnsetType | None = msgspec.UNSET
     code: str | msgspec.UnsetType = msgspec.UNSET
 
 

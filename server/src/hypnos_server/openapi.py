@@ -103,6 +103,11 @@ def _obj(*required: str, **properties: Any) -> dict[str, Any]:
     return schema
 
 
+def _sse(description: str) -> dict[str, Any]:
+    """A text/event-stream answer: each server-sent event (its `event` name and its `data`) as it is read."""
+    return {**_obj("data", event=TEXT, data=TEXT), "description": description}
+
+
 TELEMETRY = {"type": "object", "description": "hypnos_telemetry, section 5"}
 MODEL_PLACEMENT = _obj("model", "placement", model=TEXT, placement=OBJECT)
 TRANSCRIPTION_FORM = _obj(
@@ -194,7 +199,7 @@ ROUTE_DOCS: dict[tuple[str, str], RouteDoc] = {
         body=ChatCompletionRequest,
         answers={
             JSON: _obj("id", "object", "choices", "usage", choices={"type": "array"}, hypnos_telemetry=TELEMETRY),
-            "text/event-stream": {"type": "string", "description": SSE_NOTE},
+            "text/event-stream": _sse(SSE_NOTE),
         },
         errors=INFERENCE_ERRORS,
         inference=True,
@@ -232,7 +237,7 @@ ROUTE_DOCS: dict[tuple[str, str], RouteDoc] = {
     ),
     ("POST", "/v1/responses"): RouteDoc(
         body=ResponsesRequest,
-        answers={JSON: RESPONSE, "text/event-stream": {"type": "string", "description": RESPONSES_SSE}},
+        answers={JSON: RESPONSE, "text/event-stream": _sse(RESPONSES_SSE)},
         errors=INFERENCE_ERRORS,
         inference=True,
     ),
@@ -270,7 +275,7 @@ ROUTE_DOCS: dict[tuple[str, str], RouteDoc] = {
     ),
     ("POST", "/v1/messages"): RouteDoc(
         body=MessagesRequest,
-        answers={JSON: ANTHROPIC_MESSAGE, "text/event-stream": {"type": "string", "description": MESSAGES_SSE}},
+        answers={JSON: ANTHROPIC_MESSAGE, "text/event-stream": _sse(MESSAGES_SSE)},
         errors=INFERENCE_ERRORS,
         inference=True,
     ),
