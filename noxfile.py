@@ -254,13 +254,65 @@ def bench(session: nox.Session) -> None:
     session.run(python, "-m", "bench", name, *session.posargs[1:], env=OFFLINE, external=True)
 
 
+GPU_WHEELS = ".gpu/wheels"  # what `gpu-prepare` makes (tools/gpu_check/carry.py): the device has no registry
+GPU_CMAKE = "-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=90"  # llama.cpp for the H100/H200 only: a build of minutes
+
+
+def _gpu_present() -> bool:
+    """An NVIDIA GPU answers `nvidia-smi -L` (HYPNOS_GPU_CHECK=dry: behave as if none did)."""
+    import shutil
+    import subprocess
+
+    if os.environ.get("HYPNOS_GPU_CHECK") == "dry" or shutil.which("nvidia-smi") is None:
+        return False
+    done = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=False)
+    return done.returncode == 0 and "GPU" in done.stdout
+
+
+@nox.session(name="gpu-prepare", python=PYTHON)
+def gpu_prepare(session: nox.Session) -> None:
+    """Fill the ignored `.gpu/` (at most 64 MiB) with what the device machine lacks: Python 3.12 manylinux wheels and
+    the llama-cpp-python sdist trimmed to what a CUDA build reads; groups that do not fit are listed."""
+    session.run("python", "-m", "tools.gpu_check", "prepare")
+
+
+@nox.session(python=PYTHON, venv_params=["--system-site-packages"])  # the device's own torch stays visible
+def gpu(session: nox.Session) -> None:
+    """The GPU check. On a GPU (offline: everything from `.gpu/`): installs Hypnos, builds llama.cpp with CUDA for
+    sm_90, runs every CUDA path (<= 8 minutes) and prints one table. Elsewhere: the check's unit tests and a dry run
+    (every wheel and source in `.gpu/`, made first when missing or stale, within 64 MiB; every path "no device")."""
+    if not _gpu_present():
+        session.install("pytest>=8", "msgspec>=0.18")
+        session.run("python", "-m", "tools.gpu_check", "ensure")
+        session.run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "tools/gpu_check/tests")
+        session.run("python", "-m", "tools.gpu_check", "dry-run")
+        return
+    offline = ["--no-index", "--find-links", GPU_WHEELS]
+    session.install(*offline, "-e", "core", "-e", "server[gpu]")
+    cores = str(os.cpu_count() or 16)
+    build = {"CMAKE_ARGS": GPU_CMAKE, "CMAKE_BUILD_PARALLEL_LEVEL": cores, "FORCE_CMAKE": "1"}
+    session.install(*offline, "-e", "plugins/hypnos-llama", env=build)
+    import json
+
+    manifest = json.loads(open(".gpu/manifest.json", encoding="utf-8").read())
+    carried = manifest.get("carried", {})
+    if "diffusion" in carried:
+        session.install(*offline, "-e", "plugins/hypnos-diffusion[diffusers]")
+    if "gliner" in carried:
+        session.install(*offline, "--no-deps", "gliner")
+        session.install(*offline, "--no-deps", "-e", "plugins/hypnos-gliner")
+    session.run("python", "-m", "tools.gpu_check", "check", env=OFFLINE)
+
+
 @nox.session(python=False)
 def tests(session: nox.Session) -> None:
-    """The umbrella: lint, every package, e2e, the Ray cluster, fuzz, then the playground in a browser."""
+    """The umbrella: lint, every package, e2e, the Ray cluster, fuzz, the GPU check's dry run (no GPU here), then the
+    playground in a browser."""
     session.notify("lint")
     for name in PACKAGES:
         session.notify(f"package(package='{name}')")
     session.notify("e2e")
     session.notify("distributed")
     session.notify("fuzz")
+    session.notify("gpu")
     session.notify("playground")

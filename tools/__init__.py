@@ -1,0 +1,1 @@
+"""Repository tools (not a published package)."""
