@@ -111,6 +111,19 @@ def read_process_rss(path: str | Path = "/proc/self/status") -> int:
     return 0
 
 
+def nvml_process_vram(pid: int, device: int = 0) -> int | None:
+    """The device memory NVML reports for one process (0 when it holds none); None without NVML or a GPU."""
+    try:
+        import pynvml  # optional dependency (hypnos-core[gpu])
+
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(device)
+        processes = pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
+    except Exception:
+        return None
+    return sum(int(p.usedGpuMemory or 0) for p in processes if p.pid == pid)
+
+
 def cpu_name(path: str | Path = "/proc/cpuinfo") -> str:
     """The CPU's model name, for naming the simulated accelerator."""
     try:

@@ -1,28 +1,90 @@
-"""Memory truth: a model whose engine host holds more than its booking is booked at what it holds, and the planner
-places the next model on that figure."""
+"""Measured placement: after a load the booking follows what the engine host holds (its resident set's growth here,
+NVML's figure on a GPU), the planner places the next model on that figure, and the corrected estimate is kept beside
+the config file for the next start."""
 
 from __future__ import annotations
 
-from host_kit import chat_text, hosted_model, hosted_scheduler
+import json
+import os
+from pathlib import Path
+
+import msgspec
+from host_kit import hosted_model, hosted_scheduler
 from hypnos.config import MiB
+from hypnos.hardware import StaticHardware
+from hypnos.scheduler import Scheduler
+from hypnos.testing import fake_engine_kind
 from hypnos.types import MemoryTier
+from sched_kit import make_settings
+
+T1 = MemoryTier.TIER1
 
 
-async def test_a_host_holding_more_than_its_estimate_is_booked_as_measured() -> None:
-    # the fake estimate says ~2 MiB; a Python host holds tens of MiB: far more than 10% off
-    small = {"layers": 1, "layer_mib": 1, "context_len": 16}
-    scheduler = hosted_scheduler([hosted_model("a", **small), hosted_model("b", **small)], vram_mib=20)
+def model(model_id: str, estimate_mib: int, holds_mib: int) -> dict:
+    """A fake model whose estimate says `estimate_mib` while its host really holds `holds_mib` at tier 1."""
+    return hosted_model(model_id, layers=1, layer_mib=estimate_mib, context_len=16, hold_bytes=holds_mib * MiB)
+
+
+def entry(scheduler: Scheduler, model_id: str):  # type: ignore[no-untyped-def]
+    return next(m for m in scheduler.status().models if m.id == model_id)
+
+
+async def test_an_estimate_30_percent_low_is_booked_as_measured_and_the_next_model_evicts_it() -> None:
+    # by the estimates a (100 MiB) and b (100 MiB) share the 220 MiB tier 1; a really holds 130 MiB: b does not fit
+    scheduler = hosted_scheduler([model("a", 100, 130), model("b", 100, 100)], vram_mib=220)
     try:
-        await chat_text(scheduler, "a")
-        entry = next(m for m in scheduler.status().models if m.id == "a")
-        measured = entry.measured_bytes
-        assert measured is not None and measured > 10 * MiB
-        assert abs(entry.booked_bytes - measured) <= 0.05 * measured  # within 5% of the measured figure
-        # both estimates fit the 20 MiB tier 1, but what `a` really holds does not leave room for `b`: it goes
-        assert scheduler.tiers.booked_tier1 >= measured
-        await chat_text(scheduler, "b")
-        assert scheduler.get("b").tier == MemoryTier.TIER1
-        assert scheduler.get("a").tier != MemoryTier.TIER1
-        assert [e.model for e in scheduler.recent_evictions] == ["a"]
+        await scheduler.move("a", T1)
+        a = entry(scheduler, "a")
+        assert a.load_booked_bytes is not None and abs(a.load_booked_bytes - 100 * MiB) < 2 * MiB
+        assert a.load_measured_bytes is not None and a.load_measured_bytes >= 130 * MiB
+        assert abs(a.booked_bytes - a.load_measured_bytes) <= 0.05 * a.load_measured_bytes
+        assert 1.25 <= a.estimate_correction <= 1.4
+        await scheduler.move("b", T1)
+        assert scheduler.get("a").tier != T1 and [e.model for e in scheduler.recent_evictions] == ["a"]
+        assert scheduler.get("b").tier == T1
     finally:
         await scheduler.shutdown()
+
+
+async def test_an_estimate_30_percent_high_is_booked_down_and_the_next_model_fits_beside_it() -> None:
+    # by the estimates a (130 MiB) and b (100 MiB) do not share the 215 MiB tier 1; a really holds 100 MiB: they do
+    scheduler = hosted_scheduler([model("a", 130, 100), model("b", 100, 100)], vram_mib=215)
+    try:
+        await scheduler.move("a", T1)
+        a = entry(scheduler, "a")
+        assert a.load_measured_bytes is not None and a.booked_bytes < 115 * MiB
+        assert abs(a.booked_bytes - a.load_measured_bytes) <= 0.05 * a.load_measured_bytes
+        await scheduler.move("b", T1)
+        assert scheduler.get("a").tier == T1 and scheduler.get("b").tier == T1
+        assert scheduler.recent_evictions == []
+    finally:
+        await scheduler.shutdown()
+
+
+async def test_the_corrected_estimate_is_kept_beside_the_config_and_planned_with_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "hypnos.toml"
+    settings = make_settings([model("a", 100, 130)], server={"isolation": "process", "shutdown_grace_secs": 5.0})
+    settings = msgspec.structs.replace(settings, source=str(config))
+
+    def start() -> Scheduler:
+        return Scheduler(settings, {"fake": fake_engine_kind()}, hardware=StaticHardware(vram_bytes=400 * MiB))
+
+    first = start()
+    try:
+        await first.move("a", T1)
+    finally:
+        await first.shutdown()
+    kept = json.loads((tmp_path / "hypnos.measured.json").read_text())
+    assert set(kept) == {"a"} and 1.25 <= kept["a"]["ratio"] <= 1.4
+    assert [name for name in os.listdir(tmp_path) if name.startswith(".")] == []  # no temp file left
+    second = start()
+    try:
+        planned = second.get("a").estimate().weight_bytes
+        assert abs(planned - kept["a"]["ratio"] * 100 * MiB) < MiB
+        await second.move("a", T1)  # booked at the corrected estimate: the measure agrees, nothing to rebook
+        a = entry(second, "a")
+        assert a.load_booked_bytes is not None and a.load_booked_bytes >= 125 * MiB
+    finally:
+        await second.shutdown()

@@ -39,6 +39,7 @@ from hypnos.engine import (
     TranscriptionInput,
     TranscriptionResult,
 )
+from hypnos.hardware import nvml_process_vram
 from hypnos.hosting.host import HOST_ENV, HOST_NICE_ENV, HostStart
 from hypnos.hosting.process import HostProcess
 from hypnos.hosting.supervision import CrashPolicy, EngineProcessInfo, rss_bytes
@@ -102,6 +103,7 @@ class HostedEngine(Engine):
         self.last_exit: str | None = None  # why the last host ended on its own
         self.quarantined = False  # too many crashes: no restart until an admin enables the model
         self._capabilities: EngineCapabilities | None = None
+        self.base_rss = 0  # the host's resident set when it started (interpreter and engine factory, no model)
 
     # ---- what the server asks before any load ---------------------------------------------------------------------
 
@@ -137,6 +139,18 @@ class HostedEngine(Engine):
             pid=pid, rss_bytes=rss_bytes(pid), restarts=self.policy.restarts, started_at=round(host.started_at, 3)
         )
 
+    def held_bytes(self, on_device: bool) -> int | None:
+        """What the host holds for the model now: NVML's figure for its process with `on_device` (a GPU), else its
+        resident set's growth since it started (None while no host runs, or without a figure)."""
+        host = self.host
+        pid = host.pid if host is not None else None
+        if pid is None:
+            return None
+        if on_device:
+            return nvml_process_vram(pid)
+        rss = rss_bytes(pid)
+        return max(0, rss - self.base_rss) if rss else None
+
     # ---- lifecycle --------------------------------------------------------------------------------------------------
 
     async def _ensure_host(self) -> HostProcess:
@@ -166,6 +180,7 @@ class HostedEngine(Engine):
                 self.host = None
             raise
         self.last_exit = None
+        self.base_rss = rss_bytes(host.pid) if host.pid is not None else 0
         return host
 
     def _start_message(self) -> HostStart:

@@ -11,6 +11,7 @@ from hypnos.config import Settings
 from hypnos.hardware import HardwareProbe
 from hypnos.scheduler.budgets import Budgets, Tier1Figures, tier1_figures
 from hypnos.scheduler.eviction import EvictionCandidate
+from hypnos.scheduler.measure_store import MeasuredStore
 from hypnos.scheduler.planner import FreeMemory
 from hypnos.scheduler.records import RECENT_EVICTIONS, EvictionRecord, SchedulerCounters
 from hypnos.scheduler.state import ModelState
@@ -37,6 +38,8 @@ class TierBooks:
         hardware: HardwareProbe,
         clock: Callable[[], float],
         parked: KvParkStore,
+        *,
+        measured: MeasuredStore | None = None,
     ) -> None:
         self.models = models
         self.settings = settings
@@ -44,6 +47,7 @@ class TierBooks:
         self.hardware = hardware
         self.clock = clock
         self.parked = parked
+        self.measured = measured if measured is not None else MeasuredStore(None)  # measured placement's figures
         parked.bind_budget(self.parking_room)
         self.booked_tier1 = 0
         self.booked_tier2 = 0

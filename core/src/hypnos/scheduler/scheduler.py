@@ -27,6 +27,7 @@ from hypnos.scheduler.kv_park import KvParkStore
 from hypnos.scheduler.lease import Lease
 from hypnos.scheduler.leasing import LeaseContext
 from hypnos.scheduler.load_backoff import backoff_left, forget_load_failures, refuse_while_backing_off
+from hypnos.scheduler.measure_store import MeasuredStore, measured_path
 from hypnos.scheduler.pool import PoolChanges
 from hypnos.scheduler.records import EvictionRecord, SchedulerCounters
 from hypnos.scheduler.state import ModelState
@@ -74,9 +75,12 @@ class Scheduler:
         self.live_leases: set[Lease] = set()  # the leases in flight (ended at shutdown when the grace runs short)
         self._loop: asyncio.AbstractEventLoop | None = None  # the loop serving the scheduler (set when staging)
         self._models: dict[str, ModelState] = {}
+        self.measured = MeasuredStore(measured_path(settings.source))
         for model in settings.models:
             self._models[model.id] = self._make_state(model)
-        self.tiers = TierManager(self._models, settings, self.budgets, self.hardware, clock, self.kv_park)
+        self.tiers = TierManager(
+            self._models, settings, self.budgets, self.hardware, clock, self.kv_park, measured=self.measured
+        )
         self.pool = PoolChanges(self._models, self.tiers, self.kv_park, self._make_state)
 
     def _make_state(self, model: ModelConfig) -> ModelState:
@@ -103,6 +107,7 @@ class Scheduler:
             engine=engine,
             enabled=model.enabled,
             estimate_cache=estimate,
+            estimate_ratio=self.measured.ratio(model.id, estimate),  # what earlier loads measured
             modalities=modalities,
             kind=kind,
         )

@@ -13,6 +13,7 @@ from hypnos.scheduler.budgets import Budgets, transfer_ms
 from hypnos.scheduler.eviction import DecayingRate
 from hypnos.scheduler.lease import SlotGate
 from hypnos.scheduler.load_backoff import load_backoff_policy
+from hypnos.scheduler.measure_store import scaled_estimate
 from hypnos.scheduler.planner import total_weight_bytes
 from hypnos.types import LayerPlacementPlan, MemoryTier, Modality, MoeOffload
 from hypnos.wire_kind import wire_engine
@@ -44,7 +45,13 @@ class ModelState:
     last_used: float = 0.0
     gate: SlotGate = field(default_factory=lambda: SlotGate(1))
     transition: asyncio.Task | None = None
-    estimate_cache: MemoryEstimate | None = None
+    estimate_cache: MemoryEstimate | None = None  # the estimate the planner uses: the engine's, corrected
+    raw_estimate: MemoryEstimate | None = None  # the engine's own estimate
+    # measured placement (measured.py): what its host held / the estimate booked at the last load, and the factor
+    # the engine's estimate takes from it (1.0: never measured)
+    estimate_ratio: float = 1.0
+    load_booked_bytes: int | None = None
+    load_measured_bytes: int | None = None
     moe_offload: MoeOffload = MoeOffload.OFF
     context_override: int | None = None
     # cells (all slots) the engine grew the context to at tier 1; the next promotion books them (0: as configured)
@@ -60,6 +67,9 @@ class ModelState:
     kind: EngineKind | None = None
 
     def __post_init__(self) -> None:
+        if self.estimate_cache is not None and self.raw_estimate is None:
+            self.raw_estimate = self.estimate_cache
+            self.estimate_cache = scaled_estimate(self.raw_estimate, self.estimate_ratio)
         self.modalities = self.modalities or self.config.all_modalities
         self.gate = SlotGate(self.config.slots)
         self.moe_offload = self.config.moe_offload
@@ -110,7 +120,8 @@ class ModelState:
         if self.estimate_cache is None:
             if self.engine is not None:
                 try:
-                    self.estimate_cache = self.engine.estimate()
+                    self.raw_estimate = self.engine.estimate()
+                    self.estimate_cache = scaled_estimate(self.raw_estimate, self.estimate_ratio)
                     return self.estimate_cache
                 except Exception as error:
                     logger.warning("estimating %s failed: %s", self.id, error)
@@ -118,6 +129,13 @@ class ModelState:
                     self.engine = None
             return MemoryEstimate(weight_bytes=0)
         return self.estimate_cache
+
+    def correct_estimate(self, ratio: float) -> None:
+        """From now on the planner uses the engine's estimate times `ratio` (what a load measured)."""
+        self.estimate_ratio = ratio
+        if self.raw_estimate is not None:
+            self.estimate_cache = scaled_estimate(self.raw_estimate, ratio)
+        self.reload_estimates.clear()
 
     def reload_estimate_ms(self, budgets: Budgets, from_tier: MemoryTier) -> float:
         """Time to reach tier 1 from `from_tier`: measured when it was, else from the size and tier bandwidths."""

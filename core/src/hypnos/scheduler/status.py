@@ -56,6 +56,9 @@ def model_status(state: ModelState, tiers: TierBooks, now: float) -> ModelMemory
         engine_restarts=hosted.policy.restarts if hosted is not None else 0,
         booked_bytes=state.booked.vram_bytes + state.booked.pinned_ram_bytes,
         measured_bytes=None if process is None else process.rss_bytes + (process.vram_bytes or 0),
+        load_booked_bytes=state.load_booked_bytes,
+        load_measured_bytes=state.load_measured_bytes,
+        estimate_correction=round(state.estimate_ratio, 4),
     )
 
 

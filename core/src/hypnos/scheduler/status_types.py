@@ -64,6 +64,11 @@ class ModelMemoryStatus(msgspec.Struct, kw_only=True):
     # what the scheduler books for the model (tier 1 + tier 2) and what its host measurably holds (RSS, + VRAM)
     booked_bytes: int = 0
     measured_bytes: int | None = None
+    # measured placement, at the model's last load: what its estimate booked, what its host then held (the resident
+    # set's growth, or NVML's figure on a GPU), and the factor its estimate now takes (1.0: never measured)
+    load_booked_bytes: int | None = None
+    load_measured_bytes: int | None = None
+    estimate_correction: float = 1.0
 
 
 class KvParkedModel(msgspec.Struct, kw_only=True):

@@ -13,6 +13,7 @@ from hypnos.errors import HypnosError, model_busy, server_error
 from hypnos.scheduler.books import TierBooks
 from hypnos.scheduler.eviction import Eviction, choose_victims
 from hypnos.scheduler.load_backoff import forget_load_failures, is_load_failure, record_load_failure
+from hypnos.scheduler.measured import correct_after_load
 from hypnos.scheduler.planner import (
     FreeMemory,
     PlacementRequest,
@@ -225,6 +226,7 @@ class TierManager(TierBooks):
         state.placement = plan
         if loading:
             forget_load_failures(state)
+            correct_after_load(self, state, self.measured)  # book what the host holds; correct the next estimate
         elapsed = (time.perf_counter() - started) * 1000
         if target == MemoryTier.TIER1:
             self.counters.promotions += 1

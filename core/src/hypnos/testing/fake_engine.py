@@ -84,6 +84,9 @@ class FakeOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     crash_after_tokens: int = 0  # SIGKILL itself after this many chat tokens (0: never), as a native crash does
     exit_on_load: bool = False  # exit (status 3) while loading
     hang_after_tokens: int = 0  # block the host in a call that never checks cancellation after this many tokens
+    # bytes the engine really holds at tier 1 (allocated and touched by the load, freed below tier 1), whatever its
+    # estimate says: an estimate that is off, for measured placement
+    hold_bytes: int = 0
 
 
 class FakeImageOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -156,6 +159,7 @@ class FakeEngine(Engine):
         self._chats = 0
         self._context_len = 0  # the tier-1 context a parked conversation must come back to
         self._conversation = False  # a chat ran since the last load: there is a conversation to park
+        self._held = b""  # hold_bytes while at tier 1
 
     def capabilities(self) -> EngineCapabilities:
         """Edits images when `[models.image] edit = true`; speaks the configured voices."""
@@ -194,6 +198,7 @@ class FakeEngine(Engine):
         if plan.primary_tier == MemoryTier.TIER1:
             self._context_len = plan.allocated_context_len
             restored = self._restore()
+            self._held = b"\x01" * self.options.hold_bytes  # filled: every page resident
         total = (time.perf_counter() - started) * 1000
         return TierSwitchPhases(
             load_mode="read", weights_ms=total, context_ms=0.0, total_ms=total, kv_restored_tokens=restored
@@ -203,6 +208,7 @@ class FakeEngine(Engine):
         """Forget the placement (parking the conversation when leaving tier 1 with park_bytes set)."""
         if self.tier == MemoryTier.TIER1:
             self._park()
+        self._held = b""
         self.tier = tier
 
     def _park(self) -> None:
