@@ -233,6 +233,12 @@ class Engine:
         """What the server must know of this engine (image edits, voices); the base reports nothing special."""
         return EngineCapabilities()
 
+    def device_oom(self, error: BaseException) -> bool:
+        """Whether `error`, raised by this engine's library, means the device ran out of memory (hypnos.kit.device_oom
+        recognizes torch's, ONNX Runtime's, CTranslate2's and llama.cpp's): the server then answers 507
+        device_out_of_memory after evicting idle models and retrying once. The base recognizes none."""
+        return False
+
     # modalities
     def chat(self, request: ChatInput, cancel: CancelToken) -> AsyncIterator[ChatEvent]:
         """Stream the answer to a chat request as events, ending with ChatFinished."""

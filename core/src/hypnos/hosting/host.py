@@ -27,6 +27,7 @@ from hypnos.config import LimitsConfig, ModelConfig
 from hypnos.engine import CancelToken, Engine, EngineContext, ParkedSlot
 from hypnos.errors import HypnosError, clip, server_error
 from hypnos.hosting.frames import Failure, Kind, decode_frame, failure_of, pack, payload_of, read_frame
+from hypnos.kit.device_oom import out_of_memory
 
 logger = logging.getLogger("hypnos.hosting.host")
 
@@ -179,11 +180,16 @@ class EngineHost:
             self._send(Kind.DONE, call_id, result)
         except HypnosError as error:
             self._send(Kind.FAIL, call_id, failure_of(error))
-        except Exception:
-            logger.exception("the engine's %s failed", name)
-            model = self.engine.model.id if self.engine is not None else "?"
-            message = f"the engine of `{clip(model)}` failed while serving {name}; the server log has the details"
-            failure: Failure = failure_of(server_error(message))
+        except Exception as error:
+            failure: Failure
+            if self.engine is not None and self.engine.device_oom(error):  # the library's own OOM: 507, retried
+                logger.warning("the engine's %s ran out of device memory: %s", name, error)
+                failure = failure_of(out_of_memory(self.engine.model.id, error))
+            else:
+                logger.exception("the engine's %s failed", name)
+                model = self.engine.model.id if self.engine is not None else "?"
+                message = f"the engine of `{clip(model)}` failed while serving {name}; the server log has the details"
+                failure = failure_of(server_error(message))
             self._send(Kind.FAIL, call_id, failure)
         finally:
             self.calls.pop(call_id, None)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from hypnos.engine import CancelToken, DeviceOutOfMemory, Engine
+from hypnos.kit.device_oom import out_of_memory
 from hypnos.types import EngineTiming, HypnosTelemetry, LayerPlacementPlan, MemoryTier, Modality, TierSwitchPhases
 
 T = TypeVar("T")
@@ -48,19 +49,53 @@ class Lease:
         )
 
     async def run_with_oom_retry(self, call: Callable[[Engine], Awaitable[T]]) -> T:
-        """Run `call(engine)`; on DeviceOutOfMemory evict idle models and retry once, else 507 device_out_of_memory."""
+        """Run `call(engine)`; on a device OOM (DeviceOutOfMemory, or the engine library's own error the engine
+        recognizes) evict idle models and retry once, else 507 device_out_of_memory."""
         try:
-            return await call(self.engine)
+            return await self._mapped(call(self.engine))
         except DeviceOutOfMemory:
-            if self.on_device_oom is not None:
-                self.evicted_models.extend(await self.on_device_oom())
+            await self._evict_for_oom()
         try:
-            return await call(self.engine)
+            return await self._mapped(call(self.engine))
         except DeviceOutOfMemory as error:
-            raise DeviceOutOfMemory(
-                f"the model `{self.model_id}` ran out of device memory again after idle models were evicted "
-                f"({error.message}); retry later"
-            ) from error
+            raise self._again(error) from error
+
+    async def first_with_oom_retry(
+        self, start: Callable[[Engine], AsyncIterator[T]]
+    ) -> tuple[AsyncIterator[T], T | None]:
+        """Start a stream and wait for its first item (None: it ended empty); a device OOM before that item (nothing
+        was sent yet) evicts idle models and starts the stream once more, else 507 device_out_of_memory. Returns
+        the stream, to read on from, and its first item."""
+        for attempt in range(2):
+            events = start(self.engine).__aiter__()
+            try:
+                return events, await self._mapped(anext(events, None))
+            except DeviceOutOfMemory as error:
+                if attempt:
+                    raise self._again(error) from error
+                await self._evict_for_oom()
+        raise AssertionError("unreachable")
+
+    async def _mapped(self, work: Awaitable[T]) -> T:
+        """Await `work`, turning the engine library's device OOM into DeviceOutOfMemory (an in-process engine)."""
+        try:
+            return await work
+        except (DeviceOutOfMemory, asyncio.CancelledError):
+            raise
+        except Exception as error:
+            if self.engine.device_oom(error):
+                raise out_of_memory(self.model_id, error) from error
+            raise
+
+    async def _evict_for_oom(self) -> None:
+        if self.on_device_oom is not None:
+            self.evicted_models.extend(await self.on_device_oom())
+
+    def _again(self, error: DeviceOutOfMemory) -> DeviceOutOfMemory:
+        return DeviceOutOfMemory(
+            f"the model `{self.model_id}` ran out of device memory again after idle models were evicted "
+            f"({error.message}); retry later"
+        )
 
 
 class SlotGate:

@@ -72,6 +72,9 @@ class FakeOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     steps: int = 1
     fail_load: bool = False
     oom_once: bool = False
+    # the first N chats, embeddings or images of the engine raise FakeLibraryOutOfMemory, standing for an engine
+    # library's own device OOM error, which the engine's device_oom recognizes (the host or the lease maps it to 507)
+    library_oom: int = 0
     fail_every: int = 0  # every Nth chat fails after its first token (0: never): an engine failing mid-request
     embedding_dim: int = 16
     # KV parking (section 14): bytes of one conversation parked when the model leaves tier 1 after serving a chat
@@ -87,6 +90,11 @@ class FakeOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # bytes the engine really holds at tier 1 (allocated and touched by the load, freed below tier 1), whatever its
     # estimate says: an estimate that is off, for measured placement
     hold_bytes: int = 0
+
+
+class FakeLibraryOutOfMemory(RuntimeError):
+    """An engine library's own "out of device memory" error (not a HypnosError): what torch, ONNX Runtime,
+    CTranslate2 or llama.cpp raise, for the fake engine."""
 
 
 class FakeImageOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -156,6 +164,7 @@ class FakeEngine(Engine):
         self.loads = 0
         self.cancelled_requests = 0  # requests that stopped at a cancellation check
         self._oom_pending = self.options.oom_once
+        self._library_ooms = self.options.library_oom
         self._chats = 0
         self._context_len = 0  # the tier-1 context a parked conversation must come back to
         self._conversation = False  # a chat ran since the last load: there is a conversation to park
@@ -262,7 +271,14 @@ class FakeEngine(Engine):
             os._exit(3)
         time.sleep(24 * 3600)  # "hang": the whole host stops, as in a stuck native call holding the GIL
 
+    def device_oom(self, error: BaseException) -> bool:
+        """FakeLibraryOutOfMemory is this engine's library's device OOM."""
+        return isinstance(error, FakeLibraryOutOfMemory)
+
     def _maybe_oom(self) -> None:
+        if self._library_ooms:
+            self._library_ooms -= 1
+            raise FakeLibraryOutOfMemory("CUDA out of memory. Tried to allocate 2.00 GiB")
         if self._oom_pending:
             self._oom_pending = False
             raise DeviceOutOfMemory("fake device out of memory")

@@ -22,6 +22,7 @@ from hypnos.engine import (
 )
 from hypnos.errors import clip, invalid_request, server_error
 from hypnos.kit.audio import to_pcm16
+from hypnos.kit.device_oom import out_of_memory
 from hypnos.kit.staged import ModelNotLoaded
 from hypnos.types import LayerPlacementPlan
 
@@ -233,6 +234,8 @@ class KokoroEngine(OnnxVoiceEngine):
                 },
             )
         except Exception as error:
+            if self.device_oom(error):  # ONNX Runtime could not allocate: 507, idle models evicted and retried
+                raise out_of_memory(self.model.id, error) from error
             logger.exception("Kokoro inference failed on %s", self.model.id)
             raise server_error(f"Kokoro inference failed on `{self.model.id}`; the server log has the cause") from error
         return trim_silence(np.asarray(outputs[0], dtype=np.float32).ravel())

@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 from hypnos.config import ModelConfig
 from hypnos.engine import EngineContext, EngineUnavailable, MemoryEstimate
+from hypnos.kit.device_oom import onnxruntime_out_of_memory
 from hypnos.kit.staged import StagedEngine
 
 from hypnos_audio import onnx_session
@@ -30,6 +31,10 @@ class OnnxVoiceEngine(StagedEngine):
     def held_files(self) -> list[Path]:
         """Further files the engine holds in RAM from tier 2 on (Kokoro's voice pack)."""
         return []
+
+    def device_oom(self, error: BaseException) -> bool:
+        """ONNX Runtime's failed allocation (its arena or the CUDA provider): Kokoro and Piper."""
+        return onnxruntime_out_of_memory(error)
 
     def estimate(self) -> MemoryEstimate:
         """From the file sizes: the session holds about twice the ONNX file (initializers plus ONNX Runtime's prepacked

@@ -20,6 +20,7 @@ from hypnos.engine import (
 )
 from hypnos.errors import invalid_request, server_error
 from hypnos.kit.audio import to_pcm16
+from hypnos.kit.device_oom import out_of_memory
 from hypnos.kit.staged import ModelNotLoaded
 from hypnos.types import LayerPlacementPlan
 
@@ -126,6 +127,8 @@ class PiperEngine(OnnxVoiceEngine):
                 if cancel.cancelled:
                     break
         except Exception as error:
+            if self.device_oom(error):  # ONNX Runtime could not allocate: 507, idle models evicted and retried
+                raise out_of_memory(self.model.id, error) from error
             logger.exception("Piper inference failed on %s", self.model.id)
             raise server_error(f"Piper inference failed on `{self.model.id}`; the server log has the cause") from error
         return [audio for audio in out if audio.size]

@@ -20,6 +20,7 @@ from hypnos.engine import (
 )
 from hypnos.errors import invalid_request
 from hypnos.kit.audio import read_audio
+from hypnos.kit.device_oom import ctranslate2_out_of_memory, onnxruntime_out_of_memory
 from hypnos.kit.staged import ModelNotLoaded, StagedEngine, check_cancelled
 from hypnos.types import EngineTiming, LayerPlacementPlan
 
@@ -68,6 +69,10 @@ class WhisperEngine(StagedEngine):
         return sorted(p for p in self.model_dir.iterdir() if p.is_file())
 
     # ---- lifecycle ----------------------------------------------------------------------------------------------
+
+    def device_oom(self, error: BaseException) -> bool:
+        """CTranslate2's failed allocation (the model), or ONNX Runtime's (the VAD)."""
+        return ctranslate2_out_of_memory(error) or onnxruntime_out_of_memory(error)
 
     def estimate(self) -> MemoryEstimate:
         """model.bin's weights as they will sit in memory (read from its headers: float16 widens to float32 on a

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from hypnos.engine import CancelToken, DocumentInput, EngineUnavailable, MemoryEstimate, missing_library
+from hypnos.kit.device_oom import onnxruntime_out_of_memory, torch_out_of_memory
 from hypnos.kit.staged import StagedEngine
 from hypnos.types import LayerPlacementPlan
 
@@ -64,6 +65,10 @@ class DoclingEngine(StagedEngine):
             )
         check_standard(self.model.id, artifacts)
         return artifacts
+
+    def device_oom(self, error: BaseException) -> bool:
+        """torch.OutOfMemoryError (layout and table models), or ONNX Runtime's failed allocation (OCR)."""
+        return torch_out_of_memory(error) or onnxruntime_out_of_memory(error)
 
     def estimate(self) -> MemoryEstimate:
         """The libraries and OCR sessions as they sit in memory, and one conversion's scratch (no weight files)."""

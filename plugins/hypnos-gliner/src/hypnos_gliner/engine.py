@@ -12,6 +12,7 @@ import msgspec
 from hypnos.config import ModelConfig
 from hypnos.engine import EngineContext, Entity, EntityInput, MemoryEstimate, missing_library
 from hypnos.kit.batching import BATCHING_TABLE, BatchingOptions, BatchLimits
+from hypnos.kit.device_oom import onnxruntime_out_of_memory, torch_out_of_memory
 from hypnos.kit.entities import EntityEngine
 from hypnos.kit.staged import ModelNotLoaded
 from hypnos.types import LayerPlacementPlan
@@ -87,6 +88,10 @@ class GlinerEngine(EntityEngine):
         self._runner: GlinerRunner | None = None
 
     # ---- lifecycle hooks (on the worker thread) -----------------------------------------------------------------
+
+    def device_oom(self, error: BaseException) -> bool:
+        """torch.OutOfMemoryError, or ONNX Runtime's failed allocation (the ONNX runtime)."""
+        return torch_out_of_memory(error) or onnxruntime_out_of_memory(error)
 
     def estimate(self) -> MemoryEstimate:
         """The weights' bytes from the files' headers, plus the configured inference workspace."""

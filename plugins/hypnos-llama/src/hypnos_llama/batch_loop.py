@@ -10,8 +10,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from hypnos.engine import ChatEvent, ChatFinished
-from hypnos.errors import server_error
+from hypnos.engine import ChatEvent, ChatFinished, DeviceOutOfMemory
+from hypnos.errors import HypnosError, server_error
+from hypnos.kit.device_oom import llama_status_out_of_memory
 from hypnos.types import EngineTiming
 
 from hypnos_llama.choice_output import ChoiceOutput, token_logprob
@@ -258,7 +259,9 @@ class BatchLoop:
 
     def _decode_failed(self, status: int, active: list[Slot]) -> None:
         """Undo this step's tokens and fail the requests it held."""
-        error = server_error(f"llama_decode failed with status {status} (context full or invalid batch)")
+        error: HypnosError = server_error(f"llama_decode failed with status {status} (context full or invalid batch)")
+        if llama_status_out_of_memory(status):  # the device's memory: 507, idle models evicted and the call retried
+            error = DeviceOutOfMemory(f"llama_decode could not allocate device memory (status {status})")
         for slot in active:
             assert slot.job is not None
             job = slot.job

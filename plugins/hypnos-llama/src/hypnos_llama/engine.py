@@ -23,6 +23,7 @@ from hypnos.engine import (
     TranscriptionResult,
 )
 from hypnos.errors import HypnosError
+from hypnos.kit.device_oom import llama_cpp_out_of_memory
 from hypnos.kit.staged import StagedEngine
 from hypnos.kit.warm_pages import WarmPages
 from hypnos.types import LayerPlacementPlan, Modality, TierSwitchPhases
@@ -111,6 +112,10 @@ class LlamaEngine(StagedEngine):
                 raise EngineUnavailable(f"the weights of `{self.model.id}` are missing: {self.path}")
             self._gguf = read_gguf(self.path)
         return self._gguf
+
+    def device_oom(self, error: BaseException) -> bool:
+        """llama-cpp-python's failed allocation (`llama_decode returned -2`); the batch loop maps its own status."""
+        return llama_cpp_out_of_memory(error)
 
     def estimate(self) -> MemoryEstimate:
         """Per-layer weights, experts, KV bytes per token and workspace from the GGUF header."""

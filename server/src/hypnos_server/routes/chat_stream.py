@@ -202,12 +202,12 @@ async def sse_body(
     include_usage: bool = False,
 ) -> AsyncIterator[bytes]:
     """Stream the engine's events as SSE; nothing is sent before the engine's first event (an error it knows before
-    its first token stays an HTTP error); a failure after that becomes a finish_reason "error" chunk."""
+    its first token stays an HTTP error, a device OOM a 507 after one retry); a failure after that becomes a
+    finish_reason "error" chunk."""
     writer = ChunkWriter(completion_id, created, run.model)
     record = run.record
-    events = run.engine.chat(chat, run.lease.cancel).__aiter__()
-    try:
-        first = await anext(events, None)
+    try:  # a device OOM before the first event evicts idle models and starts the stream once more
+        events, first = await run.lease.first_with_oom_retry(lambda engine: engine.chat(chat, run.lease.cancel))
         for index in range(max(1, chat.n)):
             yield writer.event({"role": "assistant", "content": ""}, index=index)
         held: ChatFinished | None = None  # the last choice's end goes out with the usage

@@ -18,6 +18,7 @@ from hypnos.engine import (
 )
 from hypnos.errors import invalid_request
 from hypnos.kit.batching import BatchLimits
+from hypnos.kit.device_oom import llama_cpp_out_of_memory
 from hypnos.kit.embedding import EmbeddingEngine, context_length_exceeded, prefill_timing
 from hypnos.kit.staged import ModelNotLoaded, check_cancelled
 from hypnos.kit.warm_pages import WarmPages
@@ -210,6 +211,10 @@ class LlamaEmbeddingEngine(EmbeddingEngine):
         if self._gguf is None:
             self._gguf = read_gguf(self.path)
         return self._gguf
+
+    def device_oom(self, error: BaseException) -> bool:
+        """llama-cpp-python's failed allocation in a decode (`llama_decode returned -2`)."""
+        return llama_cpp_out_of_memory(error)
 
     def estimate(self) -> MemoryEstimate:
         """Weights per layer from the GGUF header; an encoder keeps no KV cache between requests."""

@@ -1,0 +1,71 @@
+"""The starter speech engines with their library failing to allocate device memory the first OOM_TIMES calls, raised
+by the library's own call sites and types: ONNX Runtime's RuntimeException from a session's run (Kokoro, Piper), a
+CTranslate2 RuntimeError from whisper's model. Imported in the engine hosts (PYTHONPATH names this folder)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from hypnos.types import LayerPlacementPlan, TierSwitchPhases
+from hypnos_audio.kokoro import KokoroEngine
+from hypnos_audio.piper import PiperEngine
+from hypnos_audio.whisper import WhisperEngine
+
+ORT_ARENA = (
+    "[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : Non-zero status code returned while running MatMul node. "
+    "Status Message: BFCArena::AllocateRawInternal Failed to allocate memory for requested buffer of size 268435456"
+)
+CT2_CUDA = "CUDA failed with error out of memory"
+
+
+class Failing:
+    """Wraps a library object: `method` raises `error()` the first OOM_TIMES calls, then calls through."""
+
+    def __init__(self, inner: Any, method: str, error: Any) -> None:
+        self._inner, self._method, self._error = inner, method, error
+        self._left = int(os.environ.get("OOM_TIMES", "1"))
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._inner, name)
+        if name != self._method:
+            return value
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if self._left > 0:
+                self._left -= 1
+                raise self._error()
+            return value(*args, **kwargs)
+
+        return call
+
+
+def ort_error() -> Exception:
+    """ONNX Runtime's own exception type for a failed arena allocation."""
+    from onnxruntime.capi.onnxruntime_pybind11_state import RuntimeException
+
+    return RuntimeException(ORT_ARENA)
+
+
+class OomKokoro(KokoroEngine):
+    """Kokoro whose ONNX Runtime session runs out of device memory (after the load's own warm-up run)."""
+
+    async def load(self, plan: LayerPlacementPlan) -> TierSwitchPhases:
+        phases = await super().load(plan)
+        self._session = Failing(self._session, "run", ort_error)
+        return phases
+
+
+class OomPiper(PiperEngine):
+    """Piper whose ONNX Runtime session runs out of device memory."""
+
+    def open_session(self) -> Any:
+        return Failing(super().open_session(), "run", ort_error)
+
+
+class OomWhisper(WhisperEngine):
+    """whisper whose CTranslate2 model runs out of device memory."""
+
+    def build(self, plan: LayerPlacementPlan) -> None:
+        super().build(plan)
+        self._whisper = Failing(self._whisper, "transcribe", lambda: RuntimeError(CT2_CUDA))
