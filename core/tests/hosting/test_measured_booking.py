@@ -88,3 +88,17 @@ async def test_the_corrected_estimate_is_kept_beside_the_config_and_planned_with
         assert a.load_booked_bytes is not None and a.load_booked_bytes >= 125 * MiB
     finally:
         await second.shutdown()
+
+
+async def test_a_measure_below_the_booking_in_host_memory_keeps_the_kv_booked() -> None:
+    # 130 MiB of weights by the estimate and 40 MiB of KV (40 KiB x 1024 cells); the host holds 100 MiB after the
+    # load, its KV pages not touched yet: booked at 100 + 40, not at 100
+    a = hosted_model("a", layers=1, layer_mib=130, context_len=1024, kv_bytes_per_token=40 * 1024, hold_bytes=100 * MiB)
+    scheduler = hosted_scheduler([a], vram_mib=400)
+    try:
+        await scheduler.move("a", T1)
+        status = entry(scheduler, "a")
+        assert status.load_measured_bytes is not None and status.load_measured_bytes < 110 * MiB
+        assert abs(status.booked_bytes - (status.load_measured_bytes + 40 * MiB)) <= 2 * MiB
+    finally:
+        await scheduler.shutdown()

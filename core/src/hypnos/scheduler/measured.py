@@ -46,9 +46,18 @@ def _rebook(tiers: TierBooks, state: ModelState, measured: int) -> None:
         tiers.fit_parked(state.id)
 
 
+def _target(tiers: TierBooks, plan: LayerPlacementPlan, measured: int) -> int:
+    """What a measure books: the measure itself, except in host memory below the booking, where the booked KV and
+    workspace stay on top of it (their pages are touched only as requests fill them; NVML counts them at once)."""
+    booked = _booked(tiers, plan)
+    if measured >= booked or _on_device(tiers):
+        return measured
+    return min(booked, measured + plan.vram_kv_and_workspace_bytes)
+
+
 def correct_after_load(tiers: TierBooks, state: ModelState, store: MeasuredStore) -> bool:
     """After a load into tier 1: measure what the host holds, keep booked and measured, book the model at the measure
-    when it is more than 5% off, and correct the next estimate by measured / booked. True when it rebooked."""
+    (_target) when it is more than 5% off, and correct the next estimate by the same factor. True when it rebooked."""
     engine = state.engine
     if not isinstance(engine, HostedEngine) or state.tier is not MemoryTier.TIER1:
         return False
@@ -56,7 +65,8 @@ def correct_after_load(tiers: TierBooks, state: ModelState, store: MeasuredStore
     booked = _booked(tiers, state.booked)
     if not measured or booked <= 0:
         return False
-    ratio = state.estimate_ratio * measured / booked
+    target = _target(tiers, state.booked, measured)
+    ratio = state.estimate_ratio * target / booked
     if not RATIO_BOUNDS[0] <= ratio <= RATIO_BOUNDS[1]:
         logger.warning("%s: measured %d bytes against %d booked, not believable: ignored", state.id, measured, booked)
         return False
@@ -67,10 +77,10 @@ def correct_after_load(tiers: TierBooks, state: ModelState, store: MeasuredStore
         booked_bytes=booked, measured_bytes=measured, ratio=round(ratio, 4), estimate_bytes=raw, unix=int(time.time())
     )
     store.put(state.id, figures)
-    if abs(measured - booked) <= MEASURED_TOLERANCE * booked:
+    if abs(target - booked) <= MEASURED_TOLERANCE * booked:
         return False
-    _rebook(tiers, state, measured)
-    logger.info("%s holds %d bytes after its load, %d were booked: booked as measured", state.id, measured, booked)
+    _rebook(tiers, state, target)
+    logger.info("%s holds %d bytes after its load, %d were booked: booked at %d", state.id, measured, booked, target)
     return True
 
 
