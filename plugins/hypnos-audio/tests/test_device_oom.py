@@ -4,20 +4,18 @@ the idle models are evicted and the call retried once; a second failure is 507 d
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import math
 import struct
+import sys
 import wave
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypnos.config import settings_from_mapping
 from hypnos.engine import DeviceOutOfMemory, SpeechInput, TranscriptionInput
-from hypnos.plugins import collect_engine_kinds, make_plugin_manager
 from hypnos.scheduler import Scheduler
-from hypnos.testing import fake_engine_kind
+from hypnos.testing.device_oom import failing_scheduler, load_idle
 from hypnos.types import MemoryTier, Modality
 
 pytestmark = pytest.mark.model
@@ -28,25 +26,12 @@ ENGINES = {"kokoro-82m": "OomKokoro", "piper-joe": "OomPiper", "whisper-tiny.en"
 
 def scheduler_for(starter_tables: tuple[Path, list[dict[str, Any]]], model_id: str, ooms: int) -> Scheduler:
     """The starter model, served by its failing subclass in a host, beside an idle fake model."""
-    import sys
-
     sys.path.insert(0, str(HERE))
     import oom_engines
 
     models_dir, tables = starter_tables
     table = next(t for t in tables if t["id"] == model_id)
-    env = {"PYTHONPATH": str(HERE), "OOM_TIMES": str(ooms)}
-    failing = {**table, "engine": "failing", "process": {"env": env}}
-    idle = {
-        "id": "idle",
-        "modality": "text_generation",
-        "engine": "fake",
-        "fake": {"layers": 1, "layer_bytes": 1 << 20},
-    }
-    raw = {"models_dir": str(models_dir), "server": {"isolation": "process"}, "models": [failing, idle]}
-    kinds = collect_engine_kinds(make_plugin_manager(autoload=True))
-    kind = dataclasses.replace(kinds[table["engine"]], name="failing", factory=getattr(oom_engines, ENGINES[model_id]))
-    return Scheduler(settings_from_mapping(raw), {"failing": kind, "fake": fake_engine_kind()})
+    return failing_scheduler(models_dir, table, getattr(oom_engines, ENGINES[model_id]), ooms, HERE)
 
 
 def tone_wav(seconds: float = 1.0, rate: int = 16000) -> bytes:
@@ -63,8 +48,7 @@ def tone_wav(seconds: float = 1.0, rate: int = 16000) -> bytes:
 
 async def serve(scheduler: Scheduler, model_id: str) -> tuple[Any, list[str]]:
     """One request through the lease as the routes make it (retried once after an OOM): its result, the evictions."""
-    async with scheduler.lease("idle", Modality.TEXT_GENERATION):
-        pass  # the idle model is at tier 1
+    await load_idle(scheduler)
     if model_id == "whisper-tiny.en":
         async with scheduler.lease(model_id, Modality.SPEECH_TO_TEXT) as lease:
             job = TranscriptionInput(audio=tone_wav(), language="en")

@@ -1,12 +1,12 @@
-"""The starter speech engines with their library failing to allocate device memory the first OOM_TIMES calls, raised
-by the library's own call sites and types: ONNX Runtime's RuntimeException from a session's run (Kokoro, Piper), a
+"""The starter speech engines with their library failing to allocate device memory (the first calls), raised at the
+library's own call sites with its own types: ONNX Runtime's RuntimeException from a session's run (Kokoro, Piper), a
 CTranslate2 RuntimeError from whisper's model. Imported in the engine hosts (PYTHONPATH names this folder)."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
+from hypnos.testing.device_oom import Failing
 from hypnos.types import LayerPlacementPlan, TierSwitchPhases
 from hypnos_audio.kokoro import KokoroEngine
 from hypnos_audio.piper import PiperEngine
@@ -17,27 +17,6 @@ ORT_ARENA = (
     "Status Message: BFCArena::AllocateRawInternal Failed to allocate memory for requested buffer of size 268435456"
 )
 CT2_CUDA = "CUDA failed with error out of memory"
-
-
-class Failing:
-    """Wraps a library object: `method` raises `error()` the first OOM_TIMES calls, then calls through."""
-
-    def __init__(self, inner: Any, method: str, error: Any) -> None:
-        self._inner, self._method, self._error = inner, method, error
-        self._left = int(os.environ.get("OOM_TIMES", "1"))
-
-    def __getattr__(self, name: str) -> Any:
-        value = getattr(self._inner, name)
-        if name != self._method:
-            return value
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            if self._left > 0:
-                self._left -= 1
-                raise self._error()
-            return value(*args, **kwargs)
-
-        return call
 
 
 def ort_error() -> Exception:
