@@ -49,3 +49,15 @@ def test_a_library_oom_again_after_the_evictions_is_507(stream: bool) -> None:
         wait_ready(client)
         response = client.post("/v1/chat/completions", json={"model": "chat", "stream": stream, **CHAT})
         assert response.status_code == 507 and error_of(response)["type"] == "device_out_of_memory"
+
+
+def test_a_streamed_message_is_retried_after_evicting_the_idle_models() -> None:
+    # Anthropic Messages (like Responses and realtime) streams through ChatRun.events
+    with TestClient(build_app(app_config(1))) as client:
+        wait_ready(client)
+        assert client.post("/v1/embeddings", json={"model": "idle", "input": "x"}).status_code == 200
+        body = {"model": "chat", "max_tokens": 4, "stream": True, "messages": [{"role": "user", "content": "hello"}]}
+        response = client.post("/v1/messages", json=body)
+        assert response.status_code == 200 and "message_stop" in response.text
+        evictions = client.get("/v1/memory/status").json()["recent_evictions"]
+        assert [e["reason"] for e in evictions] == ["device_out_of_memory"]

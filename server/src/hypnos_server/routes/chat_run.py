@@ -62,13 +62,20 @@ class ChatRun:
         )
 
     async def events(self) -> AsyncIterator[ChatEvent]:
-        """The engine's events of the answer, each taken into `answer`; the usage recorded however it ends."""
+        """The engine's events of the answer, each taken into `answer`; the usage recorded however it ends. A device
+        OOM before the first event (nothing was sent) evicts the idle models and starts the answer once more."""
         run = self.run
-        events = run.engine.chat(self.chat, run.lease.cancel)
+        events: AsyncIterator[ChatEvent] | None = None
         try:
-            async for event in events:
-                self.answer.add(event)
-                yield event
+            events, first = await run.lease.first_with_oom_retry(
+                lambda engine: engine.chat(self.chat, run.lease.cancel)
+            )
+            if first is not None:
+                self.answer.add(first)
+                yield first
+                async for event in events:
+                    self.answer.add(event)
+                    yield event
         finally:
             aclose = getattr(events, "aclose", None)
             if aclose is not None:
