@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import sys
 
-from tools.gpu_check.run import device_run, dry_run, has_gpu
-
 
 def main(argv: list[str]) -> int:
     """prepare: fill .gpu/ (ensure: only when missing or stale); dry-run: check it; check: on a GPU the device run,
@@ -19,6 +17,8 @@ def main(argv: list[str]) -> int:
         if command == "prepare" or manifest is None or manifest.get("digest") != groups_digest():
             prepare()
         return 0
+    from tools.gpu_check.run import device_run, dry_run, has_gpu  # msgspec: not needed to prepare
+
     if command == "dry-run" or (command == "check" and not has_gpu()):
         return dry_run()
     if command == "check":

@@ -29,9 +29,10 @@ from tools.gpu_check.carry import (
     groups_digest,
     llama_pin,
     pip_platform_args,
+    tree_bytes,
 )
 
-MANIFEST_ROOM = 64 * 1024  # kept free for the manifest itself
+MARGIN = 2 * 1024 * 1024  # kept free for the manifest and for the working tree to grow a little
 
 
 def pip_download(requirements: list[str], dest: Path, *, binary: bool = True, no_deps: bool = False) -> None:
@@ -74,6 +75,7 @@ def prepare(folder: Path = FOLDER) -> dict:
     wheels = folder / WHEELS
     wheels.mkdir(parents=True)
     files: dict[str, int] = {}
+    tree = tree_bytes()  # travels beside the folder
     carried: dict[str, list[str]] = {}
     not_carried: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -93,7 +95,7 @@ def prepare(folder: Path = FOLDER) -> dict:
                 continue
             new = [path for path in found if f"{WHEELS}/{path.name}" not in files]
             size = sum(path.stat().st_size for path in new)
-            left = CAP_BYTES - MANIFEST_ROOM - sum(files.values())
+            left = CAP_BYTES - MARGIN - tree - sum(files.values())
             if size > left:
                 not_carried[group.name] = f"{size / 2**20:.1f} MiB of wheels, {max(0, left) / 2**20:.1f} MiB left"
                 continue
@@ -112,7 +114,8 @@ def prepare(folder: Path = FOLDER) -> dict:
     }
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
     total = sum(files.values())
-    print(f"{folder}: {total / 2**20:.1f} MiB of {CAP_BYTES / 2**20:.0f} MiB")
+    mib = 2**20
+    print(f"{folder}: {total / mib:.1f} MiB; with the working tree {(total + tree) / mib:.1f} of {CAP_BYTES / mib:.0f}")
     for name, why in not_carried.items():
         print(f"not carried: {name} ({why})")
     return manifest

@@ -56,8 +56,30 @@ def test_a_missing_or_changed_wheel_is_a_problem(tmp_path: Path) -> None:
 
 def test_a_folder_over_the_cap_is_a_problem(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     folder = make_folder(tmp_path)
+    monkeypatch.setattr(carry, "tree_bytes", lambda: 0)
     monkeypatch.setattr(carry, "CAP_BYTES", 150)
-    assert any("over the" in p for p in check_folder(folder, resolve=False)[0])
+    assert any("over the 0 MiB" in p for p in check_folder(folder, resolve=False)[0])
+
+
+def test_the_working_tree_travels_too_and_counts_against_the_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = make_folder(tmp_path)
+    assert check_folder(folder, resolve=False)[0] == []
+    monkeypatch.setattr(carry, "tree_bytes", lambda: carry.CAP_BYTES)
+    problems, _ = check_folder(folder, resolve=False)
+    assert len(problems) == 1 and "the working tree (64.0 MiB)" in problems[0]
+
+
+def test_the_working_tree_is_what_git_would_send(tmp_path: Path) -> None:
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / ".gitignore").write_text("ignored/\n")
+    (tmp_path / "kept.txt").write_bytes(b"x" * 1000)
+    (tmp_path / "ignored").mkdir()
+    (tmp_path / "ignored" / "big.bin").write_bytes(b"x" * 100_000)
+    assert carry.tree_bytes(tmp_path) == 1000 + len("ignored/\n")
 
 
 def test_an_sdist_without_the_cuda_sources_is_a_problem(tmp_path: Path) -> None:
