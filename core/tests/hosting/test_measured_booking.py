@@ -9,9 +9,11 @@ import os
 from pathlib import Path
 
 import msgspec
+import pytest
 from host_kit import hosted_model, hosted_scheduler
 from hypnos.config import MiB
 from hypnos.hardware import StaticHardware
+from hypnos.hosting import proxy
 from hypnos.scheduler import Scheduler
 from hypnos.testing import fake_engine_kind
 from hypnos.types import MemoryTier
@@ -100,5 +102,20 @@ async def test_a_measure_below_the_booking_in_host_memory_keeps_the_kv_booked() 
         status = entry(scheduler, "a")
         assert status.load_measured_bytes is not None and status.load_measured_bytes < 110 * MiB
         assert abs(status.booked_bytes - (status.load_measured_bytes + 40 * MiB)) <= 2 * MiB
+    finally:
+        await scheduler.shutdown()
+
+
+async def test_on_a_gpu_nvmls_figure_for_the_host_is_the_measure(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a discrete GPU (NVML there): the host's VRAM as NVML reports it for its pid books the model, not its RAM
+    monkeypatch.setattr(proxy, "nvml_process_vram", lambda pid: 150 * MiB)
+    settings = make_settings([model("a", 100, 0)], server={"isolation": "process", "shutdown_grace_secs": 5.0})
+    gpu = StaticHardware(vram_bytes=1024 * MiB, vram_free=1024 * MiB, topology="DiscretePcie")
+    scheduler = Scheduler(settings, {"fake": fake_engine_kind()}, hardware=gpu)
+    try:
+        await scheduler.move("a", T1)
+        a = entry(scheduler, "a")
+        assert a.load_measured_bytes == 150 * MiB and abs(a.booked_bytes - 150 * MiB) < MiB
+        assert a.engine_process is not None and a.engine_process.vram_bytes == 150 * MiB
     finally:
         await scheduler.shutdown()

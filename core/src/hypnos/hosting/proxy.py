@@ -130,13 +130,19 @@ class HostedEngine(Engine):
         return self.last_exit
 
     def process_info(self) -> EngineProcessInfo | None:
-        """`engine_process` for the status: pid, measured RSS, restarts, start time (None while no host runs)."""
+        """`engine_process` for the status: pid, measured RSS (and NVML's VRAM figure on a GPU), restarts, start time
+        (None while no host runs)."""
         host = self.host
         pid = host.pid if host is not None else None
         if host is None or pid is None:
             return None
+        vram = nvml_process_vram(pid) if self.context.accelerator == "NvidiaCuda" else None
         return EngineProcessInfo(
-            pid=pid, rss_bytes=rss_bytes(pid), restarts=self.policy.restarts, started_at=round(host.started_at, 3)
+            pid=pid,
+            rss_bytes=rss_bytes(pid),
+            restarts=self.policy.restarts,
+            started_at=round(host.started_at, 3),
+            vram_bytes=vram,
         )
 
     def held_bytes(self, on_device: bool) -> int | None:
