@@ -78,6 +78,9 @@ class ServerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     data_dir: str | None = None
     responses_max_count: int = 10_000  # stored /v1/responses kept (oldest dropped first)
     responses_max_age_secs: int = 30 * 86_400  # stored /v1/responses older than this are dropped
+    # folders besides models_dir whose files the pool API (POST/PUT /v1/models) may name, directly or through a
+    # symlink in models_dir (relative to the config file's folder); the config file itself may name any readable file
+    model_roots: list[str] = []
 
 
 class LimitsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -225,6 +228,16 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         if path.is_absolute() or self.source is None:
             return path.resolve()
         return (Path(self.source).parent / path).resolve()
+
+    @property
+    def model_root_paths(self) -> list[Path]:
+        """models_dir and server.model_roots as absolute, resolved paths: where the pool API may take files from."""
+        base = Path(self.source).parent if self.source else Path.cwd()
+        roots = [self.models_path]
+        for root in self.server.model_roots:
+            path = Path(root).expanduser()
+            roots.append((path if path.is_absolute() else base / path).resolve())
+        return roots
 
     @property
     def data_path(self) -> Path | None:

@@ -36,3 +36,13 @@ def hypnos_starter_models(models_dir: Path) -> list[dict[str, Any]]:
     verifying files from installed packages, idempotently) and return their `[[models]]` tables, paths relative to
     models_dir. Return [] when the packages holding the weights are not installed."""
     raise NotImplementedError
+
+
+@hookspec(firstresult=True)
+def hypnos_describe_model_files(path: Path) -> dict[str, Any] | None:
+    """Called by `hypnos add` and `hypnos show` (never per request): read a model file or folder this plugin's
+    engines run from its own metadata, without loading it. Return None when the plugin does not run it, else
+    {"block": a `[[models]]` table's defaults (engine, modality, modalities, paths as given, context_len, ...),
+    "facts": {name: value} to show (architecture, context, quantization, chat template, ...)}; the first plugin that
+    answers wins."""
+    raise NotImplementedError

@@ -1,5 +1,5 @@
 """The `hypnos` command: `serve` (granian, one worker), `starter`, `models pull`, `advise`, `plugins`,
-`--catalog-block`, `--version`."""
+`--catalog-block`, `--version`, and the client commands `run`, `ls`, `ps`, `pull`, `show`, `add`, `rm`."""
 
 from __future__ import annotations
 
@@ -18,9 +18,11 @@ from hypnos.options import check_engine_options
 from hypnos.overlay import load_pool
 from hypnos.plugins import allow_list_from_env, collect_engine_kinds
 
+from hypnos_server import cli_chat, cli_models
 from hypnos_server.advisor import NEEDS, AdvisorRequest, advise, config_text, machine_for
 from hypnos_server.app import RAY_ADDRESS_ENV, server_version
 from hypnos_server.catalog import Catalog, shipped_catalog_path
+from hypnos_server.cli_connect import ClientError, add_connection_arguments, target_of
 from hypnos_server.download import DownloadError, pull
 from hypnos_server.lifeline import holder_of, port_in_use
 from hypnos_server.plugin_list import plugins_report, render_report
@@ -68,6 +70,12 @@ def _parser() -> argparse.ArgumentParser:
     shown.add_argument("--json", action="store_true", help="print the advisor's JSON answer")
     shown.add_argument("--config", action="store_true", help="print only the generated config file")
     advise.add_argument("--catalog", type=Path, dest="advise_catalog", help=argparse.SUPPRESS)
+    cli_chat.register(commands)
+    cli_models.register(commands)
+    fetch = commands.add_parser("pull", help="download a catalog model (resumable) and add it to a running server")
+    fetch.add_argument("spec", metavar="ID[:QUANT]")
+    fetch.add_argument("--models-dir", type=Path, help="the models folder (default: the config's models_dir)")
+    add_connection_arguments(fetch)
     return parser
 
 
@@ -201,11 +209,35 @@ def models_pull(spec: str, config: str | None, models_dir: Path | None, path: Pa
     return 0
 
 
+def pull_command(args: argparse.Namespace) -> int:
+    """`hypnos pull`: `models pull` into the server's models folder (else the config's), then add it to the server."""
+    target = target_of(args)
+    up = target.server_up()
+    folder = args.models_dir
+    if folder is None and up:
+        folder = Path(target.get("/v1/models/catalog")["models_dir"])
+    models_pull(args.spec, str(target.config) if target.config else None, folder, args.catalog)
+    if up:
+        entry, _ = _catalog(args.catalog).find(args.spec)
+        configured = {m["id"] for m in target.get("/v1/memory/status")["models"]}
+        if entry.id not in configured:
+            with target.client(timeout=None) as client:
+                added = client.post("/v1/models", json={"catalog": args.spec})
+            if added.status_code < 400:
+                sys.stdout.write(f"hypnos: added `{entry.id}` to the server at {target.url}\n")
+            else:
+                sys.stdout.write(f"hypnos: not added to the server ({added.text[:300]})\n")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `hypnos` script."""
     parser = _parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    quiet = args.command in ("run", "ls", "ps", "pull", "show", "add", "rm")  # client commands: no httpx lines
+    logging.basicConfig(
+        level=logging.WARNING if quiet else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     try:
         if args.catalog_block:
             return catalog_block(args.catalog_block, args.catalog)
@@ -221,10 +253,16 @@ def main(argv: list[str] | None = None) -> int:
             return advise_command(args)
         if args.command == "plugins":
             return plugins_command(args.plugins_json)
-    except (HypnosError, ConfigError, DownloadError) as error:
+        if args.command == "run":
+            return cli_chat.run_command(args)
+        if args.command == "pull":
+            return pull_command(args)
+        if args.command in cli_models.COMMANDS:
+            return cli_models.COMMANDS[args.command](args)
+    except (HypnosError, ConfigError, DownloadError, ClientError) as error:
         sys.stderr.write(f"hypnos: {getattr(error, 'message', error)}\n")
         return 1
-    parser.error("a command is needed (serve, starter, models, advise, plugins) or --catalog-block")
+    parser.error("a command is needed (serve, run, ls, ps, pull, show, add, rm, starter, models, advise, plugins)")
     return 2
 
 

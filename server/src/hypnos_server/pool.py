@@ -18,9 +18,10 @@ from hypnos_server.catalog import ROLE_KEYS, Catalog, catalog_spec_block
 logger = logging.getLogger(__name__)
 
 
-def file_reasons(model: ModelConfig, models_dir: Path) -> list[str]:
-    """Why the model's files are not usable: outside models_dir, or missing."""
-    root = models_dir.resolve()
+def file_reasons(model: ModelConfig, roots: list[Path], config: str | None, pull_spec: str | None = None) -> list[str]:
+    """Why the model's files are not usable through the pool API: outside models_dir and server.model_roots (a
+    symlink counts where it points), or missing; each reason says what to change."""
+    root = roots[0]
     reasons = []
     for key in ROLE_KEYS.values():
         relative = getattr(model, key)
@@ -29,10 +30,18 @@ def file_reasons(model: ModelConfig, models_dir: Path) -> list[str]:
         path = model.resolve(root, relative)
         if path is None:
             continue
-        if not path.resolve().is_relative_to(root):
-            reasons.append(f"`{key}` = {relative!r} is outside models_dir ({root})")
+        resolved = path.resolve()
+        if not any(resolved.is_relative_to(allowed) for allowed in roots):
+            where = f" or server.model_roots ({', '.join(map(str, roots[1:]))})" if len(roots) > 1 else ""
+            points = "" if resolved == path else f" (it points to {resolved})"
+            reasons.append(
+                f"`{key}` = {relative!r}{points} is outside models_dir ({root}){where}: the pool API takes files "
+                f"only from those folders; add `{resolved.parent}` to `server.model_roots` in {config or 'the config'}"
+                " and restart, or name the file in the config file itself"
+            )
         elif not path.exists():
-            reasons.append(f"`{key}` = {relative!r}: no such file in models_dir ({root}); download it first")
+            fix = f"download it with `hypnos pull {pull_spec}`" if pull_spec else "put the file there"
+            reasons.append(f"`{key}` = {relative!r}: no such file in models_dir ({root}); {fix}")
     return reasons
 
 
@@ -87,16 +96,23 @@ class ModelPool:
             model = validate_model_block(block, "config")
         except ConfigError as error:
             raise invalid_request(f"the model failed the config validation: {error}") from None
-        models_dir = self.scheduler.settings.models_path
+        settings = self.scheduler.settings
+        models_dir = settings.models_path
         reasons = []
         kinds = self.scheduler.engine_kinds
         if model.engine not in kinds:
             reasons.append(f"the engine kind `{model.engine}` is not installed (installed: {', '.join(sorted(kinds))})")
-        reasons += file_reasons(model, models_dir)
+        reasons += file_reasons(model, settings.model_root_paths, settings.source, self._catalog_spec(model.id))
         reasons += architecture_reasons(model, models_dir, self.catalog)
         if reasons:
             raise invalid_request(f"the model `{model.id}` failed the startup checks: " + "; ".join(reasons))
         return model
+
+    def _catalog_spec(self, model_id: str) -> str | None:
+        """The catalog id of a model, when the catalog has it (what `hypnos pull` downloads)."""
+        if self.catalog is None or model_id not in self.catalog.entries:
+            return None
+        return model_id
 
     async def _record(self, change: str, model_id: str, block: dict[str, Any] | None) -> bool:
         """Update the overlay and write it atomically; False when it could not be written."""

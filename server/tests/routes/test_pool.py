@@ -129,6 +129,29 @@ def test_the_startup_checks_answer_400_with_the_reasons(tmp_path: Path) -> None:
         assert [m["id"] for m in client.get("/v1/models").json()["data"]] == ["base"]
 
 
+def test_files_outside_models_dir_need_a_model_root_and_the_refusal_names_it(tmp_path: Path) -> None:
+    block = '[[models]]\nid = "{}"\nmodality = "text_generation"\nengine = "fake"\nweights_path = "{}"\n'
+    mine, other = tmp_path / "mine", tmp_path / "other"
+    mine.mkdir()
+    other.mkdir()
+    (mine / "a.gguf").write_bytes(b"x")
+    (other / "b.gguf").write_bytes(b"x")
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "link-a.gguf").symlink_to(mine / "a.gguf")
+    (tmp_path / "models" / "link-b.gguf").symlink_to(other / "b.gguf")
+    with make_client(tmp_path, server={"model_roots": ["mine"]}) as client:
+        wait_ready(client)
+        linked = client.post("/v1/models", json={"config": block.format("la", "link-a.gguf")})
+        assert linked.status_code == 201  # a symlink in models_dir into a model root is followed
+        direct = client.post("/v1/models", json={"config": block.format("da", str(mine / "a.gguf"))})
+        assert direct.status_code == 201  # an absolute path inside a model root
+        refused = client.post("/v1/models", json={"config": block.format("lb", "link-b.gguf")})
+        message = error_of(refused)["message"]
+        assert refused.status_code == 400 and f"it points to {other / 'b.gguf'}" in message
+        assert f"add `{other}` to `server.model_roots` in {tmp_path / 'hypnos.toml'}" in message
+        assert client.post("/v1/models", json={"config": block.format("db", str(other / "b.gguf"))}).status_code == 400
+
+
 def test_a_gguf_must_report_a_tested_architecture(tmp_path: Path) -> None:
     with make_client(tmp_path) as client:
         wait_ready(client)
@@ -146,7 +169,9 @@ def test_add_from_the_catalog_needs_the_files_then_works(tmp_path: Path) -> None
     with make_client(tmp_path) as client:
         wait_ready(client)
         before = client.post("/v1/models", json={"catalog": "qwen2.5:0.5b"})
-        assert before.status_code == 400 and "download it first" in error_of(before)["message"]
+        assert (
+            before.status_code == 400 and "download it with `hypnos pull qwen2.5:0.5b`" in error_of(before)["message"]
+        )
         write_tiny_gguf(tmp_path / "models" / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "qwen2")
         unknown = client.post("/v1/models", json={"catalog": "qwen2.5:0.5b:Q9"})
         assert unknown.status_code == 400 and "Q4_K_M" in error_of(unknown)["message"]

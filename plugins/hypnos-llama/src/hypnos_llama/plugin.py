@@ -50,3 +50,11 @@ def hypnos_starter_models(models_dir: Path) -> list[dict[str, Any]]:
     from hypnos_llama.starter import starter_models
 
     return [*starter_models(models_dir), *embedding_starter_models(models_dir)]
+
+
+@hookimpl
+def hypnos_describe_model_files(path: Path) -> dict[str, Any] | None:
+    """A GGUF file (or a folder holding one and maybe its projector): block defaults and facts from its metadata."""
+    from hypnos_llama.describe import describe
+
+    return describe(path)
