@@ -30,7 +30,7 @@ from hypnos.scheduler.load_backoff import backoff_left, forget_load_failures, re
 from hypnos.scheduler.measure_store import MeasuredStore, measured_path
 from hypnos.scheduler.pool import PoolChanges
 from hypnos.scheduler.records import EvictionRecord, SchedulerCounters
-from hypnos.scheduler.state import ModelState
+from hypnos.scheduler.state import ModelState, failure_reason
 from hypnos.scheduler.status import MemoryStatus, build_status
 from hypnos.scheduler.stopping import end_in_flight, shutting_down, unload_all
 from hypnos.scheduler.tiers import TierManager
@@ -97,7 +97,7 @@ class Scheduler:
             estimate = engine.estimate()
             modalities = list(engine.served_modalities())
         except Exception as error:
-            reason = error.message if isinstance(error, HypnosError) else f"{type(error).__name__}: {error}"
+            reason = error.message if isinstance(error, HypnosError) else failure_reason(model, error)
             logger.warning("model %s is unavailable: %s", model.id, reason)
             return ModelState(
                 config=model, engine=None, unavailable_reason=reason[:500], enabled=model.enabled, kind=kind

