@@ -3,7 +3,11 @@
 #   ./run.sh          install everything into .venv and serve the starter lineup on port 9999
 #   ./run.sh test     run the whole default test suite (lint, every package, end-to-end, the playground in Chromium;
 #                     the nox session installs Debian's chromium and chromium-driver with apt-get when missing)
-#   ./run.sh install  only install (no serve)
+#   ./run.sh install  only install (no serve), even when nothing changed; `./run.sh install --check` says whether
+#                     serving would install (exit 0: up to date, 1: it would, naming why)
+#   Serving installs only when something it installs changed since the last install (a stamp in the venv of the
+#   inputs: run.sh, the pyproject, run-extras, starter-requirements and prebuild files, the venv's Python, the
+#   machine and the llama build's key: CMAKE_ARGS, HYPNOS_LLAMA_PORTABLE, the CPU flags); each add-on likewise.
 #   ./run.sh models <id>[:<quant>]  download a catalog model's files into the models folder (hypnos models pull)
 #   ./run.sh serve --with images,entities  also add image generation and entity extraction: the CPU torch build, the
 #                     plugins' engine extras and their tiny local models (written whole or not at all), which the
@@ -26,8 +30,63 @@ ensure_venv() {
   if [ ! -x "$VENV/bin/python" ]; then
     log "creating $VENV with $($PYTHON --version 2>&1)"
     "$PYTHON" -m venv "$VENV"
+    "$VENV/bin/python" -m pip install -q --upgrade pip wheel setuptools
   fi
-  "$VENV/bin/python" -m pip install -q --upgrade pip wheel setuptools
+}
+
+# The facts an install depends on, one a line: the venv's Python, the machine, the llama build's key, and the
+# digest of each file that names what is installed. Unchanged facts: nothing to install.
+base_inputs() {
+  printf 'python: %s\n' "$("$VENV/bin/python" --version 2>&1)"
+  printf 'machine: %s\n' "$(uname -m)"
+  printf 'llama build: CMAKE_ARGS=%s HYPNOS_LLAMA_PORTABLE=%s\n' "${CMAKE_ARGS:-}" "${HYPNOS_LLAMA_PORTABLE:-}"
+  grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || true
+  local file
+  for file in run.sh core/pyproject.toml server/pyproject.toml plugins/*/pyproject.toml plugins/*/run-extras.txt \
+      plugins/*/starter-requirements.txt plugins/*/prebuild.py; do
+    [ -f "$file" ] && sha256sum "$file"
+  done
+  return 0
+}
+
+addon_inputs() {  # addon_inputs NAME DIR
+  printf 'python: %s\nmodels: %s\ntorch: %s %s\n' "$("$VENV/bin/python" --version 2>&1)" "$MODELS_DIR" \
+    "${HYPNOS_TORCH:-torch==2.13.0}" "${HYPNOS_TORCH_INDEX:-}"
+  local file
+  for file in "$2"/addon-requirements.txt "$2"/addon-nodeps-requirements.txt "$2"/pyproject.toml; do
+    [ -f "$file" ] && sha256sum "$file"
+  done
+  return 0
+}
+
+stamp_file() { printf '%s/.hypnos-stamp-%s' "$VENV" "$1"; }
+
+# current NAME DIGEST: the stamp NAME was written with this digest (its install is up to date)
+current() { [ -f "$(stamp_file "$1")" ] && [ "$(cat "$(stamp_file "$1")")" = "$2" ]; }
+
+digest_of() { sha256sum | cut -d' ' -f1; }
+
+# install [--force|--check]: the base install, skipped while its stamp is current (unless --force)
+install() {
+  local mode="${1:-}"
+  if [ "$mode" = "--check" ]; then
+    if [ -x "$VENV/bin/python" ] && current base "$(base_inputs | digest_of)"; then
+      log "up to date: serving installs nothing"
+      return 0
+    fi
+    log "serving would install ($([ -x "$VENV/bin/python" ] && echo 'an input changed' || echo "no venv at $VENV"))"
+    return 1
+  fi
+  ensure_venv
+  local digest
+  digest="$(base_inputs | digest_of)"
+  if [ "$mode" != "--force" ] && current base "$digest"; then
+    log "nothing it installs changed since the last install: skipping it (./run.sh install forces one)"
+    return 0
+  fi
+  rm -f "$(stamp_file base)"
+  install_all
+  printf '%s\n' "$digest" > "$(stamp_file base)"
 }
 
 plugin_dirs() {
@@ -77,8 +136,9 @@ addon_dir() {
 # with [--dry-run] images,entities: install torch, then each add-on's engine libraries, then write its tiny model.
 # --dry-run only resolves the whole install (pip --dry-run) in the venv, installing and writing nothing.
 with_addons() {
-  local dry=""
+  local dry="" force=""
   [ "${1:-}" = "--dry-run" ] && { dry=1; shift; }
+  [ "${1:-}" = "--force" ] && { force=1; shift; }
   [ -n "${1:-}" ] || { log "usage: ./run.sh with [--dry-run] images,entities"; exit 2; }
   local names dir torch_args=()
   IFS=',' read -r -a names <<< "$1"
@@ -97,7 +157,19 @@ with_addons() {
     [ ${#nodeps[@]} -eq 0 ] || "$VENV/bin/python" -m pip install --dry-run --no-deps "${nodeps[@]}" | grep '^Would install'
     return 0
   fi
-  [ -x "$VENV/bin/hypnos" ] || install_all
+  install
+  local stale=() name index=0
+  for name in "${names[@]}"; do
+    if [ -n "$force" ] || ! current "addon-$name" "$(addon_inputs "$name" "${dirs[$index]}" | digest_of)"; then
+      stale+=("$name")
+    fi
+    index=$((index + 1))
+  done
+  if [ ${#stale[@]} -eq 0 ]; then
+    log "the add-ons ${names[*]} are installed and unchanged: skipping them (./run.sh with forces)"
+    return 0
+  fi
+  for name in "${stale[@]}"; do rm -f "$(stamp_file "addon-$name")"; done
   log "installing $torch on its own first (nothing later may swap in another build)"
   "$VENV/bin/python" -m pip install -q "${torch_args[@]}" "$torch"
   "$VENV/bin/python" -m pip install -q "${reqs[@]}"
@@ -109,16 +181,20 @@ with_addons() {
     log "writing the tiny local model of $dir into $MODELS_DIR"
     HF_HUB_OFFLINE=1 "$VENV/bin/python" -m "$package.testing" "$MODELS_DIR" > /dev/null
   done
+  index=0
+  for name in "${names[@]}"; do
+    addon_inputs "$name" "${dirs[$index]}" | digest_of > "$(stamp_file "addon-$name")"
+    index=$((index + 1))
+  done
 }
 
 serve() {
   if [ "${1:-}" = "--with" ]; then
     [ -n "${2:-}" ] || { log "usage: ./run.sh serve --with images,entities"; exit 2; }
-    install_all
     with_addons "$2"
     shift 2
   else
-    install_all
+    install
   fi
   log "preparing the starter lineup in $MODELS_DIR"
   "$VENV/bin/hypnos" starter --models-dir "$MODELS_DIR" --out "$STARTER_CONFIG"
@@ -127,7 +203,7 @@ serve() {
 }
 
 models() {
-  [ -x "$VENV/bin/hypnos" ] || install_all
+  install
   [ $# -gt 0 ] || { log "usage: ./run.sh models <id>[:<quant>] ... (GET /v1/models/catalog lists them)"; exit 2; }
   local spec
   for spec in "$@"; do
@@ -144,9 +220,11 @@ run_tests() {
 
 case "${1:-serve}" in
   test) shift; run_tests "$@" ;;
-  install) install_all ;;
+  install) shift; install "${1:---force}" ;;
   models) shift; models "$@" ;;
-  with) shift; with_addons "$@" ;;
+  with)
+    shift
+    if [ "${1:-}" = "--dry-run" ]; then with_addons "$@"; else with_addons --force "$@"; fi ;;
   serve) [ $# -gt 0 ] && shift; serve "$@" ;;
   *) serve "$@" ;;
 esac
