@@ -15,6 +15,7 @@ PYTHON = os.environ.get("HYPNOS_PYTHON", "python3")
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 OPENAI_PIN = "openai==3.57.0"  # the SDK the e2e tests drive the server with
 OPENAI_REALTIME_PIN = OPENAI_PIN.replace("openai==", "openai[realtime]==")  # its realtime client needs websockets
+ANTHROPIC_PIN = "anthropic>=0.40"  # the README's Messages example
 SCHEMATHESIS_PIN = "schemathesis==4.32.5"  # the fuzz session's generator
 
 # package folder -> what its tests install (editable) besides itself; heavy engine libraries stay in their own venv.
@@ -94,7 +95,7 @@ def package(session: nox.Session, package: str) -> None:
 def e2e(session: nox.Session) -> None:
     """Cross-package tests: a real server process (granian) and the OpenAI SDK, plus the load-and-fault test."""
     _install(session, ["core[test]", "server[test]", "tests/fake-plugin"])
-    session.install(OPENAI_REALTIME_PIN)
+    session.install(OPENAI_REALTIME_PIN, ANTHROPIC_PIN)
     _pytest(session, "tests", "--ignore=tests/fuzz", "--ignore=tests/playground", "--ignore=tests/distributed")
 
 

@@ -129,6 +129,12 @@ def chatless_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     yield from _serve(tmp_path_factory, {"HYPNOS_API_KEYS": ""}, CHATLESS)
 
 
+@pytest.fixture(scope="session")
+def empty_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A server with a config that names no model."""
+    yield from _serve(tmp_path_factory, {"HYPNOS_API_KEYS": ""}, "")
+
+
 @pytest.fixture
 def api_key() -> str:
     """The key `keyed_server` accepts."""
@@ -136,8 +142,9 @@ def api_key() -> str:
 
 
 @contextlib.contextmanager
-def chromium(*flags: str) -> Iterator[object]:
-    """Headless Chromium from Debian's packages in a new empty profile (never a downloaded browser), with `flags`."""
+def chromium(*flags: str, network_log: bool = False) -> Iterator[object]:
+    """Headless Chromium from Debian's packages in a new empty profile (never a downloaded browser), with `flags`;
+    `network_log` keeps DevTools' network events (driver.get_log("performance"))."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -149,7 +156,7 @@ def chromium(*flags: str) -> Iterator[object]:
     options.binary_location = CHROMIUM
     for flag in [*BROWSER_FLAGS, *flags, f"--user-data-dir={profile}"]:
         options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", **({"performance": "ALL"} if network_log else {})})
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     driver.set_script_timeout(30)
     try:

@@ -18,8 +18,8 @@ KEYS = {
     "keys": [{"key": "user-key", "label": "alice"}, {"key": "spent-key", "label": "spent", "tokens_per_day": 0}],
 }
 KEY_KINDS = {"none": None, "user": "user-key", "admin": "admin-key", "over-limit": "spent-key"}
-OPEN = {"/health", "/ready", "/metrics", "/", "/schema"}  # and what lies under the two prefixes below
-OPEN_UNDER = ("/playground/", "/schema/")
+OPEN = {"/health", "/ready", "/metrics", "/", "/schema", "/docs"}  # and what lies under the prefixes below
+OPEN_UNDER = ("/playground/", "/schema/", "/docs/")
 
 
 def open_paths_of(app, metrics_closed: bool = False) -> set[str]:

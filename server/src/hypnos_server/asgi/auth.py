@@ -16,8 +16,9 @@ from hypnos_server.state import request_context
 
 logger = logging.getLogger(__name__)
 
-OPEN_PATHS = frozenset({"/health", "/ready", "/", "/schema"})  # "/": the playground page (its calls send the key)
-OPEN_PREFIXES = ("/playground/", "/schema/")  # the playground's assets, the OpenAPI schema
+# "/": the playground page (its calls send the key); "/docs": the API reference page
+OPEN_PATHS = frozenset({"/health", "/ready", "/", "/schema", "/docs"})
+OPEN_PREFIXES = ("/playground/", "/schema/", "/docs/")  # the playground's assets, the OpenAPI schema and its viewer
 # The routes that change what every key gets: the model pool, a model's service and placement, the request log.
 _ADMIN_PATHS = (
     ("POST", re.compile(r"^/v1/models/?$")),

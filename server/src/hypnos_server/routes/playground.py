@@ -1,4 +1,5 @@
-"""The playground (section 1): a static page at `/` and its assets under `/playground/`, never under /v1."""
+"""The playground (section 1): a static page at `/` and its assets under `/playground/`, never under /v1; the API
+reference at `/docs` (Swagger UI over /schema/openapi.json, vendored in `apidocs/`) under the same policy."""
 
 from __future__ import annotations
 
@@ -32,14 +33,14 @@ HEADERS = {
 }
 
 
-def asset(name: str) -> Response[bytes]:
-    """One file of the playground package folder, or 404 not_found for any other name."""
+def asset(name: str, folder: str = "playground") -> Response[bytes]:
+    """One file of the playground (or apidocs) package folder, or 404 not_found for any other name."""
     match = ASSET_NAME.match(name)
     if match is None:
-        raise HypnosError(404, "not_found", f"No playground file named {clip(name)!r}")
-    resource = resources.files("hypnos_server").joinpath("playground", name)
+        raise HypnosError(404, "not_found", f"No {folder} file named {clip(name)!r}")
+    resource = resources.files("hypnos_server").joinpath(folder, name)
     if not resource.is_file():
-        raise HypnosError(404, "not_found", f"No playground file named {clip(name)!r}")
+        raise HypnosError(404, "not_found", f"No {folder} file named {clip(name)!r}")
     return Response(content=resource.read_bytes(), media_type=MEDIA_TYPES[match.group(1)], headers=HEADERS)
 
 
@@ -55,4 +56,16 @@ def playground_asset(request: Request[Any, Any, Any]) -> Response[bytes]:
     return asset(request.path_params["name"])
 
 
-ROUTES = [playground_page, playground_asset]
+@get("/docs", sync_to_thread=False, include_in_schema=False)
+def docs_page(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """The browsable API reference (open, like /schema/openapi.json)."""
+    return asset("index.html", "apidocs")
+
+
+@get("/docs/{name:str}", sync_to_thread=False, include_in_schema=False)
+def docs_asset(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """A script or stylesheet of the API reference."""
+    return asset(request.path_params["name"], "apidocs")
+
+
+ROUTES = [playground_page, playground_asset, docs_page, docs_asset]
