@@ -91,7 +91,10 @@ def test_modalities_the_lineup_lacks_are_disabled(browser: Any, server: str, sho
         tab(browser, name)
         assert css(browser, f"#panel-{name} fieldset").get_attribute("disabled") is not None
         notice = css(browser, f"#panel-{name} .unserved")
-        assert notice.text == f"Not served by this server's lineup: no enabled model does {modality}."
+        assert notice.text.startswith(f"Not served by this server's lineup: no enabled model does {modality}. To use")
+    assert 'engine = "docling"' in css(browser, "#panel-documents .unserved").get_attribute("textContent")
+    assert "./run.sh serve --with entities" in css(browser, "#panel-entities .unserved").get_attribute("textContent")
+    assert not css(browser, "#empty-banner").is_displayed()
     shot("documents-unserved")
     for name in ("chat", "voice", "images", "embeddings"):
         assert "unserved" not in css(browser, f'#tabs button[data-tab="{name}"]').get_attribute("class")
@@ -104,6 +107,14 @@ def test_without_a_chat_model_the_page_opens_on_the_first_served_tab(browser: An
     assert css(browser, "#tabs button.active").get_attribute("data-tab") == "images"
     assert not css(browser, "#panel-chat").is_displayed()
     assert "unserved" in css(browser, '#tabs button[data-tab="chat"]').get_attribute("class")
+
+
+def test_without_models_the_page_says_how_to_start(browser: Any, empty_server: str, shot: Any) -> None:
+    open_page(browser, empty_server)
+    wait(browser, lambda b: css(b, "#empty-banner").is_displayed())
+    assert "./run.sh" in css(browser, "#empty-banner").text and "hypnos add" in css(browser, "#empty-banner").text
+    assert "hypnos pull" in css(browser, "#panel-chat .unserved").text
+    shot("no-models")
 
 
 def test_with_a_chat_model_the_page_opens_on_chat(browser: Any, server: str) -> None:

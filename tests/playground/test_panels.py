@@ -73,6 +73,8 @@ def test_document_pages_appear_as_they_stream(browser: Any, full_server: str, sh
     open_page(browser, full_server)
     wait_lineup(browser)
     tab(browser, "documents")
+    assert not css(browser, "#documents-copy").is_displayed()  # nothing to copy before a conversion
+    assert not css(browser, "#documents-download").is_displayed()
     browser.execute_script(STUB_FETCH, "/v1/documents/convert", events, 1500)
     css(browser, "#documents-file").send_keys(str(source))
     css(browser, "#documents-pages").send_keys("2-3")
@@ -85,6 +87,7 @@ def test_document_pages_appear_as_they_stream(browser: Any, full_server: str, sh
     assert css(browser, '.doc-page[data-page="3"] h2').text == "Page 3"
     assert css(browser, '.doc-page[data-page="3"] p').text == "Text of page 3."
     assert "310 ms/page" in css(browser, "#documents-tele").text
+    assert css(browser, "#documents-copy").is_displayed() and css(browser, "#documents-download").is_displayed()
     sent = browser.execute_script("return window.sent")
     assert sent == {
         "model": "fake-docs",

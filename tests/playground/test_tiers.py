@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import httpx
@@ -26,6 +27,46 @@ def test_tier_move_button_moves_the_model(browser: Any, server: str, shot: Any) 
     assert any(title.startswith("fake-embed: ") for title in tiers[target])
     assert not any(title.startswith("fake-embed: ") for title in tiers["tier3_nvme_ssd"])
     shot("tiers")
+
+
+ANIMATED = "return document.querySelector('#tier-models tr[data-model=\"fake-embed\"]').getAnimations().length"
+
+
+def test_a_model_that_changed_tier_is_highlighted_once(browser: Any, server: str) -> None:
+    open_page(browser, server)
+    wait_lineup(browser)
+    start = status_of(server, "fake-embed")["current_tier"]
+    target = "tier2_pinned_ram" if start != "tier2_pinned_ram" else "tier1_gpu_vram"
+    moved = httpx.post(f"{server}/v1/memory/tier", json={"model": "fake-embed", "target_tier": target})
+    assert moved.status_code == 200
+    wait(browser, lambda b: b.execute_script(ANIMATED) == 1)  # the change is highlighted...
+    time.sleep(2.0)  # ...for 1.6 s
+    playing = []
+    for _ in range(12):  # then over three polls of the status, never again
+        playing.append(browser.execute_script(ANIMATED))
+        time.sleep(0.25)
+    assert playing == [0] * 12
+    assert "moved" not in css(browser, '#tier-models tr[data-model="fake-embed"]').get_attribute("class")
+
+
+def test_a_model_that_fails_to_load_shows_why_in_its_row(browser: Any, server: str) -> None:
+    block = '[[models]]\nid = "fake-broken"\nmodality = "text_generation"\nengine = "fake"\n'
+    block += "[models.fake]\nfail_load = true\n"
+    assert httpx.post(f"{server}/v1/models", json={"config": block}).status_code == 201
+    try:
+        chat = {"model": "fake-broken", "messages": [{"role": "user", "content": "hi"}]}
+        assert httpx.post(f"{server}/v1/chat/completions", json=chat, timeout=30).status_code >= 500
+        reason = status_of(server, "fake-broken")["unavailable_reason"]
+        assert reason
+        open_page(browser, server)
+        wait_lineup(browser)
+        cell = '#tier-models tr[data-model="fake-broken"] .reason'
+        wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, cell) and css(b, cell).is_displayed())
+        assert css(browser, cell).text.startswith(reason.split(";")[0][:40])
+        assert "failing" in css(browser, '#tier-models tr[data-model="fake-broken"]').get_attribute("class")
+        assert not css(browser, '#tier-models tr[data-model="fake-embed"] .reason').is_displayed()
+    finally:
+        httpx.delete(f"{server}/v1/models/fake-broken")
 
 
 def test_disabling_a_model_disables_its_panel(browser: Any, server: str) -> None:

@@ -128,6 +128,47 @@ def test_hold_to_talk_streams_the_microphone_and_commits_on_release(browser: Any
     assert "done" in _rows(browser, "assistant")[0].get_attribute("class")
 
 
+# Each event the page sends, with the page's clock, in window.sentAt.
+SPY_TIMES = """
+window.sentAt = [];
+const sendTimed = WebSocket.prototype.send;
+WebSocket.prototype.send = function (data) {
+  window.sentAt.push([performance.now(), JSON.parse(data).type]);
+  return sendTimed.call(this, data);
+};
+"""
+
+
+def test_three_held_turns_each_stream_one_microphone(browser: Any, server: str) -> None:
+    open_page(browser, server)
+    wait_lineup(browser)
+    tab(browser, "voice")
+    browser.execute_script(SPY_TIMES)
+    talk = css(browser, "#voice-talk")
+    sizes = []
+    for turn in range(1, 4):
+        ActionChains(browser).click_and_hold(talk).perform()
+        wait(browser, lambda b: "active" in css(b, "#voice-talk").get_attribute("class"))
+        time.sleep(1.5)
+        ActionChains(browser).release(talk).perform()
+        wait(browser, lambda b, n=turn: _finished(b, n), timeout=40)
+        heard = _rows(browser, "user")[turn - 1].find_element(By.CSS_SELECTOR, ".out").text
+        sizes.append(int(heard.removeprefix("fake transcript of ").removesuffix(" bytes")))
+        time.sleep(0.5)  # a microphone left running would keep sending between turns
+    sent = browser.execute_script("return window.sentAt")
+    commits = [at for at, kind in sent if kind == "input_audio_buffer.commit"]
+    clears = [at for at, kind in sent if kind == "input_audio_buffer.clear"]
+    assert len(commits) == 3
+    for start, end in zip(clears[-3:], commits, strict=True):
+        appends = [at for at, kind in sent if kind == "input_audio_buffer.append" and start <= at <= end]
+        rate = len(appends) / ((end - start) / 1000)
+        assert 30 <= rate <= 60, rate  # one 20 ms block at a time: 50 a second, not 100 or 150
+    between = [at for at, kind in sent if kind == "input_audio_buffer.append" and commits[0] < at < clears[-2]]
+    assert between == []  # nothing streams while nobody holds the button
+    assert all(size > 44 + 24000 for size in sizes)  # each turn heard: at least half a second
+    assert max(sizes) < 1.5 * min(sizes), sizes  # and only its own audio (not 1x, 2x, 3x)
+
+
 def test_a_tap_on_hold_to_talk_leaves_the_microphone_off(browser: Any, server: str) -> None:
     open_page(browser, server)
     wait_lineup(browser)

@@ -42,6 +42,18 @@ function fillSelect(select, models) {
   }
 }
 
+// What to do when no enabled model serves a modality: the command or config that adds one.
+const HOW_TO_ADD = {
+  text_generation: "add a chat model: `hypnos pull <catalog id>` or `hypnos add FILE.gguf` (./run.sh serves qwen2.5:0.5b)",
+  vision: "add a chat GGUF with its mmproj projector: `hypnos add FOLDER` (the folder holding both)",
+  speech_to_text: "add a transcription model: ./run.sh serves whisper-tiny.en (the audio plugin)",
+  text_to_speech: "add a speech model: ./run.sh serves kokoro-82m and piper-joe (the audio plugin)",
+  embeddings: "add an embedding model: ./run.sh serves all-minilm-l6-v2, or `hypnos add` an embedding GGUF",
+  image_generation: "`./run.sh serve --with images` adds tiny-sd; a diffusers folder runs with engine = \"diffusers\"",
+  document_conversion: "install the docling plugin (./run.sh does) and configure a model with engine = \"docling\"",
+  entity_extraction: "`./run.sh serve --with entities` adds gliner-tiny; a GLiNER folder runs with engine = \"gliner\"",
+};
+
 let lineupSignature = null;
 
 // Fills every model picker from the enabled models' modalities and disables the panels nobody serves.
@@ -58,11 +70,13 @@ function applyLineup(models, reason) {
     panel.querySelector("fieldset").disabled = blocked;
     const notice = panel.querySelector(".unserved");
     notice.hidden = !blocked;
-    notice.textContent = reason || `Not served by this server's lineup: no enabled model does ${missing.join(", ")}.`;
+    const how = missing.map((need) => HOW_TO_ADD[need]).filter(Boolean).join("; ");
+    notice.textContent = reason || `Not served by this server's lineup: no enabled model does ${missing.join(", ")}. To use this tab, ${how}.`;
     const tab = document.querySelector(`#tabs button[data-tab="${panel.id.slice(6)}"]`);
     tab.classList.toggle("unserved", blocked);
     tab.title = blocked ? notice.textContent : "";
   }
+  $("empty-banner").hidden = Boolean(reason) || models.length > 0;
   if (!reason) openServedTab();
 }
 

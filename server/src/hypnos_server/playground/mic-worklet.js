@@ -5,9 +5,12 @@ class MicCapture extends AudioWorkletProcessor {
     super();
     this.block = new Float32Array(Math.round(sampleRate * 0.02));
     this.filled = 0;
+    this.stopped = false;
+    this.port.onmessage = () => (this.stopped = true); // the page stopped the microphone
   }
 
   process(inputs) {
+    if (this.stopped) return false;
     const channel = inputs[0] && inputs[0][0];
     if (!channel) return true;
     let offset = 0;

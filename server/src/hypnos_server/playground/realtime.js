@@ -97,32 +97,55 @@ export class RealtimeSession {
   }
 }
 
-// The microphone through an AudioWorklet: each 20 ms block goes to onBlock as pcm16 bytes.
+// The microphone through an AudioWorklet: each 20 ms block goes to onBlock as pcm16 bytes. stop() ends the capture
+// whole (source, worklet node, its processor, the tracks), so a later start() streams one microphone, never two.
 export class Microphone {
   constructor(context) {
     this.context = context;
     this.stream = null;
+    this.source = null;
     this.node = null;
     this.onBlock = null;
+    this.starting = null;
+    this.moduleAdded = false;
   }
 
   async start(onBlock) {
     this.onBlock = onBlock;
     if (this.stream) return;
-    await this.context.audioWorklet.addModule("/playground/mic-worklet.js");
-    this.stream = await navigator.mediaDevices.getUserMedia({
+    if (!this.starting) this.starting = this.open().finally(() => (this.starting = null));
+    await this.starting;
+  }
+
+  async open() {
+    if (!this.moduleAdded) {
+      await this.context.audioWorklet.addModule("/playground/mic-worklet.js");
+      this.moduleAdded = true;
+    }
+    const stream = await navigator.mediaDevices.getUserMedia({
       audio: { channelCount: 1, echoCancellation: true, noiseSuppression: true, autoGainControl: true },
     });
-    const source = this.context.createMediaStreamSource(this.stream);
-    this.node = new AudioWorkletNode(this.context, "mic-capture");
-    this.node.port.onmessage = (message) => this.onBlock && this.onBlock(pcm16(message.data));
-    source.connect(this.node);
+    const source = this.context.createMediaStreamSource(stream);
+    const node = new AudioWorkletNode(this.context, "mic-capture");
+    // only the current node's blocks are delivered: a node left over from an earlier start never speaks
+    node.port.onmessage = (message) => {
+      if (this.node === node && this.onBlock) this.onBlock(pcm16(message.data));
+    };
+    source.connect(node);
+    Object.assign(this, { stream, source, node });
+    if (!this.onBlock) this.stop(); // stopped while it was starting
   }
 
   stop() {
     this.onBlock = null;
-    if (this.node) this.node.disconnect();
+    if (this.source) this.source.disconnect();
+    if (this.node) {
+      this.node.port.onmessage = null;
+      this.node.port.postMessage("stop"); // its processor returns false: the node can go
+      this.node.disconnect();
+    }
     if (this.stream) this.stream.getTracks().forEach((track) => track.stop());
+    this.source = null;
     this.node = null;
     this.stream = null;
   }

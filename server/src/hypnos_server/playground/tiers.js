@@ -125,19 +125,26 @@ export function startTiers({ onStatus }) {
       node = el(
         "tr",
         { "data-model": model.id },
-        el("td", {}, el("span", { class: "dot", style: `background:${colourOf(model.id)}` }), el("b", {}, model.id), el("div", { class: "muted small-text" }, model.modalities.join(", "))),
+        el("td", {}, el("span", { class: "dot", style: `background:${colourOf(model.id)}` }), el("b", {}, model.id), el("div", { class: "muted small-text" }, model.modalities.join(", ")), el("div", { class: "reason", hidden: true })),
         el("td", { class: "tier-cell" }),
         el("td", { class: "bytes-cell" }),
         el("td", { class: "busy-cell" }),
         el("td", { class: "served-cell" }),
         el("td", { class: "actions" }, moves, toggle),
       );
+      // the tier-change highlight plays once: without this the row, re-attached by every poll, flashed forever
+      node.addEventListener("animationend", () => node.classList.remove("moved"));
       rows.set(model.id, node);
     }
     const busy = pending.has(model.id);
     node.dataset.tier = model.current_tier;
     node.dataset.enabled = String(model.enabled);
     node.classList.toggle("disabled", !model.enabled);
+    // why the model cannot serve (its load failed, a file is missing): said in the row, not only when a request fails
+    const reason = node.querySelector(".reason");
+    reason.hidden = !model.unavailable_reason;
+    reason.textContent = model.unavailable_reason || "";
+    node.classList.toggle("failing", Boolean(model.unavailable_reason));
     node.querySelector(".tier-cell").replaceChildren(el("span", { class: `chip ${SHORT[model.current_tier]}` }, model.enabled ? SHORT[model.current_tier] : "off"));
     const p = model.placement || {};
     const split = p.gpu_layers && p.pinned_ram_layers ? ` (${p.gpu_layers}/${p.gpu_layers + p.pinned_ram_layers} layers on GPU)` : "";
@@ -188,7 +195,10 @@ export function startTiers({ onStatus }) {
     try {
       const status = await getJson("/v1/memory/status");
       renderBars(status);
-      $("tier-models").tBodies[0].replaceChildren(...status.models.map(row));
+      const body = $("tier-models").tBodies[0];
+      const fresh = status.models.map(row);
+      // rows are re-attached only when the lineup changed: re-attaching restarts their animations
+      if (fresh.length !== body.rows.length || fresh.some((node, i) => body.rows[i] !== node)) body.replaceChildren(...fresh);
       renderKv(status.kv_park);
       renderNotes(status);
       onStatus(status, null);
