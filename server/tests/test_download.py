@@ -191,3 +191,18 @@ def test_the_cli_pulls_and_prints_catalog_blocks(hub: Hub, tmp_path: Path, capsy
     printed = capsys.readouterr().out
     assert printed.startswith("# Tiny (Q8_0)") and 'weights_path = "tiny/tiny-Q8_0.gguf"' in printed
     assert 'aux_path = "tiny/mmproj.gguf"' in printed
+
+
+def test_hypnos_pull_downloads_with_progress_when_no_server_runs(hub: Hub, tmp_path: Path, capsys) -> None:
+    from hypnos_server import cli
+    from hypnos_server.testing import free_port
+
+    catalog = catalog_for(hub, tmp_path)
+    nowhere = f"http://127.0.0.1:{free_port()}"
+    argv = ["--catalog", str(catalog), "pull", "tiny:1b", "--models-dir", str(tmp_path / "models"), "--url", nowhere]
+    assert cli.main(argv) == 0
+    assert (tmp_path / "models" / "tiny" / "tiny-Q8_0.gguf").read_bytes() == WEIGHTS
+    captured = capsys.readouterr()
+    assert "2 fetched, 0 already present" in captured.out and "100%" in captured.err  # a progress bar
+    assert cli.main(argv) == 0
+    assert "0 fetched, 2 already present" in capsys.readouterr().out
