@@ -169,7 +169,8 @@ def test_added_file_where_it_lies_is_served_after_a_restart_and_live_when_in_a_m
         other.parent.mkdir()
         write_tiny_gguf(other, "llama")
         assert cli.main(["add", str(other), "--url", base, "--config", str(config)]) == 1
-        assert "`server.model_roots`" in capsys.readouterr().err  # the refusal says what to change
+        refusal = capsys.readouterr().err
+        assert "`server.model_roots`" in refusal and "stop the server" in refusal  # it says what to change
     config.write_text(config.read_text().replace("[server]", f'[server]\nmodel_roots = ["{other.parent}"]'))
     with live_server(config, env=ENV) as base:
         assert cli.main(["add", str(other), "--url", base, "--config", str(config)]) == 0

@@ -30,6 +30,22 @@ def test_join_in_order_verified_and_idempotent(tmp_path: Path) -> None:
     assert dest.stat().st_mtime_ns == mtime
 
 
+def test_a_verified_file_is_not_read_again_until_it_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import hypnos.kit.starter as starter
+
+    parts = _parts(tmp_path)
+    digest = hashlib.sha256(b"alpha-bravo-charlie").hexdigest()
+    dest = join_parts(parts, tmp_path / "out" / "model.bin", digest)
+    reads: list[Path] = []
+    monkeypatch.setattr(starter, "file_sha256", lambda path: reads.append(path) or file_sha256(path))
+    join_parts(parts, dest, digest)
+    assert reads == []  # the restart's check costs a stat, not a read of the whole file
+    dest.write_bytes(b"alpha-bravo-charliE")  # damaged after it was verified
+    join_parts(parts, dest, digest)
+    assert reads == [dest] and dest.read_bytes() == b"alpha-bravo-charlie"  # read, found wrong, joined again
+    assert [p.name for p in dest.parent.iterdir() if not p.name.startswith(".")] == ["model.bin"]
+
+
 def test_join_mismatch_leaves_nothing(tmp_path: Path) -> None:
     dest = tmp_path / "out" / "model.bin"
     with pytest.raises(ValueError, match="sha256"):

@@ -48,5 +48,6 @@ def test_add_the_starter_gguf_from_elsewhere_show_it_and_run_it(qwen_models_dir:
         assert cli.main(["run", "qwen-coder", *question, "--url", base, "--max-tokens", "24"]) == 0
         assert "Paris" in capsys.readouterr().out
         assert cli.main(["ps", "--url", base]) == 0
-        (row,) = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("qwen-coder")]
+        out = capsys.readouterr().out
+        (row,) = [line.split() for line in out.splitlines() if line.strip().startswith("qwen-coder")]
         assert row[3] != "-" and row[4] == "MB"  # the engine host's measured memory

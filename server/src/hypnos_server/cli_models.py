@@ -222,6 +222,12 @@ def add_command(args: argparse.Namespace) -> int:
             answer = client.post("/v1/models", json={"config": text})
         if answer.status_code == 403:
             raise ClientError(f"{answer_of_text(answer)} (pass an admin key: --api-key or $HYPNOS_API_KEY)")
+        if answer.status_code == 400 and "server.model_roots" in answer.text:
+            raise ClientError(
+                f"{answer_of_text(answer)}; or stop the server and run this `hypnos add` again: with no server "
+                f"running it writes {target.overlay.path or 'the config overlay'}, which may name any readable file "
+                "(./run.sh keeps it: it rewrites only the starter config)"
+            )
         answer_of(answer)
         out.print(f"added `{block['id']}` to the server at {target.url}:", highlight=False)
     else:
