@@ -47,7 +47,7 @@ async def test_load_from_tier3_straight_to_tier1_with_read_mode(tiny_gguf: Path)
 
 async def test_missing_weights_are_unavailable(tmp_path: Path) -> None:
     engine = make_engine(tmp_path / "absent.gguf")
-    with pytest.raises(EngineUnavailable):
+    with pytest.raises(EngineUnavailable, match=r"missing.*hypnos pull <catalog id>.*fix `weights_path`"):
         engine.estimate()
 
 

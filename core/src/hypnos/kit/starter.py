@@ -59,29 +59,29 @@ def join_parts(parts: Iterable[Any], dest: Path, sha256: str | None) -> Path:
     return dest
 
 
-def _stamp_path(dest: Path) -> Path:
-    return dest.with_name(f".{dest.name}.verified")
+# where a verified file keeps its stamp: an extended attribute (no file beside it); without xattrs it is read again
+_STAMP_ATTRIBUTE = "user.hypnos.verified"
 
 
-def _stamp_text(dest: Path, sha256: str) -> str:
+def _stamp_text(dest: Path, sha256: str) -> bytes:
     stat = dest.stat()
-    return f"{stat.st_size} {stat.st_mtime_ns} {sha256}\n"
+    return f"{stat.st_size} {stat.st_mtime_ns} {sha256}".encode()
 
 
 def _stamped(dest: Path, sha256: str) -> bool:
     """dest was verified against this sha256 and has not changed since (same size and modification time): a
     restart need not read it again (a 491 MB starter GGUF took about a second of each ./run.sh)."""
     try:
-        return _stamp_path(dest).read_text(encoding="utf-8") == _stamp_text(dest, sha256)
-    except OSError:
+        return os.getxattr(dest, _STAMP_ATTRIBUTE) == _stamp_text(dest, sha256)
+    except (OSError, AttributeError):  # no such attribute, a file system without them, or no os.getxattr
         return False
 
 
 def _stamp(dest: Path, sha256: str) -> None:
-    """Remember that dest, as it is now, has this sha256 (best effort: a read-only folder just verifies again)."""
+    """Remember that dest, as it is now, has this sha256 (best effort: without xattrs it is verified again)."""
     try:
-        _stamp_path(dest).write_text(_stamp_text(dest, sha256), encoding="utf-8")
-    except OSError:
+        os.setxattr(dest, _STAMP_ATTRIBUTE, _stamp_text(dest, sha256))
+    except (OSError, AttributeError):
         pass
 
 

@@ -109,7 +109,10 @@ class LlamaEngine(StagedEngine):
         """The model file's header (read once)."""
         if self._gguf is None:
             if not self.path.is_file():
-                raise EngineUnavailable(f"the weights of `{self.model.id}` are missing: {self.path}")
+                raise EngineUnavailable(
+                    f"the weights of `{self.model.id}` are missing: {self.path}; put the file there (`hypnos pull "
+                    "<catalog id>` downloads a catalog model, `hypnos starter` the starter ones) or fix `weights_path`"
+                )
             self._gguf = read_gguf(self.path)
         return self._gguf
 
