@@ -85,11 +85,11 @@ async def test_a_client_that_hangs_up_cancels_the_work_and_frees_the_model(modal
     async with running(app):
         state = app.state.hypnos.scheduler.get("slow")
         leaving = start_leaving(app, path, json.dumps(body).encode())
-        for _ in range(500):
-            if state.active_leases:
+        for _ in range(1000):  # the lease is taken, and the engine's work has begun (not only its model's load)
+            if state.active_leases and state.engine is not None and state.engine.works_started:
                 break
             await asyncio.sleep(0.01)
-        assert state.active_leases == 1
+        assert state.active_leases == 1 and state.engine.works_started == 1
         leaving.gone.set()
         await asyncio.wait_for(leaving.task, 10)  # the uncancelled work would run 20 s
         assert state.active_leases == 0

@@ -163,6 +163,7 @@ class FakeEngine(Engine):
         self.tier = MemoryTier.TIER3
         self.loads = 0
         self.cancelled_requests = 0  # requests that stopped at a cancellation check
+        self.works_started = 0  # non-chat requests whose work began (a test waits on it before hanging up)
         self._oom_pending = self.options.oom_once
         self._library_ooms = self.options.library_oom
         self._chats = 0
@@ -254,6 +255,7 @@ class FakeEngine(Engine):
 
     async def _work(self, cancel: CancelToken, inputs: int = 1) -> None:
         """`steps` steps of work per input, stopping at the first step after a cancellation."""
+        self.works_started += 1
         pace = self._pace()
         for _ in range(max(1, self.options.steps * inputs)):
             if cancel.cancelled:
