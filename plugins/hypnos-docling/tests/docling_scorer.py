@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from docling_corpus import SPECIAL, Code, Figure, Heading, Items, Table, Toc, Truth
+from markdown_check import rendered_text
 
 _LIST = re.compile(r"^\s*(?:[-*+\u2022]|(\d+)[.)])\s+(.*)$")
 _PAGE_NUMBER = re.compile(r"^(?:page\s+)?\d{1,4}(?:\s*(?:/|of)\s*\d{1,4})?$", re.IGNORECASE)
@@ -172,7 +173,7 @@ def score_document(truth: Truth, markdown: str, pages: list[Any], page_count: in
     _score_furniture(truth, parsed, pages, page_count, counts)
     _score_pictures(truth, pages, counts)
     counts["special_true"] += 1
-    counts["special_right"] += SPECIAL in markdown
+    counts["special_right"] += SPECIAL in rendered_text(markdown)  # as a reader sees it, markup escaped
     return Score(counts)
 
 

@@ -54,7 +54,7 @@ class DocumentBounds:
             self._check_pdf(data)
         elif kind == "image":
             check_image_pixels(data, self.max_image_pixels, "the image")
-        elif kind in ("docx", "pptx", "xlsx"):
+        elif kind in ("docx", "pptx", "xlsx", "odt", "ods", "odp"):
             self._check_zip(data)
         elif kind == "html":
             for match in _DATA_IMAGE.finditer(data):

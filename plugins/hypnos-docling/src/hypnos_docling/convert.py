@@ -1,8 +1,8 @@
 """The blocking conversion, run on the model's worker: detect the format, convert, hand out each page when done.
 
 PDFs go through docling's threaded docling-parse backend page by page in one pass (the native pipeline's own
-work, at its speed); pages without a text layer are read with RapidOCR. DOCX, PPTX, XLSX, HTML and Markdown go
-through the declarative backends of docling's simple pipeline and come back as one page.
+work, at its speed); pages without a text layer are read with RapidOCR. DOCX, PPTX, XLSX, ODT, ODS, ODP, HTML and
+Markdown go through the declarative backends of docling's simple pipeline and come back as one page.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from hypnos_docling.html_clean import main_content
 from hypnos_docling.layout import Figure, Line, page_document
 from hypnos_docling.layout_furniture import FurnitureTracker, PageBands, bands_of
 from hypnos_docling.layout_lines import segments_of_words
+from hypnos_docling.md_text import markdown_of
 from hypnos_docling.pdf_cells import page_cells
 from hypnos_docling.pdf_images import fill_missing_images
 from hypnos_docling.pdf_words import pdfium_text, split_glued
@@ -33,24 +34,24 @@ from hypnos_docling.pdf_words import pdfium_text, split_glued
 logger = logging.getLogger(__name__)
 
 EXTENSIONS = {
-    "pdf": "pdf", "docx": "docx", "pptx": "pptx", "xlsx": "xlsx", "html": "html", "htm": "html",
-    "md": "md", "markdown": "md", "png": "image", "jpg": "image", "jpeg": "image",
+    "pdf": "pdf", "docx": "docx", "pptx": "pptx", "xlsx": "xlsx", "odt": "odt", "ods": "ods", "odp": "odp",
+    "html": "html", "htm": "html", "md": "md", "markdown": "md", "png": "image", "jpg": "image", "jpeg": "image",
 }  # fmt: skip
+CONTAINERS = ("docx", "pptx", "xlsx", "odt", "ods", "odp")  # the ZIP formats
+_OPENDOCUMENT = {
+    b"application/vnd.oasis.opendocument.text": "odt",
+    b"application/vnd.oasis.opendocument.spreadsheet": "ods",
+    b"application/vnd.oasis.opendocument.presentation": "odp",
+}
 
 
 def detect_format(data: bytes, filename: str | None) -> str:
-    """pdf, docx, pptx, xlsx, html, md or image, from the bytes first and the extension second; 400 otherwise."""
+    """pdf, docx, pptx, xlsx, odt, ods, odp, html, md or image, from the bytes first and the extension second; 400
+    otherwise."""
     if data.startswith(b"%PDF"):
         return "pdf"
     if data.startswith(b"PK"):
-        try:
-            names = zipfile.ZipFile(io.BytesIO(data)).namelist()
-        except zipfile.BadZipFile:
-            raise invalid_request("The document is a damaged ZIP container (DOCX/PPTX/XLSX)") from None
-        for prefix, kind in (("word/", "docx"), ("ppt/", "pptx"), ("xl/", "xlsx")):
-            if any(name.startswith(prefix) for name in names):
-                return kind
-        raise invalid_request("Unsupported document format: a ZIP file that is not DOCX, PPTX or XLSX")
+        return _container_format(data)
     if data.startswith((b"\x89PNG", b"\xff\xd8\xff")):
         return "image"
     extension = (filename or "").rsplit(".", 1)[-1].lower() if "." in (filename or "") else ""
@@ -62,9 +63,28 @@ def detect_format(data: bytes, filename: str | None) -> str:
     if extension == "pdf":
         raise invalid_request("The document is not a valid PDF (no %PDF header)")
     raise invalid_request(
-        "Unsupported document format; send a PDF, DOCX, PPTX, XLSX, HTML, Markdown, PNG or JPEG "
+        "Unsupported document format; send a PDF, DOCX, PPTX, XLSX, ODT, ODS, ODP, HTML, Markdown, PNG or JPEG "
         "(the filename's extension helps detect it)"
     )
+
+
+def _container_format(data: bytes) -> str:
+    """docx, pptx or xlsx by the parts an Office container holds, odt, ods or odp by an OpenDocument's mimetype."""
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+        names = archive.namelist()
+        mimetype = b""
+        if "mimetype" in names:
+            with archive.open("mimetype") as part:  # a few bytes, never the whole part
+                mimetype = part.read(100).strip()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, ValueError, OSError):
+        raise invalid_request("The document is a damaged ZIP container (DOCX/PPTX/XLSX/ODT/ODS/ODP)") from None
+    if mimetype in _OPENDOCUMENT:
+        return _OPENDOCUMENT[mimetype]
+    for prefix, kind in (("word/", "docx"), ("ppt/", "pptx"), ("xl/", "xlsx")):
+        if any(name.startswith(prefix) for name in names):
+            return kind
+    raise invalid_request("Unsupported document format: a ZIP file that is not DOCX, PPTX, XLSX, ODT, ODS or ODP")
 
 
 @dataclass
@@ -96,22 +116,28 @@ def _png_of(image_ref: Any) -> tuple[bytes | None, int | None, int | None, int |
 
 
 def pictures_of(doc: Any, page_no: int) -> list[Picture]:
-    """The pictures of a docling document in markdown order, with their images and boxes."""
+    """The pictures of a docling document in markdown order, with their images and boxes (a picture the format
+    places on no page, as in DOCX or HTML, has its own extent as its page: the box is the whole page)."""
     found = []
     for picture in doc.pictures:
         png, width, height, dpi = _png_of(picture.image)
         prov = picture.prov[0] if picture.prov else None
-        bbox = page_size = None
-        if prov is not None:
+        page = doc.pages.get(prov.page_no) if prov is not None else None
+        if prov is not None and page is not None:
             box = prov.bbox
             bbox = {"l": box.l, "t": box.t, "r": box.r, "b": box.b, "coord_origin": box.coord_origin.value}
-            page = doc.pages.get(prov.page_no)
-            if page is not None:
-                page_size = {"width": page.size.width, "height": page.size.height}
+            page_size = {"width": float(page.size.width), "height": float(page.size.height)}
+        else:
+            extent = {"width": float(width or 0), "height": float(height or 0)}
+            if page is None and len(doc.pages) == 1:  # one page (a slide): the picture somewhere on it
+                only = next(iter(doc.pages.values()))
+                extent = {"width": float(only.size.width), "height": float(only.size.height)}
+            bbox = {"l": 0.0, "t": 0.0, "r": extent["width"], "b": extent["height"], "coord_origin": "TOPLEFT"}
+            page_size = extent
         caption = picture.caption_text(doc) or None
         found.append(
-            Picture(page=page_no, png=png, width=width, height=height, dpi=dpi, bbox=bbox, page_size=page_size,
-                    caption=caption, ref=picture.self_ref)
+            Picture(page=page_no, png=png, width=width or 0, height=height or 0, dpi=dpi or 72, bbox=bbox,
+                    page_size=page_size, caption=caption, ref=picture.self_ref)
         )  # fmt: skip
     return found
 
@@ -267,7 +293,7 @@ class Converter:
         doc = page_document(name, page_no, size, lines, figures, furniture=furniture, ocr=ocr)
         return PageDone(
             page=page_no,
-            markdown=doc.export_to_markdown(page_no=page_no, escape_html=False),
+            markdown=markdown_of(doc, page_no),
             tables=len(doc.tables),
             pictures=pictures_of(doc, page_no),
             ms=0.0,
@@ -321,7 +347,7 @@ class Converter:
         emit(
             PageDone(
                 page=1,
-                markdown=doc.export_to_markdown(escape_html=False),
+                markdown=markdown_of(doc),
                 tables=len(doc.tables),
                 pictures=pictures_of(doc, 1),
                 ms=round((time.perf_counter() - started) * 1000, 3),
@@ -364,6 +390,11 @@ def _declarative_backend(kind: str, formats: Any) -> tuple[Any, Any]:
         from docling.backend.msexcel_backend import MsExcelDocumentBackend
 
         return MsExcelDocumentBackend, formats.XLSX
+    if kind in ("odt", "ods", "odp"):
+        from docling.backend import opendocument_backend
+
+        backend = {"odt": "OdtDocumentBackend", "ods": "OdsDocumentBackend", "odp": "OdpDocumentBackend"}[kind]
+        return getattr(opendocument_backend, backend), getattr(formats, kind.upper())
     if kind == "html":
         from docling.backend.html_backend import HTMLDocumentBackend
 

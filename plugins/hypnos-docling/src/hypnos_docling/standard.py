@@ -21,6 +21,7 @@ from hypnos.engine import CancelToken, DocumentInput, EngineUnavailable
 from hypnos.kit.staged import check_cancelled
 
 from hypnos_docling.events import DocumentStarted, PageDone
+from hypnos_docling.md_text import markdown_of
 
 LAYOUT_FOLDER = "docling-project--docling-layout-heron"
 LIBRARIES = (
@@ -90,7 +91,7 @@ class StandardConverter:
             emit(
                 PageDone(
                     page=page_no,
-                    markdown=doc.export_to_markdown(page_no=page_no, escape_html=False),
+                    markdown=markdown_of(doc, page_no),
                     tables=sum(1 for table in doc.tables if table.prov and table.prov[0].page_no == page_no),
                     pictures=pictures.get(page_no, []),
                     ms=round((time.perf_counter() - started) * 1000, 3),
