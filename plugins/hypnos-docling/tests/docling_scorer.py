@@ -1,8 +1,10 @@
 """The corpus scorer: what a reader of the Markdown finds, against the truth the document was made from.
 
 Headings (precision, recall, F1 over their texts), table cells (exact, by position, the header row included), list
-items, code blocks (fenced, line for line), the table of contents, furniture (running headers and page numbers
-gone from the Markdown, kept in the JSON), pictures (with bytes; the caption linked) and text left unescaped.
+items, code blocks (fenced, line for line), the table of contents (and contents pages read as tables), furniture
+(running headers and page numbers gone from the Markdown, kept in the JSON), pictures (with bytes; the caption
+linked), text holding markup characters read back as itself, and outputs whose Markdown breaks (markdown_check: a
+fence left open or across a page join, raw HTML read from the text).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from docling_corpus import SPECIAL, Code, Figure, Heading, Items, Table, Toc, Truth
-from markdown_check import rendered_text
+from markdown_check import join_problems, rendered_text
 
 _LIST = re.compile(r"^\s*(?:[-*+\u2022]|(\d+)[.)])\s+(.*)$")
 _PAGE_NUMBER = re.compile(r"^(?:page\s+)?\d{1,4}(?:\s*(?:/|of)\s*\d{1,4})?$", re.IGNORECASE)
@@ -105,6 +107,8 @@ class Score:
             "pictures with bytes": self.ratio("picture_bytes", "picture_true"),
             "captions linked": self.ratio("caption_right", "picture_true"),
             "text unescaped": self.ratio("special_right", "special_true"),
+            "broken markdown": float(self.counts["broken"]),
+            "contents as tables": float(self.counts["toc_table"]),
         }
 
 
@@ -170,8 +174,14 @@ def score_document(truth: Truth, markdown: str, pages: list[Any], page_count: in
             for title, _page in block.entries:
                 counts["toc_true"] += 1
                 counts["toc_right"] += any(text.startswith(norm(title)) for text in titles)
+            entries = {norm(title) for title, _ in block.entries}
+            counts["toc_table"] += sum(
+                any(cell.startswith(entry) for row in found for cell in row for entry in entries)
+                for found in parsed.tables
+            )
     _score_furniture(truth, parsed, pages, page_count, counts)
     _score_pictures(truth, pages, counts)
+    counts["broken"] += bool(join_problems([page.markdown for page in pages], markdown))
     counts["special_true"] += 1
     counts["special_right"] += SPECIAL in rendered_text(markdown)  # as a reader sees it, markup escaped
     return Score(counts)
@@ -219,4 +229,4 @@ def table(rows: dict[str, dict[str, float]]) -> str:
 
 
 def _fmt(name: str, value: float) -> str:
-    return f"{value:.0f}" if name == "false tables" else f"{value:.3f}"
+    return f"{value:.0f}" if name in ("false tables", "broken markdown", "contents as tables") else f"{value:.3f}"

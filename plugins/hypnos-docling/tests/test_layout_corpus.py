@@ -91,6 +91,11 @@ def test_the_layout_meets_its_target(figures: dict[str, dict[str, float]], measu
 
 def test_no_code_toc_or_index_is_taken_for_a_table(figures: dict[str, dict[str, float]]) -> None:
     assert list(figures.values())[-1]["false tables"] == 0
+    assert list(figures.values())[-1]["contents as tables"] == 0
+
+
+def test_every_output_is_markdown_that_parses_page_by_page_as_whole(figures: dict[str, dict[str, float]]) -> None:
+    assert list(figures.values())[-1]["broken markdown"] == 0
 
 
 if __name__ == "__main__":

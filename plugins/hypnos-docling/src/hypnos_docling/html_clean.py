@@ -1,5 +1,7 @@
 """An HTML page reduced to its main content before docling reads it: the site's navigation, header, footer and
-sidebars dropped, and the pilcrow/permalink anchors that documentation generators put after headings removed."""
+sidebars dropped, the pilcrow/permalink anchors that documentation generators put after headings removed, and each
+`<pre>` reduced to its text in one `<code>` (a highlighted listing's `<b>`/`<span>` marks became inline code spans and
+emphasis around a broken fence)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,12 @@ def main_content(data: bytes) -> bytes:
         permalink = classes & {"headerlink", "anchor", "anchorjs-link", "permalink"}
         if permalink or anchor.get_text(strip=True) in _PERMALINK_TEXT:
             anchor.decompose()
+    for pre in soup.find_all("pre"):
+        text = pre.get_text()
+        pre.clear()
+        code = soup.new_tag("code")
+        code.string = text
+        pre.append(code)
     main = soup.find("main") or soup.find(attrs={"role": "main"}) or soup.find("article")
     for tag in soup.find_all(_CHROME):
         if tag.decomposed or tag is main or (main is not None and (main in tag.parents or tag in main.parents)):

@@ -9,13 +9,34 @@ _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s")
 _SENTENCE_END = (".", "!", "?", ":", ";", '"', "\u201d", ")")
 
 
+_FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
+
+
 def _blocks(markdown: str) -> list[str]:
-    return [block for block in re.split(r"\n\s*\n", markdown.strip()) if block.strip()]
+    """The blocks parted by blank lines; a fenced listing is one block whatever blank lines it holds."""
+    blocks: list[str] = []
+    current: list[str] = []
+    fence: str | None = None
+    for line in markdown.strip().split("\n"):
+        opening = _FENCE.match(line)
+        if fence is None and opening:
+            fence = opening.group(1)
+        elif fence is not None and line.strip().startswith(fence) and not line.strip().strip(fence[0]):
+            fence = None
+        elif fence is None and not line.strip():
+            if current:
+                blocks.append("\n".join(current))
+            current = []
+            continue
+        current.append(line)
+    if current:
+        blocks.append("\n".join(current))
+    return blocks
 
 
 def _is_paragraph(block: str) -> bool:
     first = block.lstrip()
-    return not (first.startswith(("#", "|", "<!--", ">", "```")) or _LIST_ITEM.match(first))
+    return not (first.startswith(("#", "|", "<!--", ">", "```", "~~~")) or _LIST_ITEM.match(first))
 
 
 def _is_table(block: str) -> bool:

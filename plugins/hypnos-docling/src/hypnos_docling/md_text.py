@@ -21,6 +21,11 @@ def escape_inline(text: str) -> str:
     return _INLINE.sub(lambda match: "".join("\\" + ch for ch in match.group(0)), text)
 
 
+def escape_heading(text: str) -> str:
+    """escape_inline, and a closing run of `#` (which a heading would drop) backslashed."""
+    return re.sub(r"(^|\s)(#+\s*)$", r"\1\\\2", escape_inline(text))
+
+
 def escape_block(text: str) -> str:
     """escape_inline, and each line's opening that would start a block (heading, list, rule, fence) backslashed."""
     lines = []
@@ -46,7 +51,7 @@ def markdown_of(doc: Any, page_no: int | None = None) -> str:
         if label in _CODE_LABELS or not item.text:
             continue
         saved.append((item, item.text))
-        item.text = escape_inline(item.text) if label in ("title", "section_header") else escape_block(item.text)
+        item.text = escape_heading(item.text) if label in ("title", "section_header") else escape_block(item.text)
     for table in doc.tables:
         for cell in table.data.table_cells:
             if cell.text:
