@@ -131,3 +131,36 @@ def test_the_standard_pipelines_pictures_are_encoded_once_and_handed_to_their_pa
         5: [b"\x01"],
     }
     assert all(p.page == page for page, pictures in by_page.items() for p in pictures)
+
+
+def test_a_blank_page_is_not_sent_to_ocr_and_a_scan_is() -> None:
+    from fpdf import FPDF
+    from hypnos.engine import CancelToken, DocumentInput
+    from hypnos_docling import testing
+    from hypnos_docling.bounds import DocumentBounds
+    from hypnos_docling.convert import Converter
+
+    blank = FPDF(format="letter")
+    blank.add_page()
+    read: list[int] = []
+
+    class Counting(Converter):
+        def ocr_lines(self, image: object, scale: float) -> list[object]:  # type: ignore[override]
+            read.append(1)
+            return super().ocr_lines(image, scale)  # type: ignore[return-value]
+
+    converter = Counting(threads=1, max_pages=10, bounds=DocumentBounds.defaults())
+    for data, expected in ((bytes(blank.output()), 0), (testing.scanned_pdf(), 1)):
+        read.clear()
+        converter.convert(DocumentInput(data=data, filename="p.pdf"), CancelToken(), lambda event: None)
+        assert len(read) == expected
+
+
+def test_the_engine_host_uses_its_cores_when_threads_is_unset() -> None:
+    import os
+
+    from hypnos_docling.engine import host_cores
+    from hypnos_docling.options import DoclingOptions
+
+    assert DoclingOptions().threads is None
+    assert host_cores() == len(os.sched_getaffinity(0))

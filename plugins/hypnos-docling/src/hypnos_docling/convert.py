@@ -227,11 +227,12 @@ class Converter:
                     if cancel.cancelled:
                         logger.info("conversion of %s cancelled after %d of %d pages", name, emitted, len(numbers))
                     check_cancelled(cancel)
+                    page_started = time.perf_counter()  # the bound counts this page's own work, not the wait
                     try:
                         page = self._parse_pdf_page(job, page_backend, pdfium)
                     finally:
                         page_backend.unload()
-                    self.bounds.check_page_time(page.number, started)
+                    self.bounds.check_page_time(page.number, page_started)
                     tracker.add(page.number, page.bands)
                     parsed[page.number] = page
                     while next_page in parsed and not tracker.undecided(next_page, parsed[next_page].bands):
@@ -265,7 +266,8 @@ class Converter:
             figures = [Figure(*box, image) for box, image in pictures]
         if not lines and job.ocr:
             scale = self.bounds.ocr_scale(page_no, width, height)
-            lines = self.ocr_lines(self._render(pdfium, page_no, scale), scale)
+            image = self._render(pdfium, page_no, scale)
+            lines = self.ocr_lines(image, scale) if _has_ink(image) else []  # a blank page: nothing to read
             ocr = bool(lines)
             if lines:  # a scan: the page-sized bitmap is the page itself, not a picture in it
                 figures = [f for f in figures if (f.right - f.left) * (f.bottom - f.top) < 0.8 * width * height]
@@ -354,6 +356,12 @@ class Converter:
                 json=doc.export_to_dict() if job.output_format == "json" else None,
             )
         )
+
+
+def _has_ink(image: Any) -> bool:
+    """Whether a rendered page shows anything darker than its paper (a blank page took RapidOCR 10 s for nothing)."""
+    low, high = image.convert("L").getextrema()
+    return high - low > 32
 
 
 def _page_count(data: bytes) -> int:

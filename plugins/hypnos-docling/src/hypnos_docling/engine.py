@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,14 @@ WORKSPACE_BYTES = 96 * MiB
 # this project can load them; docling's own figures put the two models near 1 GiB with torch's runtime).
 STANDARD_BYTES = 1536 * MiB
 _END = object()
+
+
+def host_cores() -> int:
+    """The cores this process may run on (its CPU affinity), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
 
 
 def check_libraries() -> None:
@@ -93,7 +102,7 @@ class DoclingEngine(StagedEngine):
             max_inflated_bytes=limits.max_document_inflated_bytes,
             page_timeout_secs=self.options.page_timeout_secs,
         )
-        threads = max(1, self.options.threads)
+        threads = max(1, self.options.threads or host_cores())
         standard = None
         if self._artifacts is not None:
             from hypnos_docling.standard import StandardConverter

@@ -26,6 +26,9 @@ SENTENCE_END = (".", ":", ";", "!", "?")
 PARAGRAPH_END = 0.25  # a sentence ending this far (share of the column) short of its right edge ends a paragraph
 STRONG_BULLET = re.compile(r"^[\u2022\u25cf\u25e6\u25aa\u25a0]\s")
 TOC_ENTRY = re.compile(r"^(.*?)\s*(?:(?:\.\s?){3,}|\u2026+|\s{2,})\s*(\d{1,4}|[ivxlc]{1,6})$")
+CONTENTS_TITLE = re.compile(r"^(?:table of )?contents$|^list of (?:figures|tables|examples|listings)$", re.IGNORECASE)
+PAGE_NUMBER = re.compile(r"^(?:\d{1,4}|[ivxlc]{1,6})$")
+LEADER = re.compile(r"^[.\s\u2026\u00b7]+$")
 
 
 @dataclass
@@ -149,6 +152,7 @@ def _list_start(row: list[Line]) -> tuple[bool, str, str] | None:
 def blocks_of(rows: list[list[Line]], fonts: Fonts) -> list[Block]:
     """The column's rows as blocks in reading order."""
     blocks: list[Block] = []
+    rows = [_collapse_leaders(row) for row in rows]
     body_rows = [row for row in rows if _font(row) == fonts.body]
     margin = min((row[0].left for row in body_rows), default=0.0)
     right_edge = max((row[-1].right for row in body_rows), default=0.0)
@@ -176,19 +180,18 @@ def blocks_of(rows: list[list[Line]], fonts: Fonts) -> list[Block]:
             blocks[-1].rows.append(row)
             index += 1
             continue
+        if entry := _contents_entry(row, text, previous):
+            if previous and previous.kind == "toc":
+                previous.entries.append(entry)
+                previous.lines.extend(row)
+            else:
+                blocks.append(Block("toc", row[0].top, list(row), entries=[entry]))
+            index += 1
+            continue
         if table := table_run(rows, index, fonts.mono):
             cells, end = table
             blocks.append(Block("table", row[0].top, [x for r in rows[index:end] for x in r], cells=cells))
             index = end
-            continue
-        toc = TOC_ENTRY.match(text)
-        if toc and (DOT_LEADER.search(text) or len(row) >= 2):
-            if previous and previous.kind == "toc":
-                previous.entries.append((toc.group(1).strip(), toc.group(2)))
-                previous.lines.extend(row)
-            else:
-                blocks.append(Block("toc", row[0].top, list(row), entries=[(toc.group(1).strip(), toc.group(2))]))
-            index += 1
             continue
         continues = (
             previous is not None
@@ -247,7 +250,76 @@ def blocks_of(rows: list[list[Line]], fonts: Fonts) -> list[Block]:
     for block in blocks:
         if block.kind == "code":
             block.text = code_text(block.rows)
-    return blocks
+    return _mend_contents(blocks)
+
+
+def _collapse_leaders(row: list[Line]) -> list[Line]:
+    """A contents row whose runs between its title and its page number are leader dots set apart (groff spaces each
+    dot on a grid): one run `title . . . 7`, so that it reads as a contents entry and never as a table row."""
+    if len(row) < 3 or not PAGE_NUMBER.match(row[-1].text.strip()):
+        return row
+    if not all(LEADER.match(line.text) for line in row[1:-1]):
+        return row
+    first, last = row[0], row[-1]
+    merged = Line(first.text.rstrip(" .") + " . . . . " + last.text.strip(), first.left, min(x.top for x in row),
+                  last.right, max(x.bottom for x in row), first.font, first.size)  # fmt: skip
+    merged.faces = dict(first.faces)
+    return [merged]
+
+
+def _contents_entry(row: list[Line], text: str, previous: Block | None) -> tuple[str, str] | None:
+    """(title, page) when the row is an entry of a table of contents: a title, leader dots and a page number; or,
+    under a `Contents` heading or another entry, a title and a page number set apart."""
+    if toc := TOC_ENTRY.match(text):
+        if DOT_LEADER.search(text) or "\u2026" in text:
+            return toc.group(1).strip(), toc.group(2)
+    in_contents = previous is not None and (
+        previous.kind == "toc" or (previous.kind == "heading" and CONTENTS_TITLE.match(previous.text.strip()))
+    )
+    if in_contents and len(row) >= 2 and PAGE_NUMBER.match(row[-1].text.strip()):
+        title = _text(row[:-1]).rstrip(" .")
+        if any(ch.isalpha() for ch in title):
+            return title, row[-1].text.strip()
+    return None
+
+
+def _mend_contents(blocks: list[Block]) -> list[Block]:
+    """A table whose every row ends in a page number, the numbers never going down, is contents; a contents page
+    carried on from the last: a heading (a chapter's entry set in bold) or a table of title and page number right
+    above contents entries is an entry too."""
+    for block in blocks:
+        if block.kind == "table" and _contents_rows(block) and _ascending([row[-1] for row in block.cells]):
+            block.kind, block.entries = "toc", [entry for entry in _contents_rows(block) if entry]
+    mended: list[Block] = []
+    for block in reversed(blocks):
+        after = mended[-1] if mended else None
+        if block.kind == "toc" and after is not None and after.kind == "toc":
+            after.entries[:0], after.lines[:0], after.top = block.entries, block.lines, block.top
+            continue
+        entries = _contents_entry(block.lines, _text(block.lines), after) if block.kind == "heading" else None
+        if after is not None and after.kind == "toc" and entries:
+            after.entries.insert(0, entries)
+            after.lines[:0] = block.lines
+            after.top = block.top
+            continue
+        mended.append(block)
+    return mended[::-1]
+
+
+def _contents_rows(block: Block) -> list[tuple[str, str] | None]:
+    """The table's rows as contents entries (title, page) when each ends in a page number after some words."""
+    entries: list[tuple[str, str] | None] = []
+    for cells in block.cells:
+        title = " ".join(cells[:-1]).strip()
+        if len(cells) < 2 or not cells[-1].strip().isdigit() or not any(ch.isalpha() for ch in title):
+            return []
+        entries.append((title, cells[-1].strip()))
+    return entries if len(entries) >= 2 else []
+
+
+def _ascending(numbers: list[str]) -> bool:
+    values = [int(number) for number in numbers]
+    return all(a <= b for a, b in itertools.pairwise(values))
 
 
 def _ends_paragraph(row: list[Line], margin: float, right_edge: float) -> bool:

@@ -204,12 +204,32 @@ def rows_of(lines: list[Line]) -> list[list[Line]]:
                 continue
         rows.append([line])
         anchor = line
-    return [sorted(row, key=lambda item: item.left) for row in sorted(rows, key=lambda row: min(i.top for i in row))]
+    rows.sort(key=lambda row: min(i.top for i in row))
+    return [sorted(row, key=lambda item: item.left) for row in _raised_marks_joined(rows)]
+
+
+def _raised_marks_joined(rows: list[list[Line]]) -> list[list[Line]]:
+    """A row of small runs only, set within the box of the row below (a superscript: `Adobe®`, a footnote mark) or
+    above (a subscript), joins that row: alone, it parted its line's words into the columns of a table."""
+    joined: list[list[Line]] = []
+    for index, row in enumerate(rows):
+        small = max(line.height for line in row)
+        below = rows[index + 1] if index + 1 < len(rows) else None
+        if below is not None and small < 0.8 * max(line.height for line in below):
+            if max(line.bottom for line in row) > min(line.top for line in below) + 0.15 * small:
+                below.extend(row)
+                continue
+        if joined and small < 0.8 * max(line.height for line in joined[-1]):
+            if min(line.top for line in row) < max(line.bottom for line in joined[-1]) - 0.15 * small:
+                joined[-1].extend(row)
+                continue
+        joined.append(row)
+    return joined
 
 
 def column_split(lines: list[Line], width: float) -> float | None:
     """The x of a gutter between two text columns when the page has one (long runs keep to either side), else None."""
-    long_runs = [line for line in lines if len(line.text) >= 25]
+    long_runs = [line for line in lines if sum(ch.isalnum() for ch in line.text) >= 20]  # not a run of leader dots
     if len(long_runs) < 8:
         return None
     best: tuple[int, float] | None = None
