@@ -26,6 +26,8 @@ SENTENCE_END = (".", ":", ";", "!", "?")
 PARAGRAPH_END = 0.25  # a sentence ending this far (share of the column) short of its right edge ends a paragraph
 STRONG_BULLET = re.compile(r"^[\u2022\u25cf\u25e6\u25aa\u25a0]\s")
 TOC_ENTRY = re.compile(r"^(.*?)\s*(?:(?:\.\s?){3,}|\u2026+|\s{2,})\s*(\d{1,4}|[ivxlc]{1,6})$")
+CHAPTER = re.compile(r"^(?:chapter|part|appendix)\s+(?:\d{1,3}|[A-Z]|[IVXL]+)$", re.IGNORECASE)  # its title follows
+LINK_LINE = re.compile(r"^(?:\S+[.:]\s+)?(?:[a-z]+://|www\.)\S+$")  # `http://x.org/doc/`, `himself. http://...`
 CONTENTS_TITLE = re.compile(r"^(?:table of )?contents$|^list of (?:figures|tables|examples|listings)$", re.IGNORECASE)
 PAGE_NUMBER = re.compile(r"^(?:\d{1,4}|[ivxlc]{1,6})$")
 LEADER = re.compile(r"^[.\s\u2026\u00b7]+$")
@@ -89,6 +91,8 @@ def _heading_like(row: list[Line], fonts: Fonts) -> bool:
     if not text or len(text) > 120 or len(text.split()) > 14 or (text.endswith((".", ",", ";")) and len(text) > 40):
         return False
     if CAPTION.match(text) or TOC_ENTRY.match(text) or BULLET.match(text) or DOT_LEADER.search(text):
+        return False
+    if LINK_LINE.match(text):  # a link set on a line of its own
         return False
     if not any(ch.isalpha() for ch in text):
         return False
@@ -188,7 +192,8 @@ def blocks_of(rows: list[list[Line]], fonts: Fonts) -> list[Block]:
                 blocks.append(Block("toc", row[0].top, list(row), entries=[entry]))
             index += 1
             continue
-        if table := table_run(rows, index, fonts.mono):
+        table = table_run(rows, index, fonts.mono)
+        if table and not _numbered_headings(rows[index : table[1]], fonts):
             cells, end = table
             blocks.append(Block("table", row[0].top, [x for r in rows[index:end] for x in r], cells=cells))
             index = end
@@ -216,7 +221,8 @@ def blocks_of(rows: list[list[Line]], fonts: Fonts) -> list[Block]:
                 or _heading_like(rows[index + 1], fonts)
             )
         ):
-            if previous and previous.kind == "heading" and gap < 1.5 and _font(previous.lines) == font:
+            chapter = previous is not None and previous.kind == "heading" and CHAPTER.match(previous.text) is not None
+            if previous and previous.kind == "heading" and (gap < 1.5 or chapter) and _font(previous.lines) == font:
                 previous.text += " " + text
                 previous.lines.extend(row)
             else:
@@ -251,6 +257,12 @@ def blocks_of(rows: list[list[Line]], fonts: Fonts) -> list[Block]:
         if block.kind == "code":
             block.text = code_text(block.rows)
     return _mend_contents(blocks)
+
+
+def _numbered_headings(rows: list[list[Line]], fonts: Fonts) -> bool:
+    """Rows that each open with a section number and read as headings (`3.2 Installing`, `3.2.1 Packages` set one
+    under the other) are headings, not a table of numbers and titles."""
+    return all(NUMBERING.match(_text(row)) and _heading_like(row, fonts) for row in rows)
 
 
 def _collapse_leaders(row: list[Line]) -> list[Line]:

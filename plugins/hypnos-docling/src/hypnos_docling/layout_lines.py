@@ -95,8 +95,11 @@ def fonts_of(lines: list[Line]) -> Fonts:
     mono |= {key for key, count in pitched.items() if key and count and 2 * count >= spaced[key]}
     proportional = {key: count for key, count in chars.items() if key not in mono} or chars
     body = max(proportional, key=lambda key: proportional[key]) if proportional else ""
-    for key, values in advances.items():  # a constant advance over runs of different lengths (not `Name 1`, `Size 2`)
+    for key, values in advances.items():  # a constant advance over runs of different lengths (not `Name 1`, `Size 2`;
+        # short ones among them: long headings alike, `Release 0.3.11`, `Release 0.3.12`, share an advance by chance)
         if key != body and len(values) >= 4 and _spread(values) < 0.02 and len(lengths[key]) >= 3:
+            if min(lengths[key]) > 8:
+                continue
             mono.add(key)
     body_lines = [line for line in lines if line.font == body] or lines
     body_height = _weighted_median([(line.height, len(line.text)) for line in body_lines]) if body_lines else 10.0

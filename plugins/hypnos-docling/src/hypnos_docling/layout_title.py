@@ -8,8 +8,12 @@ and authors.
 
 from __future__ import annotations
 
+import re
+
 from hypnos_docling.layout_blocks import NUMBERING, Block
 
+_NAME = r"[A-Z][\w.'\-]*(?:\s+[A-Z][\w.'\-]*){1,3}"
+BYLINE = re.compile(rf"^(?:by\s+)?{_NAME}(?:(?:\s*,\s*|\s+and\s+){_NAME})*(?:\s+and|\s*,)?$")
 COVER_TEXT = 400  # a first page with fewer characters of running text than this is a cover page
 CENTERED = 0.03  # a line whose middle is this close to the text's middle (share of the page width) is centered
 
@@ -54,6 +58,15 @@ def mend_title_block(blocks: list[Block], width: float) -> None:
         if block.kind != "heading":
             break
         leading.append(block)
+    joined = False  # `Deri James and` / `Peter Schaffter`, `by Jane Doe`: the authors under the title
+    for block in leading[1:]:
+        text = block.text.strip()
+        named = BYLINE.match(text) is not None and not _numbered(text) and _size(block) < _size(leading[0])
+        if named and (joined or text.startswith("by ") or text.endswith((" and", ",")) or " and " in text):
+            _demote(block)
+            joined = text.endswith((" and", ","))
+        else:
+            joined = False
     if not leading or not _centered(leading[0], middle, width):
         return
     for block in leading[1:]:

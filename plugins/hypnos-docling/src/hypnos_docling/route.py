@@ -28,9 +28,9 @@ from hypnos_server.plugin_api import (
 from litestar import Request, Response, delete, get, post
 from litestar.response import Stream
 
-from hypnos_docling.convert import detect_format
 from hypnos_docling.describe import describe, insert_descriptions
 from hypnos_docling.events import DocumentStarted, PageDone
+from hypnos_docling.formats import detect_format
 from hypnos_docling.markdown import join_pages
 from hypnos_docling.options import DoclingOptions
 from hypnos_docling.pictures import STORE_KEY, PictureStore, StoredDocument, iso, picture_record

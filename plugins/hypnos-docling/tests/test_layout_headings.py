@@ -1,0 +1,74 @@
+"""Headings as real manuals set them (Debian's dblatex, groff mom and ReportLab manuals), drawn with reportlab:
+numbered headings one under the other are headings, not a table of numbers and titles; `Chapter 3` and its title
+are one heading; headings alike in length (`Release 0.3.11`, `Release 0.3.12`) are not code; bylines and links are
+not headings."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from drawn_pdf import markdown_of
+from test_layout_manuals import TEXT, _text
+
+
+def _headings(markdown: str) -> list[str]:
+    return [line.lstrip("#").strip() for line in markdown.splitlines() if line.startswith("#")]
+
+
+def test_numbered_headings_set_one_under_the_other_are_headings_not_a_table() -> None:
+    def draw(canvas: Any) -> None:
+        canvas.setFont("Helvetica-Bold", 20)
+        canvas.drawString(72, 770, "Chapter 3")
+        canvas.drawString(72, 740, "Installing the Package")
+        y = _text(canvas, 710) - 14
+        for number, title, size in (("3.2", "Installing on Unix like Systems", 14), ("3.2.1", "Dblatex Packages", 12)):
+            canvas.setFont("Helvetica-Bold", size)
+            canvas.drawString(72, y, number)
+            canvas.drawString(120, y, title)
+            y -= 20
+        _text(canvas, y)
+
+    markdown = markdown_of(draw)
+    assert "|" not in markdown
+    assert _headings(markdown) == ["Chapter 3 Installing the Package", "3.2 Installing on Unix like Systems",
+                                   "3.2.1 Dblatex Packages"]  # fmt: skip
+
+
+def test_headings_alike_in_length_are_not_code() -> None:
+    titles = ["Introduction", "Release 0.3.12", "Release 0.3.11-py3", "Release 0.3.11", "Release 0.3.10"]
+
+    def draw(canvas: Any) -> None:
+        y = 770.0
+        for number, title in enumerate(titles, 1):  # as dblatex's release notes set them
+            canvas.setFont("Helvetica-Bold", 12.9)
+            canvas.drawString(72, y, str(number))
+            canvas.drawString(92, y, title)
+            y = _text(canvas, y - 20, TEXT[:1]) - 14
+
+    markdown = markdown_of(draw)
+    assert "```" not in markdown
+    assert _headings(markdown) == [f"{number} {title}" for number, title in enumerate(titles, 1)]
+
+
+def test_bylines_and_links_on_their_own_line_are_not_headings() -> None:
+    def draw(canvas: Any) -> None:
+        canvas.setFont("Helvetica-Bold", 16)
+        canvas.drawString(72, 770, "Producing PDFs with groff and mom")
+        canvas.setFont("Helvetica-Oblique", 12)
+        canvas.drawString(72, 748, "Deri James and")
+        canvas.drawString(72, 734, "Peter Schaffter")
+        y = _text(canvas, 700, TEXT * 2) - 14
+        canvas.setFont("Helvetica-Bold", 13)
+        canvas.drawString(72, y, "1. Learning More")
+        y = _text(canvas, y - 18)
+        canvas.setFont("Courier", 10)
+        canvas.drawString(90, y - 14, "http://docs.python.org/tutorial/")
+        _text(canvas, y - 40)
+
+    markdown = markdown_of(draw)
+    assert _headings(markdown) == ["Producing PDFs with groff and mom", "1. Learning More"]
+    assert "Deri James and Peter Schaffter" in markdown and "http://docs.python.org/tutorial/" in markdown

@@ -1,0 +1,141 @@
+"""Real manuals from Debian's packages (tests/real: pages cut by make.py, six producers: groff ms and mom, dblatex,
+ReportLab, texinfo) scored against their own outlines: heading precision and recall, contents pages read as tables,
+Markdown that breaks. `python tests/test_layout_real.py [FILE.pdf ...]` prints the table (of other PDFs too, with
+their outlines as truth: the documents the tests do not see)."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from markdown_check import join_problems
+from test_layout_corpus import convert_in_process
+
+REAL = Path(__file__).parent / "real"
+# headings printed on the kept pages that the manual's outline leaves out (transcribed from the rendered pages)
+PRINTED = {
+    "pdfmark": [[1, "Portable Document Format Publishing with GNU Troff"]],
+    "mom-pdf": [[1, "Producing PDFs with groff and mom"]],
+    "dblatex-notes": [[1, "Contents"]],
+    "dblatex-manual": [[1, "Contents"]],
+    "reportlab-guide": [[3, "Other modifications"]],
+    "latex2rtf": [[3, "2.2 Obtaining LaTeX2RTF"]],  # its outline title is TeX markup
+}
+
+
+def key(text: str) -> str:
+    """Letters and digits only, case folded (`2.1. The pdfmark Operator` and `2.1 The pdfmark Operator` agree)."""
+    return re.sub(r"[^0-9a-z]", "", re.sub(r"\\(.)", r"\1", text).casefold())
+
+
+def _same(found: str, true: str) -> bool:
+    return found == true or (min(len(found), len(true)) >= 4 and (found.endswith(true) or true.endswith(found)))
+
+
+def score(markdown: str, pages: list[Any], headings: list[tuple[int, str]], contents: list[int]) -> Counter[str]:
+    """Counts: headings found, true and matched (page by page), tables on contents pages, broken outputs."""
+    counts: Counter[str] = Counter()
+    for page in pages:
+        found = [key(line.lstrip("#")) for line in page.markdown.splitlines() if re.match(r"#{1,6} ", line)]
+        true = [key(text) for number, text in headings if number == page.page]
+        counts["found"] += len(found)
+        counts["true"] += len(true)
+        for text in found:
+            match = next((candidate for candidate in true if _same(text, candidate)), None)
+            if match is not None:
+                true.remove(match)
+                counts["right"] += 1
+        if page.page in contents:
+            counts["contents_tables"] += page.tables
+    counts["broken"] += bool(join_problems([page.markdown for page in pages], markdown))
+    return counts
+
+
+def figures(counts: Counter[str]) -> dict[str, float]:
+    """The table's figures from summed counts."""
+    return {
+        "heading precision": counts["right"] / counts["found"] if counts["found"] else 1.0,
+        "heading recall": counts["right"] / counts["true"] if counts["true"] else 1.0,
+        "contents pages as tables": float(counts["contents_tables"]),
+        "broken markdown": float(counts["broken"]),
+    }
+
+
+def score_real() -> dict[str, dict[str, float]]:
+    """Each kept manual's figures and the whole corpus's."""
+    truth = json.loads((REAL / "truth.json").read_text(encoding="utf-8"))
+    rows: dict[str, dict[str, float]] = {}
+    total: Counter[str] = Counter()
+    for name, entry in truth.items():
+        headings = [(page, title) for page, _level, title in entry["headings"]] + [tuple(x) for x in PRINTED[name]]
+        markdown, pages, _ = convert_in_process((REAL / f"{name}.pdf").read_bytes(), f"{name}.pdf")
+        counts = score(markdown, pages, headings, entry["contents_pages"])  # type: ignore[arg-type]
+        rows[name] = figures(counts)
+        total.update(counts)
+    rows["all"] = figures(total)
+    return rows
+
+
+def score_outlined(path: Path) -> Counter[str]:
+    """A PDF outside the corpus scored against its own outline (headings) alone."""
+    import pypdfium2
+
+    data = path.read_bytes()
+    document = pypdfium2.PdfDocument(data)
+    headings = [(mark.get_dest().get_index() + 1, mark.get_title()) for mark in document.get_toc(max_depth=8)
+                if mark.get_dest() is not None]  # fmt: skip
+    markdown, pages, _ = convert_in_process(data, path.name)
+    return score(markdown, pages, headings, [])
+
+
+def table(rows: dict[str, dict[str, float]]) -> str:
+    """The figures as Markdown, one row per manual."""
+    names = list(next(iter(rows.values())))
+    out = "| manual | " + " | ".join(names) + " |\n|---|" + "---:|" * len(names) + "\n"
+    for manual, values in rows.items():
+        out += f"| {manual} | " + " | ".join(f"{values[n]:.0f}" if "markdown" in n or "tables" in n
+                                             else f"{values[n]:.3f}" for n in names) + " |\n"  # fmt: skip
+    return out
+
+
+@pytest.fixture(scope="module")
+def real() -> dict[str, dict[str, float]]:
+    """The real corpus scored once; the table is printed."""
+    rows = score_real()
+    print("\n" + table(rows))
+    return rows
+
+
+def test_the_real_corpus_is_small() -> None:
+    assert sum(path.stat().st_size for path in REAL.iterdir()) < 2 * 1024 * 1024
+
+
+def test_no_real_manual_breaks_its_markdown_or_reads_contents_as_a_table(real: dict[str, dict[str, float]]) -> None:
+    assert real["all"]["broken markdown"] == 0
+    assert real["all"]["contents pages as tables"] == 0
+
+
+def test_real_headings_meet_their_targets(real: dict[str, dict[str, float]]) -> None:
+    assert real["all"]["heading precision"] >= 0.8
+    assert real["all"]["heading recall"] >= 0.85
+
+
+if __name__ == "__main__":
+    print(table(score_real()))
+    if len(sys.argv) > 1:
+        unseen: dict[str, dict[str, float]] = {}
+        whole: Counter[str] = Counter()
+        for arg in sys.argv[1:]:
+            counts = score_outlined(Path(arg))
+            unseen[Path(arg).name] = figures(counts)
+            whole.update(counts)
+        unseen["all"] = figures(whole)
+        print(table(unseen))
