@@ -105,3 +105,39 @@ def test_a_line_with_superscripts_stays_a_line_of_text() -> None:
     markdown = markdown_of(draw)
     assert "|" not in markdown
     assert "Adobe\u00ae Portable Document Format" in markdown and "Acrobat Distiller\u00ae or" in markdown
+
+
+def _table_rows(markdown: str) -> list[list[str]]:
+    rows = [line for line in markdown.splitlines() if line.startswith("|") and not set(line) <= set("|-: ")]
+    return [[cell.strip() for cell in row.strip("|").split("|")] for row in rows]
+
+
+def test_a_ruled_table_with_padded_rows_and_an_empty_cell_stays_one_table() -> None:
+    rows = [("ACTION", "NAME", "DATE", "SIGNATURE"), ("WRITTEN BY", "Ada Guillon", "7 November 2020", ""),
+            ("REVIEWED BY", "Bob Hoenen", "8 November 2020", "")]  # fmt: skip
+
+    def draw(canvas: Any) -> None:  # dblatex's title page table: rows 44 pt apart, its signatures left blank
+        y = 700
+        for row in rows:
+            canvas.setFont("Helvetica", 9)
+            for x, text in zip((110, 207, 312, 464), row, strict=True):
+                canvas.drawCentredString(x, y, text)
+            y -= 44
+
+    assert _table_rows(markdown_of(draw)) == [list(row) for row in rows]
+
+
+def test_a_continuation_row_carrying_figures_stays_a_row() -> None:
+    rows = [("Animal", "Description", "Price"), ("Gnat", "per gram", "13.65"), ("", "each", "0.01"),
+            ("Gnu", "stuffed", "92.50"), ("Emu", "stuffed", "33.33")]  # fmt: skip
+
+    def draw(canvas: Any) -> None:  # booktabs: no rules between the rows, the continuation's first cell empty
+        y = 700
+        for number, row in enumerate(rows):
+            canvas.setFont("Times-Bold" if number == 0 else "Times-Roman", 10)
+            canvas.drawString(72, y, row[0])
+            canvas.drawString(150, y, row[1])
+            canvas.drawRightString(300, y, row[2])
+            y -= 12.5
+
+    assert _table_rows(markdown_of(draw)) == [list(row) for row in rows]

@@ -30,7 +30,8 @@ def is_page_number(text: str) -> bool:
 
 def shape(text: str) -> str:
     """The text with digits and whitespace folded, so that `Chapter 2 - page 14` matches `Chapter 2 - page 15`."""
-    return re.sub(r"\d+", "#", " ".join(text.split()).casefold())
+    folded = re.sub(r"\d+", "#", " ".join(text.split()).casefold())
+    return re.sub(r"(^|\s)[ivxlc]{1,6}$", r"\1#", folded)  # a front matter page's number: `Publishing iii`
 
 
 @dataclass

@@ -13,6 +13,29 @@ LIST_MARKER = re.compile(
 )
 
 
+NUMERIC = re.compile(r"^[\s$\u20ac\u00a3+\-\u2212]*\d[\d\s.,%]*$")
+MAX_GAP = 6.0  # rows further apart (in line heights) are not one table, however well they fill its columns
+
+
+def _fills_grid(row: list[Line], columns: list[tuple[float, float]]) -> bool:
+    """Three or more runs, each in a column of its own and aligned with it (left, right or centre)."""
+    if len(row) < 3:
+        return False
+    taken: set[int] = set()
+    for line in row:
+        aligned = [
+            index
+            for index, (left, right) in enumerate(columns)
+            if index not in taken
+            and min(abs(line.left - left), abs(line.right - right), abs((line.left + line.right - left - right) / 2))
+            < 4
+        ]
+        if not aligned:
+            return False
+        taken.add(aligned[0])
+    return True
+
+
 def _overlap(a: tuple[float, float], b: tuple[float, float]) -> float:
     return min(a[1], b[1]) - max(a[0], b[0])
 
@@ -45,14 +68,18 @@ def table_run(rows: list[list[Line]], start: int, mono: set[str]) -> tuple[list[
         row = rows[end]
         height = max(line.height for line in row)
         gap = pitch(previous, row) / height
-        if gap > 3.2 or any(line.font in mono for line in row) or any(DOT_LEADER.search(x.text) for x in row):
+        if gap > MAX_GAP or (gap > 3.2 and not _fills_grid(row, columns)):  # a ruled table's padded rows go on
+            break
+        if any(line.font in mono for line in row) or any(DOT_LEADER.search(x.text) for x in row):
             break
         placed = [_column_of(line, columns) for line in row]
         if any(index is None for index in placed) or len(set(placed)) != len(placed):
             break
         wrapped = placed[0] != 0 and gap < 1.5 and row[0].left >= columns[placed[0]][0] - 4  # a cell's next line
         if len(row) >= 2 or wrapped:
-            new_row = len(row) >= 2 and (0 in placed or gap >= 1.5)
+            # a row of cells under an empty first cell: the lines of the cells above wrapped, or a row of its own when
+            # it carries a figure (booktabs' `each | 0.01` under `Gnat | per gram | 13.65`)
+            new_row = len(row) >= 2 and (0 in placed or gap >= 1.5 or any(NUMERIC.match(x.text) for x in row))
             if new_row:
                 grid.append([[] for _ in columns])
             for line, index in zip(row, placed, strict=True):

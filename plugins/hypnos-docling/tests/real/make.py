@@ -24,7 +24,7 @@ SOURCES = {
     "dblatex-notes": ("dblatex-doc=0.3.12py3-2", "usr/share/doc/dblatex/release-notes.pdf.gz", "DocBook, dblatex",
                       [3, 4, 5], [3]),
     "dblatex-manual": ("dblatex-doc=0.3.12py3-2", "usr/share/doc/dblatex/manual.pdf.gz", "DocBook, dblatex",
-                       [4, 5, 21, 22], [4, 5]),
+                       [2, 3, 4, 5, 21, 22], [4, 5]),
     "reportlab-guide": ("python-reportlab-doc=3.6.12-1+deb12u1",
                         "usr/share/doc/python-reportlab-doc/reportlab-userguide.pdf", "ReportLab",
                         [2, 3, 9, 11], [2, 3]),
