@@ -72,3 +72,21 @@ def test_bylines_and_links_on_their_own_line_are_not_headings() -> None:
     markdown = markdown_of(draw)
     assert _headings(markdown) == ["Producing PDFs with groff and mom", "1. Learning More"]
     assert "Deri James and Peter Schaffter" in markdown and "http://docs.python.org/tutorial/" in markdown
+
+
+def test_a_function_definition_set_in_bold_is_not_a_heading() -> None:
+    def draw(canvas: Any) -> None:  # texinfo's @deftypefun, as libtasn1's manual sets it
+        canvas.setFont("Helvetica-Bold", 13)
+        canvas.drawString(72, 770, "4.2 ASN.1 field functions")
+        y = _text(canvas, 745, TEXT[:1]) - 20
+        canvas.setFont("Helvetica-Bold", 11)
+        canvas.drawString(72, y, "asn1 read value")
+        y -= 20
+        canvas.setFont("Times-Bold", 10)
+        canvas.drawString(72, y, "int asn1_read_value (asn1_node root, const char * name,")
+        canvas.drawRightString(520, y, "[Function]")
+        canvas.drawString(108, y - 12, "void * ivalue, int * len)")
+        _text(canvas, y - 34, TEXT)
+
+    markdown = markdown_of(draw)
+    assert _headings(markdown) == ["4.2 ASN.1 field functions", "asn1 read value"]

@@ -27,6 +27,7 @@ PARAGRAPH_END = 0.25  # a sentence ending this far (share of the column) short o
 STRONG_BULLET = re.compile(r"^[\u2022\u25cf\u25e6\u25aa\u25a0]\s")
 TOC_ENTRY = re.compile(r"^(.*?)\s*(?:(?:\.\s?){3,}|\u2026+|\s{2,})\s*(\d{1,4}|[ivxlc]{1,6})$")
 CHAPTER = re.compile(r"^(?:chapter|part|appendix)\s+(?:\d{1,3}|[A-Z]|[IVXL]+)$", re.IGNORECASE)  # its title follows
+DEFINITION = re.compile(r"\[(?:Function|Macro|Variable|Constant|Data Type|Type|Command|User Option|Method)\]$")
 LINK_LINE = re.compile(r"^(?:\S+[.:]\s+)?(?:[a-z]+://|www\.)\S+$")  # `http://x.org/doc/`, `himself. http://...`
 CONTENTS_TITLE = re.compile(r"^(?:table of )?contents$|^list of (?:figures|tables|examples|listings)$", re.IGNORECASE)
 PAGE_NUMBER = re.compile(r"^(?:\d{1,4}|[ivxlc]{1,6})$")
@@ -93,6 +94,8 @@ def _heading_like(row: list[Line], fonts: Fonts) -> bool:
     if CAPTION.match(text) or TOC_ENTRY.match(text) or BULLET.match(text) or DOT_LEADER.search(text):
         return False
     if LINK_LINE.match(text):  # a link set on a line of its own
+        return False
+    if text.count("(") != text.count(")") or DEFINITION.search(text):  # a signature's lines: `int f (a, [Function]`
         return False
     if not any(ch.isalpha() for ch in text):
         return False
