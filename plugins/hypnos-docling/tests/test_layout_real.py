@@ -132,15 +132,16 @@ def score_real() -> dict[str, dict[str, float]]:
 
 
 def score_outlined(path: Path) -> Counter[str]:
-    """A PDF outside the corpus scored against its own outline (headings) alone."""
+    """A PDF outside the corpus scored against its own outline alone (its headings, its contents pages)."""
     import pypdfium2
 
     data = path.read_bytes()
     document = pypdfium2.PdfDocument(data)
     headings = [(mark.get_dest().get_index() + 1, mark.get_title()) for mark in document.get_toc(max_depth=8)
                 if mark.get_dest() is not None]  # fmt: skip
+    contents = [page for page, title in headings if re.fullmatch(r"(?i)(table of )?contents", title.strip())]
     markdown, pages, _ = convert_in_process(data, path.name)
-    return score(markdown, pages, headings, [])
+    return score(markdown, pages, headings, contents)
 
 
 def table(rows: dict[str, dict[str, float]]) -> str:
