@@ -141,3 +141,18 @@ def test_a_continuation_row_carrying_figures_stays_a_row() -> None:
             y -= 12.5
 
     assert _table_rows(markdown_of(draw)) == [list(row) for row in rows]
+
+
+def test_a_table_whose_cells_hold_code_is_a_table() -> None:
+    rows = [("Option", "Syntax", "Meaning"), ("verbose", "-v, --verbose", "print each file"),
+            ("output", "-o FILE", "write to FILE"), ("level", "--level=N", "compression level")]  # fmt: skip
+
+    def draw(canvas: Any) -> None:  # a Sphinx option table: a bold header, the cells in a typewriter face
+        y = 700
+        for number, row in enumerate(rows):
+            for x, text in zip((72, 180, 320), row, strict=True):
+                canvas.setFont("Helvetica-Bold" if number == 0 else "Courier", 10)
+                canvas.drawString(x, y, text)
+            y -= 16
+
+    assert _table_rows(markdown_of(draw)) == [list(row) for row in rows]

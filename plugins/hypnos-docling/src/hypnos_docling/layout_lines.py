@@ -218,16 +218,28 @@ def _raised_marks_joined(rows: list[list[Line]]) -> list[list[Line]]:
     for index, row in enumerate(rows):
         small = max(line.height for line in row)
         below = rows[index + 1] if index + 1 < len(rows) else None
-        if below is not None and small < 0.8 * max(line.height for line in below):
+        if below is not None and small < 0.8 * max(line.height for line in below) and _beside(row, below):
             if max(line.bottom for line in row) > min(line.top for line in below) + 0.15 * small:
                 below.extend(row)
                 continue
-        if joined and small < 0.8 * max(line.height for line in joined[-1]):
+        if joined and small < 0.8 * max(line.height for line in joined[-1]) and _beside(row, joined[-1]):
             if min(line.top for line in row) < max(line.bottom for line in joined[-1]) - 0.15 * small:
                 joined[-1].extend(row)
                 continue
         joined.append(row)
     return joined
+
+
+def _beside(marks: list[Line], row: list[Line]) -> bool:
+    """Each mark sits right after or before a run of the row, over none of them (a line of code indented under
+    another is no superscript of it)."""
+    for mark in marks:
+        if any(min(run.right, mark.right) - max(run.left, mark.left) > 0.5 for run in row):
+            return False
+        gaps = [max(mark.left - run.right, run.left - mark.right) for run in row]
+        if min(gaps, default=1e9) > 1.5 * mark.height:
+            return False
+    return True
 
 
 def column_split(lines: list[Line], width: float) -> float | None:

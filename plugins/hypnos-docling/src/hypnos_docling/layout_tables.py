@@ -36,6 +36,12 @@ def _fills_grid(row: list[Line], columns: list[tuple[float, float]]) -> bool:
     return True
 
 
+def _left_aligned(row: list[Line], columns: list[tuple[float, float]]) -> bool:
+    """A run in every column, each starting where its column starts (a full row of cells, whatever their face)."""
+    starts = [index for line in row for index, (left, _) in enumerate(columns) if abs(line.left - left) < 3]
+    return len(columns) >= 2 and len(starts) == len(row) == len(columns) == len(set(starts))
+
+
 def _overlap(a: tuple[float, float], b: tuple[float, float]) -> float:
     return min(a[1], b[1]) - max(a[0], b[0])
 
@@ -70,7 +76,9 @@ def table_run(rows: list[list[Line]], start: int, mono: set[str]) -> tuple[list[
         gap = pitch(previous, row) / height
         if gap > MAX_GAP or (gap > 3.2 and not _fills_grid(row, columns)):  # a ruled table's padded rows go on
             break
-        if any(line.font in mono for line in row) or any(DOT_LEADER.search(x.text) for x in row):
+        if any(DOT_LEADER.search(x.text) for x in row):
+            break
+        if any(line.font in mono for line in row) and not _left_aligned(row, columns):  # code cells on the grid
             break
         placed = [_column_of(line, columns) for line in row]
         if any(index is None for index in placed) or len(set(placed)) != len(placed):
