@@ -13,6 +13,7 @@ import msgspec
 from hypnos.chat import ChatInput
 from hypnos.engine_io import (  # noqa: F401  the per-modality inputs and results are part of this contract
     AudioChunk,
+    ChatAccepted,
     ChatEvent,
     ChatFinished,
     ContentDelta,
@@ -241,7 +242,8 @@ class Engine:
 
     # modalities
     def chat(self, request: ChatInput, cancel: CancelToken) -> AsyncIterator[ChatEvent]:
-        """Stream the answer to a chat request as events, ending with ChatFinished."""
+        """Stream the answer to a chat request as events: a ChatAccepted first where the engine reports one (the
+        prompt read and checked, its prefill about to begin), ending with ChatFinished."""
         raise self._unsupported(Modality.TEXT_GENERATION)
 
     async def embed(self, texts: list[EmbeddingInput], cancel: CancelToken) -> EmbeddingResult:

@@ -25,6 +25,14 @@ class TokenLogprob(msgspec.Struct, kw_only=True):
     top_logprobs: list[TopLogprob] = []
 
 
+class ChatAccepted(msgspec.Struct, tag="accepted", kw_only=True):
+    """The first event of an engine that reports one: the prompt was read and checked, its prefill begins now."""
+
+    prompt_tokens: int
+    cached_tokens: int = 0  # of the prompt's tokens, those a prefix cache already holds (not prefilled again)
+    index: int = 0
+
+
 class ContentDelta(msgspec.Struct, tag="content"):
     """A piece of the answer's text of choice `index`, with the tokens' log probabilities when asked for."""
 
@@ -58,7 +66,7 @@ class ChatFinished(msgspec.Struct, tag="finished", kw_only=True):
     timing: EngineTiming = msgspec.field(default_factory=EngineTiming)
 
 
-ChatEvent = ContentDelta | ReasoningDelta | ToolCallEvent | ChatFinished
+ChatEvent = ChatAccepted | ContentDelta | ReasoningDelta | ToolCallEvent | ChatFinished
 
 
 # One embeddings input: a text, or the token ids the client already made.

@@ -118,7 +118,8 @@ async def test_a_host_that_ignores_a_cancellation_is_killed_within_the_grace() -
     try:
         async with scheduler.lease("m", TEXT) as lease:
             events = lease.engine.chat(chat_input(), lease.cancel)
-            await events.__anext__()
+            await events.__anext__()  # ChatAccepted
+            await events.__anext__()  # the first token
             pid = host_pid(scheduler, "m")
             lease.cancel.cancel()  # the client left; the engine is stuck before its next check
             await events.aclose()

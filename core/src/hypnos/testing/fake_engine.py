@@ -19,6 +19,7 @@ import msgspec
 from hypnos.engine import (
     AudioChunk,
     CancelToken,
+    ChatAccepted,
     ChatEvent,
     ChatFinished,
     ChatInput,
@@ -286,8 +287,8 @@ class FakeEngine(Engine):
             raise DeviceOutOfMemory("fake device out of memory")
 
     async def chat(self, request: ChatInput, cancel: CancelToken) -> AsyncIterator[ChatEvent]:  # type: ignore[override]
-        """Thoughts when thinking is on, a call of the chosen tool when tools are offered, else words, one per token,
-        up to max_tokens; ends "cancelled" when cancelled."""
+        """ChatAccepted, then thoughts when thinking is on, a call of the chosen tool when tools are offered, else
+        words, one per token, up to max_tokens; ends "cancelled" when cancelled."""
         self._maybe_oom()
         prompt = "\n".join(message.text() for message in request.messages)
         prompt_tokens = max(1, len(prompt.split()))
@@ -300,6 +301,7 @@ class FakeEngine(Engine):
         pace = self._pace()
         produced = 0
         cancelled = False
+        yield ChatAccepted(prompt_tokens=prompt_tokens)
         if self.options.first_token_ms:
             await self._prefill(cancel)
         if request.thinking:

@@ -8,7 +8,15 @@ from typing import Any
 
 import msgspec
 from hypnos.chat import ChatInput
-from hypnos.engine import ChatEvent, ChatFinished, ContentDelta, ReasoningDelta, TokenLogprob, ToolCallEvent
+from hypnos.engine import (
+    ChatAccepted,
+    ChatEvent,
+    ChatFinished,
+    ContentDelta,
+    ReasoningDelta,
+    TokenLogprob,
+    ToolCallEvent,
+)
 from hypnos.errors import HypnosError, clip
 from hypnos.openai import ToolCall
 
@@ -77,7 +85,9 @@ class ChatAccumulator:
         return self.choice(0).text
 
     def add(self, event: ChatEvent) -> None:
-        """Take one engine event."""
+        """Take one engine event (a ChatAccepted adds nothing to the answer)."""
+        if isinstance(event, ChatAccepted):
+            return
         choice = self.choice(event.index)
         if isinstance(event, ContentDelta):
             choice.text.append(event.text)

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import msgspec
-from hypnos.engine import ChatFinished, ContentDelta, ReasoningDelta, ToolCallEvent
+from hypnos.engine import ChatAccepted, ChatFinished, ContentDelta, ReasoningDelta, ToolCallEvent
 from hypnos.errors import HypnosError, clip
 from hypnos.openai import ToolCall
 from litestar import Request, Response, post
@@ -28,11 +28,23 @@ STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_
 
 def usage_of(finished: ChatFinished) -> dict[str, Any]:
     """Anthropic usage: uncached input tokens, tokens read from the prefix cache, output tokens."""
+    return _usage(finished.prompt_tokens, finished.cached_tokens, finished.completion_tokens)
+
+
+def start_usage(first: Any) -> dict[str, Any]:
+    """message_start's usage: the input tokens as the final usage counts them when the engine's first event is a
+    ChatAccepted (the prompt read, before its prefill), else 0."""
+    if not isinstance(first, ChatAccepted):
+        return {"input_tokens": 0, "output_tokens": 0}
+    return _usage(first.prompt_tokens, first.cached_tokens, 0)
+
+
+def _usage(prompt_tokens: int, cached_tokens: int, output_tokens: int) -> dict[str, Any]:
     return {
-        "input_tokens": finished.prompt_tokens - finished.cached_tokens,
-        "cache_read_input_tokens": finished.cached_tokens,
+        "input_tokens": prompt_tokens - cached_tokens,
+        "cache_read_input_tokens": cached_tokens,
         "cache_creation_input_tokens": 0,
-        "output_tokens": finished.completion_tokens,
+        "output_tokens": output_tokens,
     }
 
 
@@ -150,13 +162,14 @@ class _Blocks:
 
 
 async def _events(chat_run: ChatRun, message_id: str) -> AsyncIterator[bytes]:
-    """Anthropic's event stream of one answer; nothing goes out before the engine's first event."""
+    """Anthropic's event stream of one answer; nothing goes out before the engine's first event (a ChatAccepted
+    where the engine reports one: message_start then goes before the prefill, with the input tokens)."""
     run, answer = chat_run.run, chat_run.answer
     blocks, record = _Blocks(), run.record
     events = chat_run.events()
     try:
         event = await anext(events, None)
-        start = {"input_tokens": 0, "output_tokens": 0}
+        start = start_usage(event)
         message = {"id": message_id, "type": "message", "role": "assistant", "model": run.model, "content": []}
         yield _sse("message_start", message={**message, "stop_reason": None, "stop_sequence": None, "usage": start})
         yield _sse("ping")

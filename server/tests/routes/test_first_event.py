@@ -1,0 +1,62 @@
+"""A streamed chat answer goes out as soon as the engine accepts the prompt (ChatAccepted, before its prefill): the
+headers and the format's first event, Messages' message_start with the input tokens of the final usage; a client
+leaving during the prefill then stops it. Over the fake engine, whose prefill is `first_token_ms` long."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from litestar.testing import TestClient
+from server_harness import running, start_leaving
+from server_kit import build_app, config, wait_ready
+
+ASK = [{"role": "user", "content": "Tell me about the sea and the lighthouse"}]
+STREAMS = [
+    ("/v1/chat/completions", {"messages": ASK, "stream": True}, b'"role":"assistant"'),
+    ("/v1/messages", {"messages": ASK, "max_tokens": 8, "stream": True}, b"event: message_start"),
+    ("/v1/responses", {"input": "Tell me about the sea", "stream": True}, b"event: response.created"),
+]
+
+
+def slow_prefill_app() -> Any:
+    """One fake chat model whose prefill takes ten minutes (cancellable, checked every 10 ms)."""
+    model = {"id": "slow-chat", "modality": "text_generation", "engine": "fake", "fake": {"first_token_ms": 600_000}}
+    return build_app(config(models=[model]))
+
+
+@pytest.mark.parametrize(("path", "body", "first"), STREAMS, ids=["chat", "messages", "responses"])
+async def test_the_first_event_goes_before_the_prefill_and_leaving_then_stops_it(
+    path: str, body: dict[str, Any], first: bytes
+) -> None:
+    app = slow_prefill_app()
+    async with running(app):
+        state = app.state.hypnos.scheduler.get("slow-chat")
+        leaving = start_leaving(app, path, json.dumps({"model": "slow-chat", **body}).encode())
+        await asyncio.wait_for(leaving.response.first_chunk_reached.wait(), 60)  # not the ten minutes of prefill
+        assert leaving.response.status == 200
+        assert leaving.response.headers["content-type"].startswith("text/event-stream")
+        assert first in leaving.response.body
+        assert state.active_leases == 1 and state.engine.cancelled_requests == 0  # still prefilling
+        leaving.gone.set()
+        await asyncio.wait_for(leaving.task, 60)
+        for _ in range(1000):
+            if state.active_leases == 0:
+                break
+            await asyncio.sleep(0.01)
+        assert state.active_leases == 0 and state.engine.cancelled_requests == 1
+
+
+def test_message_start_carries_the_input_tokens_of_the_final_usage() -> None:
+    with TestClient(build_app()) as client:
+        wait_ready(client)
+        body = {"model": "fake-chat", "max_tokens": 8, "messages": ASK, "stream": True}
+        reply = client.post("/v1/messages", json=body)
+        assert reply.status_code == 200
+        events = [json.loads(block.split("\ndata: ", 1)[1]) for block in reply.text.strip().split("\n\n")]
+        start = events[0]["message"]["usage"]
+        final = next(event for event in events if event["type"] == "message_delta")["usage"]
+        assert start["input_tokens"] == final["input_tokens"] > 0
+        assert start["cache_read_input_tokens"] == final["cache_read_input_tokens"]
