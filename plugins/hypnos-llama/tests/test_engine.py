@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from hypnos.engine import CancelToken, ChatFinished, ContentDelta, EngineUnavailable
+from hypnos.engine import CancelToken, ChatAccepted, ChatFinished, ContentDelta, EngineUnavailable
 from hypnos.errors import HypnosError
 from hypnos.types import MemoryTier
 from hypnos_llama.testing import chat_request, collect, make_engine, tier1, tier2
@@ -55,7 +55,8 @@ async def test_stream_of_events_ends_with_usage_and_timings(engine) -> None:
     text, final, events = await collect(
         engine, chat_request("What is the capital of France?", temperature=0), max_tokens=12
     )
-    assert all(isinstance(e, ContentDelta) for e in events[:-1])
+    assert isinstance(events[0], ChatAccepted) and events[0].prompt_tokens == final.prompt_tokens
+    assert all(isinstance(e, ContentDelta) for e in events[1:-1])
     assert isinstance(final, ChatFinished) and final.finish_reason == "length"
     assert final.completion_tokens == 12 and final.prompt_tokens > 5
     timing = final.timing

@@ -10,16 +10,16 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from hypnos.engine import ChatEvent, ChatFinished, DeviceOutOfMemory
+from hypnos.engine import ChatAccepted, ChatEvent, ChatFinished, DeviceOutOfMemory
 from hypnos.errors import HypnosError, server_error
 from hypnos.kit.device_oom import llama_status_out_of_memory
-from hypnos.types import EngineTiming
 
 from hypnos_llama.choice_output import ChoiceOutput, token_logprob
+from hypnos_llama.prefill_pace import PrefillPace
 from hypnos_llama.runtime import ContextShape, LlamaContext, LlamaModel
 from hypnos_llama.sampling import SlotSampler
 from hypnos_llama.slot_cache import clear_idle_caches, make_room, prefill_media, reuse_media_head
-from hypnos_llama.slots import ChatJob, Slot, common_prefix
+from hypnos_llama.slots import ChatJob, Slot, common_prefix, finished_event
 
 logger = logging.getLogger(__name__)
 _STOP = object()
@@ -38,12 +38,14 @@ class BatchLoop:
         name: str,
         idle_timeout_s: float | None = None,
         last_token_alone: bool = False,
+        prefill_share: float = 0.2,
+        prefill_step_secs: float = 1.0,
     ) -> None:
         self.model = model
         self.idle_timeout_s = idle_timeout_s
         self.context = context
         self._rebuild = rebuild
-        self.prefill_chunk = max(1, prefill_chunk)
+        self.pace = PrefillPace(context.shape.n_batch, prefill_chunk, prefill_share, prefill_step_secs)
         self.last_token_alone = last_token_alone
         self.slots = [Slot(seq_id=i) for i in range(context.shape.n_seq)]
         self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -192,6 +194,7 @@ class BatchLoop:
         slot.first_token = None
         slot.sampler = SlotSampler(self.model, job.sampling)
         slot.output = ChoiceOutput(job.index, job.stop)
+        _send(job, ChatAccepted(prompt_tokens=len(job.prompt), cached_tokens=reuse, index=job.index))
 
     def _rebuild_context(self, required: int) -> float:
         """Replace the context with one of at least `required` cells; returns the milliseconds it took."""
@@ -204,10 +207,9 @@ class BatchLoop:
         return elapsed
 
     def _step(self) -> None:
-        """Build one batch (a token per generating slot, chunks of prompts) and decode it."""
+        """Build one batch (a token per answering slot, then prompt chunks as the pace allows) and decode it."""
         context = self.context
         context.batch_clear()
-        prefilled = 0
         outputs: list[tuple[Slot, int]] = []
         active = self._active()
         generating = [s for s in active if not s.pending and s.next_token is not None]
@@ -217,34 +219,30 @@ class BatchLoop:
             outputs.append((slot, context.batch_add(token, len(slot.cached) + slot.pos_offset, slot.seq_id, True)))
             slot.cached.append(token)
         budget = context.shape.n_batch - len(generating)
-        if generating:
-            budget = min(budget, self.prefill_chunk)
         stepped = list(generating)
-        for slot in sorted((s for s in active if s.pending), key=lambda s: s.admitted):
-            if budget <= 0:
+        # tokens inserted into an answer (after its first token) go first; prompts then share the pace's chunk
+        answering = [s for s in active if s.pending and s.first_token is not None]
+        prompts = sorted((s for s in active if s.pending and s.first_token is None), key=lambda s: s.admitted)
+        streaming = bool(generating or answering)
+        for slot in answering:
+            budget -= self._add_pending(slot, budget, outputs)
+            stepped.append(slot)
+        chunk = min(budget, self.pace.budget(streaming)) if prompts else 0
+        prefilled = 0
+        for slot in prompts:
+            if chunk - prefilled <= 0:
                 break
             stepped.append(slot)
-            # With last_token_alone (deterministic_prefill) the prompt's last token decodes in a step of its own,
-            # as it does after a full prefix hit: its logits then come from the same kernels whether or not the
-            # prefix was cached (same seed, same answer), at the cost of one more llama_decode before the first
-            # token. By default it goes with the rest of the prompt.
-            alone = self.last_token_alone and len(slot.pending) > 1
-            take = slot.pending[: min(budget, len(slot.pending) - 1)] if alone else slot.pending[:budget]
-            slot.pending = slot.pending[len(take) :]
-            budget -= len(take)
-            prefilled += len(take)
-            for offset, token in enumerate(take):
-                last = not slot.pending and offset == len(take) - 1
-                index = context.batch_add(token, len(slot.cached) + slot.pos_offset, slot.seq_id, last)
-                slot.cached.append(token)
-                if last:
-                    outputs.append((slot, index))
+            prefilled += self._add_pending(slot, chunk - prefilled, outputs)
+        started = time.perf_counter()
         status = context.decode()
         if status == 1 and clear_idle_caches(self.context, self.slots):  # no KV room: drop idle prefixes, retry once
             status = context.decode()
         if status != 0:
             self._decode_failed(status, active)
             return
+        if prompts or streaming:
+            self.pace.record(time.perf_counter() - started, prefilled, streaming)
         self.steps += 1
         if generating:
             self.max_prefill_beside_streams = max(self.max_prefill_beside_streams, prefilled)
@@ -256,6 +254,27 @@ class BatchLoop:
             top = slot.job.top_logprobs if slot.job is not None else None
             logprob = None if top is None else token_logprob(self.model, context, index, token, top)
             self._accept(slot, token, logprob)
+
+    def _add_pending(self, slot: Slot, budget: int, outputs: list[tuple[Slot, int]]) -> int:
+        """Add up to `budget` of the slot's pending tokens to the batch (the last one's logits when it ends them);
+        how many were added."""
+        # With last_token_alone (deterministic_prefill) the prompt's last token decodes in a step of its own, as it
+        # does after a full prefix hit: its logits then come from the same kernels whether or not the prefix was
+        # cached (same seed, same answer), at the cost of one more llama_decode before the first token. By default
+        # it goes with the rest of the prompt.
+        if budget <= 0:
+            return 0
+        alone = self.last_token_alone and len(slot.pending) > 1
+        take = slot.pending[: min(budget, len(slot.pending) - 1)] if alone else slot.pending[:budget]
+        slot.pending = slot.pending[len(take) :]
+        context = self.context
+        for offset, token in enumerate(take):
+            last = not slot.pending and offset == len(take) - 1
+            index = context.batch_add(token, len(slot.cached) + slot.pos_offset, slot.seq_id, last)
+            slot.cached.append(token)
+            if last:
+                outputs.append((slot, index))
+        return len(take)
 
     def _decode_failed(self, status: int, active: list[Slot]) -> None:
         """Undo this step's tokens and fail the requests it held."""
@@ -315,35 +334,9 @@ class BatchLoop:
         tail = slot.output.flush() if slot.output is not None and flush and reason != "cancelled" else None
         if tail is not None:
             _send(job, tail)
-        finished = self._finished(slot, job, reason)
+        finished = finished_event(slot, job, reason)
         self._release(slot)
         _send(job, finished)
-
-    def _finished(self, slot: Slot, job: ChatJob, reason: str) -> ChatFinished:
-        end = time.perf_counter()
-        first = slot.first_token or end
-        prefill_s = max(first - slot.admitted, 1e-9)
-        decode_s = end - first
-        prefilled = len(job.prompt) - slot.reused
-        timing = EngineTiming(
-            queue_ms=(slot.admitted - job.submitted) * 1000,
-            context_ms=job.context_ms,
-            prefill_ms=prefill_s * 1000,
-            decode_ms=decode_s * 1000,
-            ttft_ms=(first - job.submitted) * 1000,
-            prefill_tokens_per_s=prefilled / prefill_s,
-            decode_tokens_per_s=(slot.completion - 1) / decode_s if slot.completion > 1 and decode_s > 0 else None,
-            cached_tokens=slot.reused,
-            concurrent_slots=max(1, slot.concurrent),
-        )
-        return ChatFinished(
-            finish_reason=reason,
-            index=job.index,
-            prompt_tokens=len(job.prompt),
-            completion_tokens=slot.completion,
-            cached_tokens=slot.reused,
-            timing=timing,
-        )
 
     def _release(self, slot: Slot) -> None:
         if slot.sampler is not None:

@@ -13,6 +13,7 @@ from hypnos.chat import AudioPart, ChatInput, ImagePart
 from hypnos.config import ModelConfig
 from hypnos.engine import (
     CancelToken,
+    ChatAccepted,
     ChatEvent,
     ChatFinished,
     ContentDelta,
@@ -234,6 +235,8 @@ class LlamaEngine(StagedEngine):
             name=self.model.id,
             idle_timeout_s=float(idle) if idle else None,
             last_token_alone=self.options.deterministic_prefill,
+            prefill_share=self.options.prefill_share,
+            prefill_step_secs=self.options.prefill_step_secs,
         )
         self._kv_restored = restore_slots(self.context.kv_park, self.model.id, self._layout(context), batch)
         batch.start()
@@ -275,8 +278,9 @@ class LlamaEngine(StagedEngine):
         return self._runtime_model.tokenize(text, add_special=True, parse_special=True), text
 
     async def chat(self, request: ChatInput, cancel: CancelToken) -> AsyncIterator[ChatEvent]:  # type: ignore[override]
-        """Stream the answer: content deltas as tokens decode, then ChatFinished with usage and timings; the `n`
-        choices decode together in the model's slots, each event carrying its choice's index."""
+        """Stream the answer: ChatAccepted once a slot takes it (before its prefill), content deltas as tokens decode,
+        then ChatFinished with usage and timings; the `n` choices decode together in the model's slots, each event
+        carrying its choice's index."""
         batch, model = self._batch, self._runtime_model
         if batch is None or model is None:
             raise EngineUnavailable(f"the model `{self.model.id}` is not loaded")
@@ -343,11 +347,16 @@ class LlamaEngine(StagedEngine):
         for job in jobs:
             batch.submit(job)
         try:
-            running = choices
+            running, accepted = choices, False
             while running:
                 event = await events.get()
                 if isinstance(event, BaseException):
                     raise event
+                if isinstance(event, ChatAccepted):  # the first choice in a slot: its prefill begins
+                    if not accepted:
+                        accepted = True
+                        yield event
+                    continue
                 for parsed in readers[event.index].read(event):
                     yield parsed
                 running -= isinstance(event, ChatFinished)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Annotated
 
 import msgspec
 
@@ -31,6 +32,10 @@ class LlamaOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     matryoshka: bool = False
     n_ubatch: int = 512
     prefill_chunk: int = 256
+    # Beside answers that stream, prompt chunks take at most this share of the loop's time (the streams keep about
+    # 1 / (1 + share) of their pace while a long prompt prefills); alone, a chunk is cut to about prefill_step_secs.
+    prefill_share: Annotated[float, msgspec.Meta(gt=0)] = 0.2
+    prefill_step_secs: Annotated[float, msgspec.Meta(gt=0)] = 1.0
     use_mmap: bool = True
     repack: bool = False
     deterministic_prefill: bool = False

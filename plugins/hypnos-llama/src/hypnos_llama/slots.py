@@ -8,7 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hypnos.engine import CancelToken, ChatEvent
+from hypnos.engine import CancelToken, ChatEvent, ChatFinished
+from hypnos.types import EngineTiming
 
 from hypnos_llama.sampling import SamplingParams
 
@@ -84,3 +85,31 @@ def common_prefix(a: list[int], b: list[int]) -> int:
     while i < n and a[i] == b[i]:
         i += 1
     return i
+
+
+def finished_event(slot: Slot, job: ChatJob, reason: str) -> ChatFinished:
+    """The job's last event: why it ended, its usage and its timings."""
+    end = time.perf_counter()
+    first = slot.first_token or end
+    prefill_s = max(first - slot.admitted, 1e-9)
+    decode_s = end - first
+    prefilled = len(job.prompt) - slot.reused
+    timing = EngineTiming(
+        queue_ms=(slot.admitted - job.submitted) * 1000,
+        context_ms=job.context_ms,
+        prefill_ms=prefill_s * 1000,
+        decode_ms=decode_s * 1000,
+        ttft_ms=(first - job.submitted) * 1000,
+        prefill_tokens_per_s=prefilled / prefill_s,
+        decode_tokens_per_s=(slot.completion - 1) / decode_s if slot.completion > 1 and decode_s > 0 else None,
+        cached_tokens=slot.reused,
+        concurrent_slots=max(1, slot.concurrent),
+    )
+    return ChatFinished(
+        finish_reason=reason,
+        index=job.index,
+        prompt_tokens=len(job.prompt),
+        completion_tokens=slot.completion,
+        cached_tokens=slot.reused,
+        timing=timing,
+    )

@@ -1,0 +1,50 @@
+"""How many prompt tokens the batch loop's next step prefills: chunks short enough that a cancellation is seen
+soon, and beside answers that stream, only as much prefill as keeps their pace."""
+
+from __future__ import annotations
+
+MIN_CHUNK = 16  # the smallest chunk a time bound makes (smaller batches waste most of a step's fixed cost)
+DECODE_WEIGHT = 0.2  # how much a new decode-only step moves the running mean of their duration
+
+
+class PrefillPace:
+    """Sizes the prompt chunks of each step and keeps prefill's share of the loop's time beside streams.
+
+    Alone, a step takes up to `n_batch` prompt tokens, fewer when the last chunk's rate says that many would take
+    longer than `step_secs` (the cancellation check between steps is then at most about that far away). Beside slots
+    that are answering, a step takes at most `chunk_beside` prompt tokens, and only while prefill's time beside them
+    (a mixed step's duration beyond a decode-only step's) stays within `share` of their decode-only time: their
+    streams keep about 1 / (1 + share) of their pace while a long prompt prefills.
+    """
+
+    def __init__(self, n_batch: int, chunk_beside: int, share: float, step_secs: float) -> None:
+        self.n_batch = max(1, n_batch)
+        self.chunk_beside = max(1, min(chunk_beside, self.n_batch))
+        self.share = share
+        self.step_secs = step_secs
+        self.credit = 0.0  # seconds of prefill still allowed beside streams (negative: owed back in decode time)
+        self.decode_s: float | None = None  # running mean of a decode-only step
+        self.rate: float | None = None  # prompt tokens a second in the last step that prefilled (falls as KV fills)
+
+    def budget(self, streaming: bool) -> int:
+        """The most prompt tokens the next step may take (0: this step only decodes)."""
+        if streaming and self.credit < 0:
+            return 0
+        cap = self.chunk_beside if streaming else self.n_batch
+        if self.rate is not None and self.step_secs > 0:
+            cap = min(cap, max(MIN_CHUNK, int(self.rate * self.step_secs)))
+        return cap
+
+    def record(self, elapsed: float, prefilled: int, streaming: bool) -> None:
+        """Account a decoded step: `prefilled` prompt tokens in `elapsed` seconds, beside streams or not."""
+        if prefilled == 0:
+            if streaming:
+                mean = self.decode_s
+                self.decode_s = elapsed if mean is None else mean + DECODE_WEIGHT * (elapsed - mean)
+                self.credit = min(0.0, self.credit + self.share * elapsed)
+            return
+        extra = elapsed - (self.decode_s or 0.0) if streaming else elapsed
+        extra = max(extra, elapsed * 0.5, 1e-6)  # a noisy decode mean never makes a chunk look free
+        self.rate = prefilled / extra
+        if streaming:
+            self.credit -= extra
