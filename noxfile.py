@@ -175,6 +175,7 @@ BENCHES: dict[str, Bench] = {
     "llama_ab_bench": Bench("plugins/hypnos-llama[test]", starter=True),
     "kv_park_bench": Bench("plugins/hypnos-llama[test]", starter=True),
     "api_bench": Bench("plugins/hypnos-llama[test]", starter=True),
+    "prefill_bench": Bench("plugins/hypnos-llama[test]", starter=True),
     # every engine plugin with its starter weights (gliner's transformers pin: a venv of its own)
     "isolation_bench": Bench(
         "plugins/hypnos-llama[test]",
