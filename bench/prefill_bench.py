@@ -56,7 +56,7 @@ def server(checkout: Path, work: Path, gguf: Path, port: int, threads: int) -> I
     with (work / f"server-{port}.log").open("wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
         try:
-            _wait_ready(f"http://127.0.0.1:{port}", "/v1/models", process)
+            _wait_ready(f"http://127.0.0.1:{port}", "/ready", process)
             yield f"http://127.0.0.1:{port}"
         finally:
             stop_process(process)
@@ -140,14 +140,20 @@ async def pace_beside_prefill(url: str, prompt_tokens: int, alone_secs: float, b
     async with httpx.AsyncClient(timeout=3600) as client:
 
         async def counting() -> None:
-            async with client.stream("POST", f"{url}/v1/chat/completions", json=body) as response:
-                async for line in response.aiter_lines():
-                    if done.is_set():
-                        return
-                    if line.startswith("data: {") and '"content":"' in line and '"content":""' not in line:
-                        stamps.append(time.perf_counter())
-                        if len(stamps) == 2:
-                            decoding.set()
+            try:
+                async with client.stream("POST", f"{url}/v1/chat/completions", json=body) as response:
+                    async for line in response.aiter_lines():
+                        if done.is_set():
+                            return
+                        if '"error"' in line:
+                            marks["counting_error"] = time.perf_counter()
+                            print(f"the counting stream failed: {line[:300]}", flush=True)
+                        if line.startswith("data: {") and '"content":"' in line and '"content":""' not in line:
+                            stamps.append(time.perf_counter())
+                            if len(stamps) == 2:
+                                decoding.set()
+            finally:
+                decoding.set()  # also when it ended early: the measurement then shows it
 
         streaming = asyncio.ensure_future(counting())
         await decoding.wait()
@@ -160,6 +166,8 @@ async def pace_beside_prefill(url: str, prompt_tokens: int, alone_secs: float, b
             marks["first_text"] = first_text
         done.set()
         await streaming
+    if len(stamps) < 2:
+        raise SystemExit("the counting stream ended before decoding")
     start, sent = stamps[1], marks["long_sent"]
     end = min(marks.get("first_text", marks["window_end"]), stamps[-1])
     alone = [t for t in stamps if start <= t <= sent]
@@ -216,9 +224,10 @@ def main() -> None:
         for name, checkout in checkouts:
             with server(checkout, Path(tmp), gguf, args.port, args.threads) as url:
                 left = asyncio.run(leave_mid_prefill(url, args.prompt_tokens, args.leave_after, args.max_wait))
+                print(json.dumps({"checkout": name, "leave": left}), flush=True)
                 pace = asyncio.run(pace_beside_prefill(url, args.prompt_tokens, args.alone_secs, args.beside_secs))
+            print(json.dumps({"checkout": name, "pace": pace}), flush=True)
             report(f"{name} ({checkout})", left, pace)
-            print(json.dumps({"checkout": name, "leave": left, "pace": pace}))
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import msgspec
 from hypnos.engine import CancelToken, ChatAccepted, ChatFinished
-from hypnos_llama.prefill_pace import MIN_CHUNK, PrefillPace
+from hypnos_llama.prefill_pace import FIRST_CHUNK, MIN_CHUNK, PrefillPace
 from hypnos_llama.testing import chat_request, make_engine, tier1
 
 PROMPT = " ".join(["word"] * 300)
@@ -84,6 +84,8 @@ async def test_a_client_gone_mid_prefill_frees_the_slot_at_the_next_chunk(tiny_g
 
 def test_alone_a_chunk_is_cut_to_the_step_time() -> None:
     pace = PrefillPace(n_batch=512, chunk_beside=256, share=0.25, step_secs=1.0)
+    assert pace.budget(streaming=False) == FIRST_CHUNK  # no rate measured yet
+    pace.record(0.125, 128, streaming=False)  # 1,024 prompt tokens a second
     assert pace.budget(streaming=False) == 512
     pace.record(2.0, 512, streaming=False)  # 256 prompt tokens a second
     assert pace.budget(streaming=False) == 256
@@ -94,7 +96,7 @@ def test_alone_a_chunk_is_cut_to_the_step_time() -> None:
 def test_beside_streams_prefill_takes_its_share_of_the_time() -> None:
     pace = PrefillPace(n_batch=512, chunk_beside=256, share=0.25, step_secs=1.0)
     pace.record(0.0625, 0, streaming=True)  # a decode-only step of the streams: 62.5 ms
-    assert pace.budget(streaming=True) == 256
+    assert pace.budget(streaming=True) == FIRST_CHUNK
     pace.record(0.5625, 256, streaming=True)  # a chunk beside them: 0.5 s more than their step
     waited = 0
     while pace.budget(streaming=True) == 0:

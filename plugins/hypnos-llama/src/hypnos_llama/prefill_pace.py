@@ -4,17 +4,19 @@ soon, and beside answers that stream, only as much prefill as keeps their pace."
 from __future__ import annotations
 
 MIN_CHUNK = 16  # the smallest chunk a time bound makes (smaller batches waste most of a step's fixed cost)
+FIRST_CHUNK = 128  # the most a chunk takes before any rate was measured (a slow CPU: 512 tokens can take 20 s)
 DECODE_WEIGHT = 0.2  # how much a new decode-only step moves the running mean of their duration
 
 
 class PrefillPace:
     """Sizes the prompt chunks of each step and keeps prefill's share of the loop's time beside streams.
 
-    Alone, a step takes up to `n_batch` prompt tokens, fewer when the last chunk's rate says that many would take
-    longer than `step_secs` (the cancellation check between steps is then at most about that far away). Beside slots
-    that are answering, a step takes at most `chunk_beside` prompt tokens, and only while prefill's time beside them
-    (a mixed step's duration beyond a decode-only step's) stays within `share` of their decode-only time: their
-    streams keep about 1 / (1 + share) of their pace while a long prompt prefills.
+    Alone, a step takes up to `n_batch` prompt tokens (FIRST_CHUNK before any rate is known), fewer when the last
+    chunk's rate says that many would take longer than `step_secs` (the cancellation check between steps is then at
+    most about that far away). Beside slots that are answering, a step takes at most `chunk_beside` prompt tokens,
+    and only while prefill's time beside them (a mixed step's duration beyond a decode-only step's) stays within
+    `share` of their decode-only time: their streams keep about 1 / (1 + share) of their pace while a long prompt
+    prefills.
     """
 
     def __init__(self, n_batch: int, chunk_beside: int, share: float, step_secs: float) -> None:
@@ -31,7 +33,9 @@ class PrefillPace:
         if streaming and self.credit < 0:
             return 0
         cap = self.chunk_beside if streaming else self.n_batch
-        if self.rate is not None and self.step_secs > 0:
+        if self.rate is None:
+            cap = min(cap, FIRST_CHUNK)
+        elif self.step_secs > 0:
             cap = min(cap, max(MIN_CHUNK, int(self.rate * self.step_secs)))
         return cap
 
