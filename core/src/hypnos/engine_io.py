@@ -64,6 +64,8 @@ class ChatFinished(msgspec.Struct, tag="finished", kw_only=True):
     completion_tokens: int
     cached_tokens: int = 0
     timing: EngineTiming = msgspec.field(default_factory=EngineTiming)
+    # the `stop` string that ended the choice (finish_reason "stop"), None when it ended otherwise
+    stop_sequence: str | None = None
 
 
 ChatEvent = ChatAccepted | ContentDelta | ReasoningDelta | ToolCallEvent | ChatFinished

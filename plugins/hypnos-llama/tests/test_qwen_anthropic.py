@@ -1,8 +1,10 @@
-"""Anthropic Messages (issue 29) with the real Qwen starter through the real server and the `anthropic` Python SDK:
-messages.create, messages.stream, a tool_use / tool_result round trip, count_tokens, an error as its typed exception."""
+"""Anthropic Messages (issues 29, 40) with the real Qwen starter through the real server and the `anthropic` Python SDK
+(pinned in the plugin's test extra): messages.create, messages.stream, a tool_use / tool_result round trip,
+count_tokens, an error as its typed exception, stop_sequence, request_id, output_config and message threads."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -68,3 +70,39 @@ def test_errors_are_the_sdks_typed_exceptions(client: Any) -> None:
     assert raised.value.body["error"]["type"] == "not_found_error"
     with pytest.raises(anthropic.BadRequestError):
         client.messages.create(model=MODEL, max_tokens=4, messages=[{"role": "system", "content": "x"}])
+
+
+def test_a_stop_sequence_hit_is_reported_whole_and_streamed_with_the_request_id(client: Any) -> None:
+    stop = {"stop_sequences": ["Paris"], "extra_body": GREEDY}
+    message = client.messages.create(model=MODEL, max_tokens=24, messages=QUESTION, **stop)
+    assert (message.stop_reason, message.stop_sequence) == ("stop_sequence", "Paris")
+    assert "Paris" not in message.content[0].text and "capital" in message.content[0].text
+    assert message._request_id  # the `request-id` header, as the SDK reads it
+    with client.messages.stream(model=MODEL, max_tokens=24, messages=QUESTION, **stop) as stream:
+        final = stream.get_final_message()
+    assert (final.stop_reason, final.stop_sequence) == ("stop_sequence", "Paris")
+
+
+def test_output_config_format_constrains_the_answer_to_the_schema(client: Any) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"capital": {"type": "string"}, "country": {"type": "string"}},
+        "required": ["capital", "country"],
+        "additionalProperties": False,
+    }
+    output_config = {"format": {"type": "json_schema", "schema": schema}}
+    message = client.messages.create(
+        model=MODEL, max_tokens=48, messages=QUESTION, output_config=output_config, extra_body=GREEDY
+    )
+    answer = json.loads(message.content[0].text)
+    assert set(answer) == {"capital", "country"} and all(isinstance(value, str) for value in answer.values())
+
+
+def test_a_message_thread_continues_with_its_history(client: Any) -> None:
+    """The SDK's thread helper: turn 1 creates the thread, turn 2 sends only its new message and `continue`s."""
+    thread = client.beta.messages.thread(model=MODEL, max_tokens=24, system="Answer in a few words.", extra_body=GREEDY)
+    first = thread.send({"role": "user", "content": "My name is Ada Lovelace. Reply with OK."})
+    assert thread.previous_message_id == first.id
+    second = thread.send({"role": "user", "content": "What is my name?"})
+    assert "Ada" in second.content[0].text
+    assert thread.previous_message_id == second.id

@@ -48,3 +48,50 @@ def test_tool_call_arguments_reach_the_template_as_objects() -> None:
     call = ToolCall(id="c1", function=ToolCallFunction(name="weather", arguments='{"city": "Paris"}'))
     text = template.render(_request(ChatMessage(role="assistant", content=None, tool_calls=[call])))
     assert text == "Paris"
+
+
+# A template in the style of Gemma's and Mistral's: a system message only first, any other role order refused.
+FIRST_SYSTEM_ONLY = (
+    "{% if messages[0]['role'] == 'system' %}{% set system = messages[0]['content'] %}{% set rest = messages[1:] %}"
+    "{% else %}{% set system = '' %}{% set rest = messages %}{% endif %}"
+    "[SYS]{{ system }}[/SYS]"
+    "{% for message in rest %}{% if message['role'] == 'system' %}{{ raise_exception('system only first') }}"
+    "{% endif %}<{{ message['role'] }}>{{ message['content'] }}{% endfor %}<assistant>"
+)
+# A template that renders user and assistant turns only (a later system message would be lost without a word).
+TURNS_ONLY = (
+    "{% for message in messages %}{% if message['role'] in ['user', 'assistant'] %}"
+    "<{{ message['role'] }}>{{ message['content'] }}{% endif %}{% endfor %}<assistant>"
+)
+
+
+def test_a_system_message_after_the_first_stands_where_it_is_when_the_template_renders_it() -> None:
+    request = _request(
+        ChatMessage(role="system", content="S1"), ChatMessage(role="user", content="hi"), ChatMessage("system", "S2")
+    )
+    text = ChatTemplate(CHATML_FALLBACK).render(request)
+    assert text.index("S1") < text.index("hi") < text.index("<|im_start|>system\nS2")
+
+
+def test_a_template_that_refuses_or_drops_a_later_system_message_gets_them_folded_in_order() -> None:
+    request = _request(
+        ChatMessage(role="system", content="S1"),
+        ChatMessage(role="user", content="hi"),
+        ChatMessage(role="developer", content="S2"),
+        ChatMessage(role="assistant", content="ok"),
+        ChatMessage(role="system", content="S3"),
+    )
+    assert (
+        ChatTemplate(FIRST_SYSTEM_ONLY).render(request) == "[SYS]S1\n\nS2\n\nS3[/SYS]<user>hi<assistant>ok<assistant>"
+    )
+    assert ChatTemplate(TURNS_ONLY).render(request) == "<user>hi<assistant>ok<assistant>"  # no system to fold into
+    with_system = "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}"
+    dropping = "{% if messages[0]['role'] == 'system' %}[{{ messages[0]['content'] }}]{% endif %}" + TURNS_ONLY
+    assert ChatTemplate(dropping).render(request) == "[S1\n\nS2\n\nS3]<user>hi<assistant>ok<assistant>"
+    assert ChatTemplate(with_system).render(request) == "<system>S1<user>hi<system>S2<assistant>ok<system>S3"
+
+
+def test_a_template_that_refuses_something_else_still_fails() -> None:
+    refusing = "{{ raise_exception('no') }}"
+    with pytest.raises(TemplateError):
+        ChatTemplate(refusing).render(_request(ChatMessage(role="user", content="a"), ChatMessage("system", "b")))

@@ -32,6 +32,7 @@ from hypnos_server.pool import ModelPool
 from hypnos_server.realtime.detectors import collect_speech_detectors
 from hypnos_server.responses_store import ResponseStore
 from hypnos_server.routes import server_routes
+from hypnos_server.routes.messages_threads import THREADS_FILE
 from hypnos_server.shutdown import GracefulStop, watch_stop_signals
 from hypnos_server.state import HypnosState
 
@@ -136,6 +137,8 @@ def _lifespan(state: HypnosState):  # type: ignore[no-untyped-def]
                 logger.exception("scheduler shutdown failed")
             if state.responses is not None:  # after the background responses stored how they ended
                 state.responses.close()
+            if state.threads is not None:
+                state.threads.close()
             if restore_signals is not None:
                 restore_signals()
 
@@ -164,6 +167,12 @@ def create_app(
         pool=ModelPool(scheduler, overlay, catalog, cluster=cluster),
         responses=ResponseStore(
             settings.data_path, settings.server.responses_max_count, settings.server.responses_max_age_secs
+        ),
+        threads=ResponseStore(
+            settings.data_path,
+            settings.server.responses_max_count,
+            settings.server.responses_max_age_secs,
+            file_name=THREADS_FILE,
         ),
         speech_detectors=collect_speech_detectors(manager, settings.server.realtime_vad),
     )

@@ -123,9 +123,13 @@ ANTHROPIC_TYPES = {
 
 
 def anthropic_body(error: HypnosError) -> dict[str, Any]:
-    """Anthropic's error body: {"type": "error", "error": {"type", "message"}}, the type from the status."""
+    """Anthropic's error body: {"type": "error", "error": {"type", "message", "details"?}}, the type from the
+    status."""
     kind = ANTHROPIC_TYPES.get(error.status, "api_error" if error.status >= 500 else "invalid_request_error")
-    return {"type": "error", "error": {"type": kind, "message": error.message}}
+    detail: dict[str, Any] = {"type": kind, "message": error.message}
+    if error.code is not None:  # the SDKs read `error.details.error_code` (message threads branch on it)
+        detail["details"] = {"error_code": error.code}
+    return {"type": "error", "error": detail}
 
 
 def render(error: HypnosError, path: str = "") -> tuple[int, dict[str, str], bytes, str]:

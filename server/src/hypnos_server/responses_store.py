@@ -85,10 +85,11 @@ class StoredResponse(msgspec.Struct, kw_only=True):
 class ResponseStore:
     """The stored responses of one server; every call is thread-safe and has an async twin for the event loop."""
 
-    def __init__(self, folder: Path | None, max_count: int, max_age_secs: int) -> None:
+    def __init__(self, folder: Path | None, max_count: int, max_age_secs: int, file_name: str = FILE_NAME) -> None:
+        """`file_name`: the database's file in `folder` (another one keeps Anthropic message threads the same way)."""
         self.max_count = max_count
         self.max_age_secs = max_age_secs
-        self.path = None if folder is None else folder / FILE_NAME
+        self.path = None if folder is None else folder / file_name
         self._lock = threading.Lock()
         self._db = self._open()
         self._fail_interrupted()

@@ -144,6 +144,8 @@ class HypnosState:
     cluster: Any = None
     # stored /v1/responses (SQLite under the data dir) and the responses being generated now, by id (for cancel)
     responses: ResponseStore | None = None
+    # Anthropic message threads (anthropic-beta message-threads-2026-08-12), stored per key like responses
+    threads: ResponseStore | None = None
     live_responses: dict[str, Any] = field(default_factory=dict)
     # the tasks running background responses (cancelled at shutdown, which stores them as failed)
     background: set[asyncio.Task[None]] = field(default_factory=set)

@@ -288,7 +288,7 @@ class FakeEngine(Engine):
 
     async def chat(self, request: ChatInput, cancel: CancelToken) -> AsyncIterator[ChatEvent]:  # type: ignore[override]
         """ChatAccepted, then thoughts when thinking is on, a call of the chosen tool when tools are offered, else
-        words, one per token, up to max_tokens; ends "cancelled" when cancelled."""
+        words, one per token, up to max_tokens or a word that is a `stop` string; ends "cancelled" when cancelled."""
         self._maybe_oom()
         prompt = "\n".join(message.text() for message in request.messages)
         prompt_tokens = max(1, len(prompt.split()))
@@ -315,7 +315,11 @@ class FakeEngine(Engine):
             yield ChatFinished(finish_reason="tool_calls", prompt_tokens=prompt_tokens, completion_tokens=produced + 1)
             return
         options = self.options
+        stopped_at: str | None = None
         for index, word in enumerate(_words(prompt + str(request.sampling.seed or 0), count)):
+            if word in request.stop:  # a stop string that is a whole word ends the answer before it
+                stopped_at = word
+                break
             if options.crash_after_tokens and index == options.crash_after_tokens:
                 self._fault("crash")
             if options.hang_after_tokens and index == options.hang_after_tokens:
@@ -331,12 +335,13 @@ class FakeEngine(Engine):
             yield ContentDelta(word if index == 0 else " " + word)
         decode_ms = (time.perf_counter() - started) * 1000
         finish = "length" if count == request.max_tokens and count < self.options.tokens else "stop"
-        finish = "cancelled" if cancelled else finish
+        finish = "cancelled" if cancelled else "stop" if stopped_at is not None else finish
         yield ChatFinished(
             finish_reason=finish,
             prompt_tokens=prompt_tokens,
             completion_tokens=produced,
             timing=EngineTiming(prefill_ms=0.0, decode_ms=decode_ms, concurrent_slots=1),
+            stop_sequence=stopped_at,
         )
 
     async def rerank(self, job: RerankInput, cancel: CancelToken) -> RerankResult:

@@ -15,16 +15,18 @@ class StopMatcher:
     def __init__(self, stops: list[str]) -> None:
         self.stops = [stop for stop in stops if stop]
         self.held = ""
+        self.matched: str | None = None  # the stop string reached (the earliest in the text; first listed on a tie)
 
     def feed(self, text: str) -> tuple[str, bool]:
         """The text that may be sent now, and True when a stop string was reached (the text before it is sent)."""
         if not self.stops:
             return text, False
         buffer = self.held + text
-        found = [index for index in (buffer.find(stop) for stop in self.stops) if index >= 0]
+        found = [(index, stop) for stop in self.stops if (index := buffer.find(stop)) >= 0]
         if found:
             self.held = ""
-            return buffer[: min(found)], True
+            at, self.matched = min(found, key=lambda hit: hit[0])
+            return buffer[:at], True
         keep = 0
         for stop in self.stops:
             for size in range(min(len(stop) - 1, len(buffer)), keep, -1):

@@ -112,4 +112,5 @@ def finished_event(slot: Slot, job: ChatJob, reason: str) -> ChatFinished:
         completion_tokens=slot.completion,
         cached_tokens=slot.reused,
         timing=timing,
+        stop_sequence=slot.output.matcher.matched if slot.output is not None else None,
     )

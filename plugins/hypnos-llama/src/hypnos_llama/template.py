@@ -92,9 +92,28 @@ class ChatTemplate:
         self._compiled = environment.from_string(self.source)
 
     def render(self, request: ChatInput, *, extra: dict[str, Any] | None = None) -> str:
-        """The prompt text for a request, ending with the assistant's generation prompt."""
+        """The prompt text for a request, ending with the assistant's generation prompt. A system (or developer)
+        message after the first message stands where it is when the template renders it there; a template that
+        refuses it or leaves it out gets every system message folded, in order, into one system prompt first."""
+        messages = [message_to_dict(m) for m in request.messages]
+        if "developer" not in self.source:  # a template that knows no developer role would drop those messages
+            for message in messages:
+                if message["role"] == "developer":
+                    message["role"] = "system"
+        inner = [m["content"] for m in messages[1:] if m["role"] == "system" and m["content"]]
+        try:
+            rendered = self._render(messages, request, extra)
+        except TemplateError:
+            if not inner:
+                raise
+            return self._render(folded_system(messages), request, extra)
+        if any(content.strip() not in rendered for content in inner):
+            return self._render(folded_system(messages), request, extra)
+        return rendered
+
+    def _render(self, messages: list[dict[str, Any]], request: ChatInput, extra: dict[str, Any] | None) -> str:
         variables: dict[str, Any] = {
-            "messages": [message_to_dict(m) for m in request.messages],
+            "messages": messages,
             "add_generation_prompt": True,
             "bos_token": self.bos_token,
             "eos_token": self.eos_token,
@@ -110,6 +129,15 @@ class ChatTemplate:
         except Exception as error:  # jinja errors, sandbox violations: their text (Python names) stays in the log
             logger.info("the chat template failed: %s", error)
             raise TemplateError("it cannot render this conversation") from error
+
+
+def folded_system(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The conversation with every system message's text joined, in order, into one leading system message."""
+    system = [m for m in messages if m["role"] == "system"]
+    if not system:
+        return messages
+    joined = "\n\n".join(m["content"] for m in system if m["content"])
+    return [{**system[0], "content": joined}, *(m for m in messages if m["role"] != "system")]
 
 
 def _function_dict(function: Any) -> dict[str, Any]:

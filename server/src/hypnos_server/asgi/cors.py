@@ -13,6 +13,7 @@ ALLOWED_METHODS = "GET, POST, OPTIONS"
 EXPOSED_HEADERS = ", ".join(
     [
         "x-request-id",
+        "request-id",
         "x-hypnos-estimated-wait-ms",
         "x-hypnos-previous-tier",
         "x-hypnos-gpu-layers",

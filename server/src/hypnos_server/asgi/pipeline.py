@@ -21,8 +21,13 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+# x-request-id, and request-id with the same value: Anthropic's header, which its SDKs read as `request_id`
+REQUEST_ID_HEADERS = (b"x-request-id", b"request-id")
+
+
 class RequestPipeline:
-    """Outermost layer: gives every response its x-request-id and finalizes the request's record after the last byte."""
+    """Outermost layer: gives every response its x-request-id (and request-id) and finalizes the request's record
+    after the last byte."""
 
     def __init__(self, state: HypnosState, inner: ASGIApp) -> None:
         self.state = state
@@ -54,8 +59,8 @@ class RequestPipeline:
             if message["type"] == "http.response.start":
                 started = True
                 record.status = message["status"]
-                raw = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"x-request-id"]
-                message["headers"] = [*raw, (b"x-request-id", request_id)]
+                raw = [(k, v) for k, v in message.get("headers", []) if k.lower() not in REQUEST_ID_HEADERS]
+                message["headers"] = [*raw, *((name, request_id) for name in REQUEST_ID_HEADERS)]
             await send(message)
 
         try:

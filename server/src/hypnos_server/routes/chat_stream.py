@@ -122,6 +122,7 @@ class ChatAccumulator:
             completion_tokens=sum(finished.completion_tokens for finished in done),
             cached_tokens=first.cached_tokens,
             timing=last.timing,
+            stop_sequence=first.stop_sequence,
         )
 
     def ordered(self) -> list[Choice]:

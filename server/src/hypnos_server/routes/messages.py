@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import msgspec
@@ -19,6 +19,8 @@ from hypnos_server.routes.chat_run import ChatRun
 from hypnos_server.routes.chat_stream import Choice
 from hypnos_server.routes.inference import decode_json, engine_failed_message, json_response, ready_guard
 from hypnos_server.routes.messages_input import MessagesRequest, messages_request
+from hypnos_server.routes.messages_threads import continued, save_turn
+from hypnos_server.routes.responses import owner_of
 from hypnos_server.state import hypnos_state, request_context
 
 logger = logging.getLogger(__name__)
@@ -66,12 +68,33 @@ def content_blocks(choice: Choice) -> list[dict[str, Any]]:
     return blocks
 
 
+def stop_of(finished: ChatFinished) -> tuple[str, str | None]:
+    """`stop_reason` and `stop_sequence`: "stop_sequence" with the string when a stop sequence ended the answer."""
+    if finished.finish_reason == "stop" and finished.stop_sequence is not None:
+        return "stop_sequence", finished.stop_sequence
+    return STOP_REASONS.get(finished.finish_reason, "end_turn"), None
+
+
+def _note_ignored(request: Request[Any, Any, Any], body: MessagesRequest) -> None:
+    """What Claude Code and the SDKs send that means nothing here, logged at debug (see the README's Messages rows)."""
+    if not logger.isEnabledFor(logging.DEBUG):
+        return
+    ignored = [name for name in ("context_management",) if getattr(body, name) is not None]
+    ignored += [f"output_config.{key}" for key in body.output_config or {} if key != "format"]
+    ignored += [f"tools[{i}].defer_loading" for i, tool in enumerate(body.tools or []) if "defer_loading" in tool]
+    betas = request.headers.get("anthropic-beta")
+    if ignored or betas:
+        logger.debug("messages request: ignored %s; anthropic-beta: %s", ", ".join(ignored) or "nothing", betas)
+
+
 async def _prepared(request: Request[Any, Any, Any], counting: bool) -> tuple[MessagesRequest, ChatRun]:
-    limits = hypnos_state(request).settings.limits
+    state = hypnos_state(request)
     body = await decode_json(request, MessagesRequest)
-    record = request_context(request).record
-    record.model, record.stream = body.model, body.stream and not counting
-    return body, ChatRun(request, messages_request(body, limits, counting))
+    context = request_context(request)
+    context.record.model, context.record.stream = body.model, body.stream and not counting
+    _note_ignored(request, body)
+    body = await continued(state.threads, owner_of(context), body)
+    return body, ChatRun(request, messages_request(body, state.settings.limits, counting))
 
 
 @post("/v1/messages", guards=[ready_guard], status_code=200)
@@ -79,21 +102,28 @@ async def create_message(request: Request[Any, Any, Any]) -> Response[Any]:
     """Answer a Messages request, whole or as Anthropic's event stream."""
     body, chat_run = await _prepared(request, counting=False)
     message_id = "msg_" + secrets.token_hex(12)
+    store, owner = hypnos_state(request).threads, owner_of(request_context(request))
+
+    async def save(message: dict[str, Any]) -> None:
+        await save_turn(store, owner, body, message)
+
     await chat_run.open()
     if body.stream:
-        return await chat_run.respond(lambda: _events(chat_run, message_id))
+        return await chat_run.respond(lambda: _events(chat_run, message_id, save))
     finished, telemetry, headers = await chat_run.whole()
+    stop_reason, stop_sequence = stop_of(finished)
     message = {
         "id": message_id,
         "type": "message",
         "role": "assistant",
         "model": body.model,
         "content": content_blocks(chat_run.answer.choice(0)),
-        "stop_reason": STOP_REASONS.get(finished.finish_reason, "end_turn"),
-        "stop_sequence": None,
+        "stop_reason": stop_reason,
+        "stop_sequence": stop_sequence,
         "usage": usage_of(finished),
         "hypnos_telemetry": telemetry,
     }
+    await save(message)
     return json_response(message, headers=headers)
 
 
@@ -161,9 +191,12 @@ class _Blocks:
         return []
 
 
-async def _events(chat_run: ChatRun, message_id: str) -> AsyncIterator[bytes]:
+async def _events(
+    chat_run: ChatRun, message_id: str, save: Callable[[dict[str, Any]], Awaitable[None]]
+) -> AsyncIterator[bytes]:
     """Anthropic's event stream of one answer; nothing goes out before the engine's first event (a ChatAccepted
-    where the engine reports one: message_start then goes before the prefill, with the input tokens)."""
+    where the engine reports one: message_start then goes before the prefill, with the input tokens); the message is
+    saved (a thread's turn) before message_stop."""
     run, answer = chat_run.run, chat_run.answer
     blocks, record = _Blocks(), run.record
     events = chat_run.events()
@@ -193,8 +226,11 @@ async def _events(chat_run: ChatRun, message_id: str) -> AsyncIterator[bytes]:
     telemetry = run.telemetry(finished.timing)
     for chunk in blocks.stop():
         yield chunk
-    delta = {"stop_reason": STOP_REASONS.get(finished.finish_reason, "end_turn"), "stop_sequence": None}
+    stop_reason, stop_sequence = stop_of(finished)
+    delta = {"stop_reason": stop_reason, "stop_sequence": stop_sequence}
     yield _sse("message_delta", delta=delta, usage=usage_of(finished), hypnos_telemetry=telemetry)
+    message = {"id": message_id, "type": "message", "role": "assistant", "model": run.model, **delta}
+    await save({**message, "content": content_blocks(answer.choice(0)), "usage": usage_of(finished)})
     yield _sse("message_stop")
 
 

@@ -6,16 +6,19 @@ import json
 from typing import Any
 
 import msgspec
-from hypnos.chat import ChatInput
+from hypnos.chat import ChatInput, ResponseFormat
 from hypnos.config import LimitsConfig
 from hypnos.errors import clip, invalid_request
 from hypnos.openai import FunctionDefinition, ToolCall, ToolCallFunction, ToolDefinition
 
 from hypnos_server.routes.chat_request import (
+    MAX_SCHEMA_DEPTH,
     ChatRequest,
     Conversation,
     checked_tools,
     max_tokens_of,
+    nesting_depth,
+    response_format_of,
     sampling_of,
     stop_of,
     tool_choice_of,
@@ -41,12 +44,29 @@ class MessagesRequest(msgspec.Struct, kw_only=True):
     tool_choice: dict[str, Any] | None = None
     thinking: dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
+    output_config: dict[str, Any] | None = None  # `format` (structured output) is read; `effort` is ignored
+    context_management: Any = None  # accepted and ignored: Hypnos edits no context
+    thread: dict[str, Any] | None = None  # message threads (anthropic-beta message-threads-2026-08-12)
+
+
+SYSTEM_ROLES = {"system": "system", "developer": "system"}  # inside `messages`, as Claude Code sends them
+THINKING_TYPES = {"enabled", "disabled", "adaptive"}
 
 
 def _system_text(system: str | list[dict[str, Any]] | None) -> str | None:
     if system is None or isinstance(system, str):
         return system or None
     return "".join(str(block.get("text") or "") for block in system if block.get("type") == "text") or None
+
+
+def _system_message(content: Any, index: int) -> str:
+    """The text of a system (or developer) message inside `messages`: a string or text blocks."""
+    if isinstance(content, str):
+        return content
+    blocks = content if isinstance(content, list) else [None]
+    if any(not isinstance(block, dict) or block.get("type") != "text" for block in blocks):
+        raise invalid_request(f"Invalid value for `messages[{index}].content`: a system message holds text only")
+    return "".join(str(block.get("text") or "") for block in blocks)
 
 
 def _image_url(block: dict[str, Any], where: str) -> str:
@@ -78,10 +98,17 @@ def add_messages(conversation: Conversation, body: MessagesRequest) -> None:
         conversation.add("system", system)
     if not body.messages:
         raise invalid_request("`messages` must be a non-empty array")
+    if not any(message.get("role") in ("user", "assistant") for message in body.messages):
+        raise invalid_request("`messages` must hold a user message")
     for index, message in enumerate(body.messages):
         role, content = message.get("role"), message.get("content")
+        if role in SYSTEM_ROLES:  # rendered where it stands when the model's template allows (see the README)
+            conversation.add(SYSTEM_ROLES[role], _system_message(content, index))
+            continue
         if role not in ("user", "assistant"):
-            raise invalid_request(f"Invalid value for `messages[{index}].role`: `{clip(role)}` (user or assistant)")
+            raise invalid_request(
+                f"Invalid value for `messages[{index}].role`: `{clip(role)}` (user, assistant or system)"
+            )
         if isinstance(content, str):
             conversation.add(role, content)
             continue
@@ -144,16 +171,36 @@ def _tool_choice(choice: dict[str, Any] | None, tools: list[ToolDefinition]) -> 
 
 
 def _thinking(thinking: dict[str, Any] | None) -> tuple[bool, int | None]:
-    """`thinking`: enabled with budget_tokens turns the model's thinking on with that budget; disabled turns it off."""
+    """`thinking`: enabled with budget_tokens turns the model's thinking on with that budget, adaptive with the
+    model's default budget (`display` accepted: thoughts are always streamed); disabled turns it off."""
     if thinking is None:
         return False, None
-    kind = thinking.get("type")
+    kind, budget, display = thinking.get("type"), thinking.get("budget_tokens"), thinking.get("display")
+    if kind not in THINKING_TYPES:
+        raise invalid_request(f"Invalid value for `thinking.type`: `{clip(kind)}` (enabled, adaptive or disabled)")
+    if display is not None and not isinstance(display, str):
+        raise invalid_request("Invalid value for `thinking.display`: a string")
     if kind == "disabled":
         return False, None
-    budget = thinking.get("budget_tokens")
-    if kind != "enabled" or not isinstance(budget, int) or budget < 1:
-        raise invalid_request('Invalid value for `thinking`: {"type": "enabled", "budget_tokens": n} or disabled')
+    if kind == "adaptive" and budget is None:
+        return True, None
+    if not isinstance(budget, int) or isinstance(budget, bool) or budget < 1:
+        raise invalid_request("Invalid value for `thinking.budget_tokens`: an integer >= 1")
     return True, budget
+
+
+def _output_format(output_config: dict[str, Any] | None) -> ResponseFormat | None:
+    """`output_config.format`: a json_schema answer (structured output), enforced by the engine's grammar."""
+    wire = (output_config or {}).get("format")
+    if wire is None:
+        return None
+    if not isinstance(wire, dict) or wire.get("type") != "json_schema":
+        raise invalid_request('Invalid value for `output_config.format`: {"type": "json_schema", "schema": {...}}')
+    if not isinstance(wire.get("schema"), dict):
+        raise invalid_request("Missing required field `output_config.format.schema`")
+    if nesting_depth(wire["schema"]) > MAX_SCHEMA_DEPTH:
+        raise invalid_request(f"Invalid value for `output_config.format.schema`: nested deeper than {MAX_SCHEMA_DEPTH}")
+    return response_format_of("json_schema", wire.get("name"), wire["schema"], True, field="output_config.format")
 
 
 def messages_request(body: MessagesRequest, limits: LimitsConfig, counting: bool = False) -> ChatRequest:
@@ -176,6 +223,7 @@ def messages_request(body: MessagesRequest, limits: LimitsConfig, counting: bool
         forced_tool=forced,
         thinking=thinking,
         thinking_budget=budget,
-        stop=stop_of(body.stop_sequences or None),
+        response_format=_output_format(body.output_config),
+        stop=stop_of(body.stop_sequences or None, "stop_sequences"),
     )
     return conversation.request(body.model, chat, stream=body.stream and not counting)
