@@ -96,6 +96,13 @@ def test_a_partial_stop_string_is_sent_once_it_cannot_match() -> None:
     assert events[-1].finish_reason == "stop" and events[-1].completion_tokens == 4
 
 
+def test_the_stop_string_that_ended_the_answer_is_reported() -> None:
+    assert _run((10, 11, 12, 13, 9), ["zz", "END"])[-1].stop_sequence == "END"
+    assert _run((10, 11, 12, 15, 9), ["END"])[-1].stop_sequence is None  # ended by the model's end token
+    matcher = StopMatcher(["b", "ab"])
+    assert matcher.feed("xab") == ("x", True) and matcher.matched == "ab"  # the earliest in the text
+
+
 def test_stop_matcher_holds_only_what_could_begin_a_stop() -> None:
     matcher = StopMatcher(["</s>", "##"])
     assert matcher.feed("a <") == ("a ", False)
