@@ -176,6 +176,7 @@ BENCHES: dict[str, Bench] = {
     "kv_park_bench": Bench("plugins/hypnos-llama[test]", starter=True),
     "api_bench": Bench("plugins/hypnos-llama[test]", starter=True),
     "prefill_bench": Bench("plugins/hypnos-llama[test]", starter=True),
+    "tool_calls_bench": Bench("plugins/hypnos-llama[test]", starter=True),  # issue 40's tool-call table
     # every engine plugin with its starter weights (gliner's transformers pin: a venv of its own)
     "isolation_bench": Bench(
         "plugins/hypnos-llama[test]",

@@ -36,9 +36,10 @@ PERSON = {
 }
 JSON_OBJECT = {"type": "json_object"}
 STRICT_PERSON = {"type": "json_schema", "json_schema": {"name": "person", "strict": True, "schema": PERSON}}
-# `minimum` is a keyword the grammar cannot enforce: with strict, a 400 naming it
-UNENFORCEABLE = {"type": "object", "properties": {"age": {"type": "integer", "minimum": 0}}, "required": ["age"]}
-UNENFORCEABLE_PART = "response_format.json_schema.schema.properties.age.minimum"
+# `multipleOf` is a keyword the grammar cannot enforce: with strict, a 400 naming it (bounds such as `minimum` are
+# enforced: test_schema_grammar.py)
+UNENFORCEABLE = {"type": "object", "properties": {"age": {"type": "integer", "multipleOf": 2}}, "required": ["age"]}
+UNENFORCEABLE_PART = "response_format.json_schema.schema.properties.age.multipleOf"
 WEATHER = {
     "type": "function",
     "function": {

@@ -98,3 +98,93 @@ def test_tool_choice_none_answers_in_text(client: Any) -> None:
         model=MODEL, messages=QUESTION, tools=[WEATHER], tool_choice="none", temperature=0, max_tokens=32
     )
     assert answer.choices[0].message.tool_calls is None and answer.choices[0].message.content
+
+
+# ---- tool_choice "auto" (issue 40, Build 3) and tools with a json_schema answer (Build 7) ----------------------------
+
+REPORT = {
+    "type": "object",
+    "properties": {
+        "temperature": {"type": "integer", "minimum": -60, "maximum": 60},
+        "summary": {"type": "string", "minLength": 1, "maxLength": 80},
+    },
+    "required": ["temperature", "summary"],
+    "additionalProperties": False,
+}
+STRICT_REPORT = {"type": "json_schema", "json_schema": {"name": "report", "strict": True, "schema": REPORT}}
+
+
+def _paris_call(choice: Any) -> Any:
+    assert choice.finish_reason == "tool_calls", choice.message.content
+    (call,) = choice.message.tool_calls
+    assert call.function.name == "get_weather" and call.id.startswith("call_")
+    assert "paris" in str(json.loads(call.function.arguments).get("city", "")).lower()
+    return call
+
+
+def test_auto_tool_choice_returns_a_parsed_call(client: Any) -> None:
+    """The 0.5B model writes its call as bare JSON or in a code block; the call grammar holds it from there."""
+    answer = client.chat.completions.create(
+        model=MODEL, messages=QUESTION, tools=[WEATHER], tool_choice="auto", temperature=0, max_tokens=64
+    )
+    _paris_call(answer.choices[0])
+
+
+def test_auto_tool_choice_streams_the_call(client: Any) -> None:
+    chunks = list(
+        client.chat.completions.create(
+            model=MODEL, messages=QUESTION, tools=[WEATHER], temperature=0, max_tokens=64, stream=True
+        )
+    )
+    calls = [call for c in chunks if c.choices for call in c.choices[0].delta.tool_calls or []]
+    assert [call.function.name for call in calls] == ["get_weather"]
+    assert not "".join(c.choices[0].delta.content or "" for c in chunks if c.choices).strip()
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+
+
+def test_auto_tool_choice_answers_a_question_without_a_tool_in_words(client: Any) -> None:
+    answer = client.chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": "What is the capital of Italy?"}],
+        tools=[WEATHER],
+        temperature=0,
+        max_tokens=32,
+    )
+    choice = answer.choices[0]
+    assert choice.finish_reason == "stop" and not choice.message.tool_calls
+    assert "rome" in choice.message.content.lower()
+
+
+def test_tools_with_a_strict_schema_call_then_answer_under_the_schema(client: Any) -> None:
+    """Before, the schema held the output from the first token: no call could be made."""
+    first = client.chat.completions.create(
+        model=MODEL, messages=QUESTION, tools=[WEATHER], response_format=STRICT_REPORT, temperature=0, max_tokens=96
+    )
+    call = _paris_call(first.choices[0])
+    history = [
+        *QUESTION,
+        {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
+        {"role": "tool", "tool_call_id": call.id, "content": json.dumps({"temperature": 18, "condition": "sunny"})},
+    ]
+    second = client.chat.completions.create(
+        model=MODEL, messages=history, tools=[WEATHER], response_format=STRICT_REPORT, temperature=0, max_tokens=96
+    )
+    choice = second.choices[0]
+    assert not choice.message.tool_calls, choice.message.content
+    report = json.loads(choice.message.content)
+    assert set(report) == {"temperature", "summary"} and -60 <= report["temperature"] <= 60
+    assert 1 <= len(report["summary"]) <= 80
+
+
+def test_required_tool_choice_with_a_schema_is_a_call(client: Any) -> None:
+    """Before: the schema's grammar after the forced call prefix gave garbage with a 200."""
+    answer = client.chat.completions.create(
+        model=MODEL,
+        messages=QUESTION,
+        tools=[WEATHER],
+        tool_choice="required",
+        response_format=STRICT_REPORT,
+        temperature=0,
+        max_tokens=64,
+    )
+    _paris_call(answer.choices[0])

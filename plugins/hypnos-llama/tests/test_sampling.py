@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hypnos_llama.sampling import DEFAULT_TOP_K, SamplingParams
-from hypnos_llama.testing import chat_request
+from hypnos_llama.testing import chat_request, sample_text
 
 
 def _request(**fields):
@@ -34,22 +34,8 @@ def test_a_grammar_holds_every_sampled_token_on_the_tiny_model(tiny_gguf) -> Non
     grammar = 'root ::= "{" ws "\\"a\\"" ws ":" ws ("true" | "false") ws "}"\nws ::= " "?'
     sampler = SlotSampler(model, SamplingParams(temperature=1.0, seed=5, grammar=grammar))
     try:
-        tokens = model.tokenize("hello", add_special=True)
-        text = b""
-        position = 0
-        batch = tokens
-        for _ in range(30):
-            context.batch_clear()
-            for offset, item in enumerate(batch):
-                context.batch_add(item, position + offset, 0, offset == len(batch) - 1)
-            position += len(batch)
-            assert context.decode() == 0
-            token = sampler.sample(context.pointer, context.n_tokens - 1)
-            if model.is_eog(token):
-                break
-            text += model.piece(token)
-            batch = [token]
-        assert model.is_eog(token)
+        text, ended = sample_text(model, context, sampler, "hello", 30)
+        assert ended
         assert text.replace(b" ", b"") in (b'{"a":true}', b'{"a":false}')
     finally:
         sampler.free()

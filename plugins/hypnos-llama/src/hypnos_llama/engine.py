@@ -33,7 +33,7 @@ from hypnos_llama.batch_loop import BatchLoop, context_shape
 from hypnos_llama.chat_plan import ChatPlan, ChoiceReader, plan_chat, thinking_guard
 from hypnos_llama.estimate import estimate_gguf
 from hypnos_llama.gguf_meta import GgufFile, read_gguf
-from hypnos_llama.grammar import check_grammar, forced_call_grammar, response_grammar
+from hypnos_llama.grammar import check_grammar, request_grammar
 from hypnos_llama.handoff import Handoff
 from hypnos_llama.kv_parking import context_layout, park_slots, restore_slots
 from hypnos_llama.moe_offload import expert_layers, expert_pattern
@@ -285,16 +285,16 @@ class LlamaEngine(StagedEngine):
         if batch is None or model is None:
             raise EngineUnavailable(f"the model `{self.model.id}` is not loaded")
         arrived = time.perf_counter()  # ttft and queue_ms count the prompt's rendering and tokenizing too
-        grammar = response_grammar(request)
+        wanted = request.response_format
+        constrained = wanted is not None and wanted.type != "text"
+        plan = plan_chat(
+            self._template.source if self._template else None, request, self.model.id, constrained=constrained
+        )
+        format_name = plan.tool_format.name if plan.tool_format is not None else None
+        constraint = request_grammar(format_name, request, forced=bool(plan.forced_prefix))
+        grammar = constraint.grammar if constraint is not None else None
         if grammar is not None:
             check_grammar(model, grammar)
-        plan = plan_chat(
-            self._template.source if self._template else None, request, self.model.id, constrained=grammar is not None
-        )
-        if grammar is None and plan.forced_prefix and plan.tool_format is not None:
-            grammar = forced_call_grammar(plan.tool_format.name, request)
-            if grammar is not None:
-                check_grammar(model, grammar)
         media = None
         if media_kinds(request):
             media = await media_prompt(
@@ -330,7 +330,9 @@ class LlamaEngine(StagedEngine):
                 prompt=prompt,
                 max_tokens=max_tokens,
                 required_ctx=required,
-                sampling=SamplingParams.from_request(request, grammar, index),
+                sampling=SamplingParams.from_request(
+                    request, grammar, index, constraint.triggers if constraint else ()
+                ),
                 emit=emit,
                 cancel=cancel,
                 submitted=arrived,

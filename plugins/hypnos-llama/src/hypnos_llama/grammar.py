@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from hypnos.chat import ChatInput
 from hypnos.errors import invalid_request
 
+from hypnos_llama.schema_gbnf import bounded_converter, check_bounds
+from hypnos_llama.tool_grammar import CallGrammar, auto_call_grammar, forced_call_grammar
+
 WHERE = "response_format.json_schema.schema"
-# Keywords llama.cpp's JSON-Schema-to-grammar converter does not enforce: with `strict` each is a 400 naming where it
-# is; without, they are read as hints (the grammar enforces the rest).
+# The largest grammar text llama.cpp is given (the repetitions in it are bounded apart: schema_gbnf.GRAMMAR_UNITS)
+MAX_GRAMMAR_CHARS = 1 << 20
+# Keywords the grammar does not enforce: with `strict` each is a 400 naming where it is; without, they are read as
+# hints (the grammar enforces the rest). Bounds (minimum / maximum / exclusive*, min/maxLength, min/maxItems) are
+# enforced: hypnos_llama.schema_gbnf.
 UNENFORCED = frozenset(
     {
-        "minimum",
-        "maximum",
-        "exclusiveMinimum",
-        "exclusiveMaximum",
         "multipleOf",
         "not",
         "if",
@@ -73,16 +74,23 @@ def _check(schema: Any, path: str) -> None:
 
 def schema_grammar(schema: dict[str, Any], *, strict: bool) -> str:
     """The GBNF grammar of a JSON Schema; 400 naming the part it cannot express (with `strict`, also the parts it
-    would not enforce)."""
-    from llama_cpp.llama_grammar import json_schema_to_gbnf
-
-    if strict:
-        _check(schema, WHERE)
+    would not enforce, and any bound beyond what a grammar holds)."""
+    check_schema(schema, strict=strict)
+    converter = bounded_converter()
     try:
-        return json_schema_to_gbnf(json.dumps(schema))
+        converter.visit(converter.resolve_refs(schema, "stdin"), "")
     except (AssertionError, KeyError, ValueError, TypeError, RecursionError) as error:
         detail = str(error) or type(error).__name__
         raise invalid_request(f"`{WHERE}` cannot be turned into a grammar: {detail[:200]}") from None
+    return converter.format_grammar()
+
+
+def check_schema(schema: Any, *, strict: bool) -> int:
+    """400 naming the first part of a response_format schema the grammar cannot hold (bounds always; with
+    `strict`, every keyword it would not enforce); the grammar units its bounds take."""
+    if strict:
+        _check(schema, WHERE)
+    return check_bounds(schema, WHERE)
 
 
 def json_object_grammar() -> str:
@@ -103,41 +111,38 @@ def response_grammar(request: ChatInput) -> str | None:
 
 
 def check_grammar(model: Any, grammar: str) -> None:
-    """400 when llama.cpp cannot parse the grammar for this model's vocabulary (built once and freed)."""
+    """400 when the grammar is larger than MAX_GRAMMAR_CHARS, or llama.cpp cannot parse it for this model's
+    vocabulary (built once and freed)."""
     from hypnos_llama.sampling import grammar_sampler
 
+    if len(grammar) > MAX_GRAMMAR_CHARS:
+        raise invalid_request(
+            f"the request's schemas (response_format, tools) make a grammar of {len(grammar):,} characters; "
+            f"at most {MAX_GRAMMAR_CHARS:,}"
+        )
     sampler = grammar_sampler(model.lib, model.vocab, grammar)
     if sampler is None:
-        raise invalid_request(f"`{WHERE}` gives a grammar llama.cpp cannot parse")
+        raise invalid_request("the request's schemas (response_format, tools) give a grammar llama.cpp cannot parse")
     model.lib.llama_sampler_free(sampler)
 
 
-def forced_call_grammar(format_name: str | None, request: ChatInput) -> str | None:
-    """For a forced call (tool_choice "required" or a named function) in the Hermes format (Qwen): the grammar of
-    the rest of the call after the forced prefix: a declared name, then arguments valid against that function's
-    JSON Schema, then the closing tag. None for other formats, or when a schema cannot be expressed (the call is
-    then forced by its prefix alone)."""
-    if format_name != "hermes" or not request.wants_tools or request.tool_choice != "required":
-        return None
-    from llama_cpp.llama_grammar import SchemaConverter
-
-    converter = SchemaConverter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
-    tools = [tool for tool in request.tools if request.forced_tool in (None, tool.function.name)]
-    alternatives = []
-    try:
-        for index, tool in enumerate(tools):
-            schema = tool.function.parameters or {"type": "object"}
-            schema = converter.resolve_refs(schema, f"tool{index}")
-            arguments = converter.visit(schema, f"tool{index}-arguments")
-            if request.forced_tool is not None:  # the prefix ends with `"arguments": `
-                alternatives.append(arguments)
-            else:  # the prefix ends with `{"name": "`
-                name = converter._format_literal(json.dumps(tool.function.name)[1:] + ', "arguments": ')
-                alternatives.append(f"{name} {arguments}")
-    except (AssertionError, KeyError, ValueError, TypeError, RecursionError):
-        return None
-    if not alternatives:
-        return None
-    close = converter._format_literal("}\n</tool_call>")
-    converter._add_rule("root", "(" + " | ".join(alternatives) + f") {close}")
-    return converter.format_grammar()
+def request_grammar(format_name: str | None, request: ChatInput, *, forced: bool) -> CallGrammar | None:
+    """What constrains a request's output, or None (free text): a forced call's grammar after its prefix (a
+    response_format then holds nothing: the answer is the call); with tool_choice "auto" on a JSON-calling family,
+    the lazy call grammar, or `call | answer` when a response_format holds the final answer; else the
+    response_format's grammar."""
+    if forced:
+        text = forced_call_grammar(format_name, request)
+        return CallGrammar(text) if text is not None else None
+    wanted = request.response_format
+    answer: dict[str, Any] | None = None
+    spent = 0
+    if wanted is not None and wanted.type != "text":
+        answer = {"type": "object"}
+        if wanted.type == "json_schema" and wanted.schema is not None:
+            spent = check_schema(wanted.schema, strict=wanted.strict)
+            answer = wanted.schema
+    if request.wants_tools and (call := auto_call_grammar(format_name, request, answer, spent)) is not None:
+        return call
+    text = response_grammar(request)
+    return CallGrammar(text) if text is not None else None

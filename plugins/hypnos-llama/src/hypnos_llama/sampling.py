@@ -29,7 +29,9 @@ class SamplingParams:
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     logit_bias: dict[int, float] = field(default_factory=dict)
-    grammar: str | None = None  # GBNF the answer must follow (response_format)
+    grammar: str | None = None  # GBNF the answer must follow (response_format, tool calls)
+    # Regexes that switch the grammar on (lazy: free text until one shows; `^` ones anchored at the answer's start)
+    triggers: tuple[str, ...] = ()
 
     @property
     def greedy(self) -> bool:
@@ -37,7 +39,9 @@ class SamplingParams:
         return self.temperature <= 0.0
 
     @classmethod
-    def from_request(cls, request: ChatInput, grammar: str | None = None, choice: int = 0) -> SamplingParams:
+    def from_request(
+        cls, request: ChatInput, grammar: str | None = None, choice: int = 0, triggers: tuple[str, ...] = ()
+    ) -> SamplingParams:
         """The request's sampling fields with engine defaults; no seed means a fresh random one (choice `i` of `n`
         samples with seed + i)."""
         given = request.sampling
@@ -51,6 +55,7 @@ class SamplingParams:
             frequency_penalty=given.frequency_penalty,
             logit_bias=dict(given.logit_bias),
             grammar=grammar,
+            triggers=triggers if grammar is not None else (),
         )
 
 
@@ -95,7 +100,8 @@ def build_sampler_chain(lib: Any, params: SamplingParams, n_vocab: int = 0) -> A
 class SlotSampler:
     """A slot's sampling: the chain alone, or with a grammar the way llama.cpp's own server does it: the chain picks
     from all tokens, the grammar checks that one token, and only when it refuses does the grammar filter the whole
-    vocabulary before the chain picks again (a grammar on every token of the vocabulary at every step is slow).
+    vocabulary before the chain picks again (a grammar on every token of the vocabulary at every step is slow). A
+    grammar with triggers waits for one (LazyGrammar), sampling freely until then.
     Plain greedy (no bias, penalty or grammar) is the logits' argmax read in place: the token llama.cpp's greedy
     sampler picks (the first highest), without filling its candidate array of the whole vocabulary every step."""
 
@@ -103,14 +109,21 @@ class SlotSampler:
         self.lib = lib = model.lib
         self.n_vocab = model.n_vocab
         self.chain = build_sampler_chain(lib, params, model.n_vocab)
-        self.grammar = grammar_sampler(lib, model.vocab, params.grammar) if params.grammar is not None else None
+        self.grammar: Any = None
+        self.lazy: Any = None
+        if params.grammar is not None and params.triggers:
+            from hypnos_llama.lazy_grammar import LazyGrammar
+
+            self.lazy = LazyGrammar(model, params.grammar, params.triggers)
+        elif params.grammar is not None:
+            self.grammar = grammar_sampler(lib, model.vocab, params.grammar)
         plain = not (params.logit_bias or params.presence_penalty or params.frequency_penalty)
         self._logits: Any = None  # numpy's view maker when sampling is the plain argmax
-        if params.greedy and plain and self.grammar is None:
+        if params.greedy and plain:
             import numpy as np
 
             self._logits = np.ctypeslib.as_array
-        if self.grammar is not None:
+        if params.grammar is not None:
             import numpy as np
 
             self._data = (lib.llama_token_data * self.n_vocab)()
@@ -121,10 +134,14 @@ class SlotSampler:
     def sample(self, context: Any, index: int) -> int:
         """The next token from batch row `index` (accepted by the chain and the grammar)."""
         lib = self.lib
-        if self._logits is not None:
-            return int(self._logits(lib.llama_get_logits_ith(context, index), shape=(self.n_vocab,)).argmax())
         if self.grammar is None:
-            return int(lib.llama_sampler_sample(self.chain, context, index))
+            if self._logits is not None:
+                token = int(self._logits(lib.llama_get_logits_ith(context, index), shape=(self.n_vocab,)).argmax())
+            else:
+                token = int(lib.llama_sampler_sample(self.chain, context, index))
+            if self.lazy is not None and (grammar := self.lazy.accept(token)) is not None:
+                self.grammar, self.lazy = grammar, None  # from the next token on, the grammar holds
+            return token
         import numpy as np
 
         logits = np.ctypeslib.as_array(lib.llama_get_logits_ith(context, index), shape=(self.n_vocab,))
@@ -151,7 +168,7 @@ class SlotSampler:
         """Free the chain and the grammar (idempotent)."""
         free_sampler_chain(self.lib, self.chain)
         free_sampler_chain(self.lib, self.grammar)
-        self.chain = self.grammar = None
+        self.chain = self.grammar = self.lazy = None
 
 
 def free_sampler_chain(lib: Any, chain: Any) -> None:

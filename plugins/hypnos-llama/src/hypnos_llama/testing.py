@@ -225,3 +225,21 @@ def toml_model_config(models_dir: Path, models: list[dict[str, Any]], extra: str
             lines.append(f"[models.{name}]")
             lines += [f"{k} = {value(v)}" for k, v in table.items()]
     return "\n".join(lines) + "\n"
+
+
+def sample_text(model: Any, context: Any, sampler: Any, prompt: str, steps: int) -> tuple[bytes, bool]:
+    """Decode `prompt` and sample up to `steps` tokens with a SlotSampler on one sequence: the text, and True when
+    the model ended it (an end-of-generation token)."""
+    batch, position, text = model.tokenize(prompt, add_special=True), 0, b""
+    for _ in range(steps):
+        context.batch_clear()
+        for offset, item in enumerate(batch):
+            context.batch_add(item, position + offset, 0, offset == len(batch) - 1)
+        position += len(batch)
+        assert context.decode() == 0
+        token = sampler.sample(context.pointer, context.n_tokens - 1)
+        if model.is_eog(token):
+            return text, True
+        text += model.piece(token)
+        batch = [token]
+    return text, False

@@ -98,6 +98,26 @@ CASES = [
         [("get_weather", {"city": "Paris"})],
     ),
     ("hermes", "Paris is the capital of France.", "Paris is the capital of France.", []),
+    # Qwen2.5-Coder-0.5B's bare JSON calls (issue 40): an answer that is a call, alone or in a list, is a call (any
+    # family).
+    (
+        "hermes",
+        '{"name": "get_weather", "arguments": {"city": "Paris"}}',
+        "",
+        [("get_weather", {"city": "Paris"})],
+    ),
+    (
+        "hermes",
+        ' \n[{"name": "a", "arguments": {}}, {"name": "b", "arguments": {"x": 1}}]\n',
+        "",
+        [("a", {}), ("b", {"x": 1})],
+    ),
+    ("llama3", '{"name": "get_weather", "parameters": {"city": "Paris"}}', "", [("get_weather", {"city": "Paris"})]),
+    # JSON that is not a call, or a call not at the answer's start, stays text.
+    ("hermes", '{"city": "Paris"}', '{"city": "Paris"}', []),
+    ("hermes", '{"name": "Tom", "age": 3', '{"name": "Tom", "age": 3', []),
+    ("hermes", 'Call {"name": "a", "arguments": {}}', 'Call {"name": "a", "arguments": {}}', []),
+    ("nemotron", '{"name": "a", "arguments": {}}', "", [("a", {})]),
 ]
 
 

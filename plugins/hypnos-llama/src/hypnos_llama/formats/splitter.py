@@ -8,7 +8,7 @@ from hypnos.engine import ContentDelta, ReasoningDelta, ToolCallEvent
 from hypnos.openai import ToolCall, ToolCallFunction
 
 from hypnos_llama.formats.thinking import ThinkingFormat
-from hypnos_llama.formats.tool_formats import ParsedCall, Region, ToolCallFormat
+from hypnos_llama.formats.tool_formats import BARE, ParsedCall, Region, ToolCallFormat, bare_calls, bare_start
 
 SplitEvent = ContentDelta | ReasoningDelta | ToolCallEvent
 
@@ -29,7 +29,8 @@ class OutputSplitter:
 
     `in_reasoning` starts True when the prompt already opened a thinking block. Call regions that do not
     parse, or call a function not in `tool_names` (when given), come back as text without the format's markers.
-    Leading whitespace of the answer and whitespace between calls is dropped.
+    An answer that starts as a bare JSON call (`{"name":`, any family) is held to its end and is a call when it
+    parses. Leading whitespace of the answer and whitespace between calls is dropped.
     """
 
     def __init__(
@@ -52,6 +53,7 @@ class OutputSplitter:
         self._answer_started = False
         self._pending_space = ""
         self._reasoning_started = False
+        self._bare_checked = tool_format is None
 
     # ---- public -------------------------------------------------------------------------------------------------
 
@@ -108,6 +110,14 @@ class OutputSplitter:
             self._reasoning(self._buffer[: len(self._buffer) - keep], events)
             self._buffer = self._buffer[len(self._buffer) - keep :]
             return False
+        if not self._bare_checked and not self._answer_started and not self.calls:
+            starts = bare_start(self._buffer)
+            if starts is None:
+                return False  # may still become a bare call: hold it
+            self._bare_checked = True
+            if starts:
+                self._region = BARE
+                return True
         openers = self._openers()
         found = [(self._buffer.find(marker), marker) for marker in openers]
         found = [(index, marker) for index, marker in found if index >= 0 and self._may_open(index, marker)]
@@ -149,7 +159,11 @@ class OutputSplitter:
         region = self._region
         assert region is not None and self.tool_format is not None
         self._region = None
-        calls = self.tool_format.parse_region(region, inner)
+        rest = ""
+        if region is BARE:
+            calls, rest = bare_calls(inner)
+        else:
+            calls = self.tool_format.parse_region(region, inner)
         if calls and self.tool_names is not None and any(call.name not in self.tool_names for call in calls):
             self._content(inner.strip(), events)  # a call to an undeclared function is never a tool call
             return
@@ -163,6 +177,7 @@ class OutputSplitter:
             function = ToolCallFunction(name=call.name, arguments=call.arguments)
             events.append(ToolCallEvent(ToolCall(id=call_id, function=function)))
         self._pending_space = ""
+        self._content(rest, events)
 
     def _reasoning(self, text: str, events: list[SplitEvent]) -> None:
         if not self._reasoning_started:

@@ -75,6 +75,32 @@ def _scalar(text: str) -> Any:
         return stripped
 
 
+# A call written as bare JSON at the start of the answer (no region markers): the region runs to the end of the output
+BARE = Region("", None)
+# How a bare JSON call starts, whitespace removed: `{"name":` or a list of calls
+BARE_STARTS = ('{"name":', '[{"name":')
+
+
+def bare_start(text: str) -> bool | None:
+    """Whether an answer's first text is a bare JSON call: True, False, or None while it may still become one."""
+    compact = "".join(text.split())
+    if any(compact.startswith(start) for start in BARE_STARTS):
+        return True
+    if any(start.startswith(compact) for start in BARE_STARTS):
+        return None
+    return False
+
+
+def bare_calls(text: str) -> tuple[list[ParsedCall], str]:
+    """The calls of a bare JSON answer (one call or a list) and the text after its JSON ([] when it is not one)."""
+    stripped = text.lstrip()
+    try:
+        value, end = json.JSONDecoder().raw_decode(stripped)
+    except ValueError:
+        return [], text
+    return _calls_from_json(value), stripped[end:]
+
+
 class ToolCallFormat:
     """One family's tool-call format."""
 
@@ -94,7 +120,7 @@ class ToolCallFormat:
 class HermesFormat(ToolCallFormat):
     """Qwen 2.5 / Qwen 3 (Hermes style): <tool_call>{"name": ..., "arguments": {...}}</tool_call>.
 
-    The small Qwen models often write the call in a ```json code block instead; that is accepted too.
+    The small Qwen models often write the call in a ```json code block, or as bare JSON; both are accepted too.
     """
 
     name = "hermes"

@@ -1,0 +1,116 @@
+"""The lazy call grammar on the tiny model's vocabulary: free text until a trigger, then the grammar holds from the
+trigger's first token on; a trigger whose text the grammar refuses is dropped, never fed to llama.cpp."""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypnos.openai import FunctionDefinition, ToolDefinition
+from hypnos_llama.chat_plan import plan_chat
+from hypnos_llama.grammar import request_grammar
+from hypnos_llama.lazy_grammar import LazyGrammar
+from hypnos_llama.testing import chat_request
+from hypnos_llama.tool_grammar import BARE_TRIGGER
+
+WEATHER = ToolDefinition(
+    function=FunctionDefinition(
+        name="get_weather",
+        parameters={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    )
+)
+QWEN_TEMPLATE = "{% for tool in tools %}<tool_call>{{ tool }}</tool_call>{% endfor %}"
+
+
+@pytest.fixture(scope="module")
+def model(tiny_gguf: Path) -> Iterator[Any]:
+    from hypnos_llama.options import LlamaOptions
+    from hypnos_llama.runtime import LlamaModel
+
+    loaded = LlamaModel(tiny_gguf, LlamaOptions(), 0)
+    yield loaded
+    loaded.close()
+
+
+def _tokens(model: Any, text: str) -> list[int]:
+    """`text`'s tokens without the space-prefix marker the tiny vocabulary puts first (its spaces are "\u2581": the
+    texts below write none where the grammar decides)."""
+    tokens = model.tokenize(text, add_special=False, parse_special=False)
+    marker = "\u2581".encode()
+    for count in range(1, len(tokens) + 1):
+        if b"".join(model.piece(token) for token in tokens[:count]) == marker:
+            return tokens[count:]
+    return tokens
+
+
+def _feed(lazy: LazyGrammar, model: Any, text: str) -> Any:
+    """Accept `text`'s tokens one by one; once triggered, the rest goes to the grammar sampler (which must take
+    it), as SlotSampler does. The sampler (None if never triggered)."""
+    tokens = _tokens(model, text)
+    for index, token in enumerate(tokens):
+        sampler = lazy.accept(token)
+        if sampler is not None:
+            assert _take(model, sampler, tokens[index + 1 :])
+            return sampler
+    return None
+
+
+def _allows(model: Any, sampler: Any, text: str) -> bool:
+    """Whether the grammar takes `text` next, token by token (accepting what it takes)."""
+    return _take(model, sampler, _tokens(model, text))
+
+
+def _take(model: Any, sampler: Any, tokens: list[int]) -> bool:
+    lib = model.lib
+    for token in tokens:
+        one = (lib.llama_token_data * 1)()
+        one[0].id, one[0].logit, one[0].p = token, 1.0, 0.0
+        lib.llama_sampler_apply(sampler, ctypes.byref(lib.llama_token_data_array(one, 1, -1, False)))
+        if one[0].logit == float("-inf"):
+            return False
+        lib.llama_sampler_accept(sampler, token)
+    return True
+
+
+def _auto_grammar() -> Any:
+    request = chat_request("What's the weather in Paris?", tools=[WEATHER])
+    plan = plan_chat(QWEN_TEMPLATE, request)
+    assert plan.tool_format is not None and plan.tool_format.name == "hermes"
+    return request_grammar(plan.tool_format.name, request, forced=False)
+
+
+def test_free_text_until_the_opener_then_only_a_declared_call(model: Any) -> None:
+    constraint = _auto_grammar()
+    assert constraint is not None and constraint.triggers
+    lazy = LazyGrammar(model, constraint.grammar, constraint.triggers)
+    assert _feed(lazy, model, "Let me look that up for you. ") is None
+    sampler = _feed(lazy, model, '<tool_call>\n{"name":"get_')
+    assert sampler is not None
+    try:
+        assert not _allows(model, sampler, "time")  # not a declared function
+        assert _allows(model, sampler, 'weather","arguments":{"city":"Paris"}}\n</tool_call>')
+    finally:
+        model.lib.llama_sampler_free(sampler)
+
+
+def test_a_bare_json_call_at_the_answer_start_triggers_the_grammar(model: Any) -> None:
+    constraint = _auto_grammar()
+    lazy = LazyGrammar(model, constraint.grammar, constraint.triggers)
+    sampler = _feed(lazy, model, '\n{"name"')
+    assert sampler is not None
+    try:
+        assert not _allows(model, sampler, ':"delete_files"')
+    finally:
+        model.lib.llama_sampler_free(sampler)
+    late = LazyGrammar(model, constraint.grammar, constraint.triggers)
+    assert _feed(late, model, 'Call it like {"name": "get_weather"}') is None  # not at the start: free text
+
+
+def test_a_trigger_the_grammar_refuses_is_dropped(model: Any) -> None:
+    """The bare-JSON trigger fires on text the grammar refuses (a leading tab it does not allow): nothing is fed
+    to llama.cpp (its own lazy sampler would abort the process), and the output stays free."""
+    lazy = LazyGrammar(model, 'root ::= "{\\"name\\": \\"x\\"}"', (BARE_TRIGGER,))
+    assert _feed(lazy, model, '\t{"name":"x"}') is None
