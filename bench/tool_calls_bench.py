@@ -98,7 +98,9 @@ def cases() -> list[dict[str, Any]]:
         result_text = result if isinstance(result, str) else json.dumps(result)
         turn = {"name": tool["name"], "arguments": arguments, "result": result_text, "fact": fact}
         out.append({"kind": "tool result", "prompt": prompt, "tools": ALL, "expect": None, "result": turn})
-    return out
+    kinds = {case["kind"]: [c for c in out if c["kind"] == case["kind"]] for case in out}
+    # interleaved by kind, so that the first prompts of a run (or a run cut short) cover every kind
+    return [group[i] for i in range(max(map(len, kinds.values()))) for group in kinds.values() if i < len(group)]
 
 
 def chat_body(case: dict[str, Any], max_tokens: int) -> dict[str, Any]:
@@ -221,8 +223,9 @@ def judge(case: dict[str, Any], calls: list[tuple[str, str]], text: str) -> dict
     }
 
 
-def run(client: httpx.Client, max_tokens: int, apis: list[str]) -> list[dict[str, Any]]:
-    """Every case through every API named; a record per answer (a line on stderr each)."""
+def run(client: httpx.Client, max_tokens: int, apis: list[str], lines: Any = None) -> list[dict[str, Any]]:
+    """Every case through every API named; a record per answer (a line on stderr each, and a JSON line in `lines`
+    when given)."""
     records = []
     for api in apis:  # one API after the other: its prompts share their tools' prefix in the slot's cache
         path, body, read = APIS[api]
@@ -235,6 +238,9 @@ def run(client: httpx.Client, max_tokens: int, apis: list[str]) -> list[dict[str
             else:
                 calls, text = read(response.json())
             print(f"{api:<10} {case['kind']:<15} {seconds:6.1f}s calls={calls} text={text[:60]!r}", file=sys.stderr)
+            if lines is not None:
+                lines.write(json.dumps({"api": api, **case, "calls": calls, "text": text}) + "\n")
+                lines.flush()
             records.append(
                 {
                     "api": api,
@@ -251,9 +257,9 @@ def run(client: httpx.Client, max_tokens: int, apis: list[str]) -> list[dict[str
 
 def report(records: list[dict[str, Any]], label: str, apis: list[str]) -> None:
     """The table: per API, calls parsed / intended, false calls, words after a result, no-tool prompts in words."""
-    print(f"tool_choice auto on {MODEL}, temperature 0, {len(cases())} prompts per API ({label})")
+    print(f"tool_choice auto on {MODEL}, temperature 0, a fixed set of {len(cases())} prompts ({label})")
     header = f"{'API':<10}{'calls parsed':>16}{'false calls':>13}{'result -> words':>17}{'fact in answer':>16}"
-    print(header + f"{'no tool -> words':>18}{'non-200':>9}")
+    print(header + f"{'no tool -> words':>18}{'non-200':>9}{'answers':>9}")
     for api in apis:
         rows = [r for r in records if r["api"] == api]
         wanted = [r for r in rows if r["expect"] is not None]
@@ -269,6 +275,7 @@ def report(records: list[dict[str, Any]], label: str, apis: list[str]) -> None:
             f"{sum(r['false'] for r in unwanted):>13}{share(sum(r['words'] for r in results), len(results)):>17}"
             f"{share(sum(r['fact'] for r in results), len(results)):>16}"
             f"{share(sum(r['words'] for r in plain), len(plain)):>18}{sum(r['status'] != 200 for r in rows):>9}"
+            f"{len(rows):>9}"
         )
 
 
@@ -281,11 +288,19 @@ def main() -> None:
     parser.add_argument("--label", default="this checkout", help="what the run measured, printed with the table")
     parser.add_argument("--json", help="write every answer to this file")
     parser.add_argument("--base-url", help="an already running server (its model must be served as qwen2.5:0.5b)")
+    parser.add_argument("--lines", help="append each answer to this JSON-lines file as it comes")
+    parser.add_argument("--report", nargs="+", help="print the table of these JSON-lines files and exit")
     args = parser.parse_args()
     apis = [api.strip() for api in args.apis.split(",") if api.strip()]
+    if args.report:
+        records = [json.loads(line) for name in args.report for line in Path(name).read_text().splitlines()]
+        records = [{**record, **judge(record, record["calls"], record["text"]), "status": 200} for record in records]
+        report(records, args.label, [api for api in APIS if any(r["api"] == api for r in records)])
+        return
+    lines = open(args.lines, "a", encoding="utf-8") if args.lines else None
     if args.base_url:
         with httpx.Client(base_url=args.base_url, timeout=600) as client:
-            records = run(client, args.max_tokens, apis)
+            records = run(client, args.max_tokens, apis, lines)
     else:
         from hypnos_llama.testing import toml_model_config
         from hypnos_server.testing import free_port, live_server
@@ -300,7 +315,7 @@ def main() -> None:
             entry |= {"modality": "text_generation", "engine": "ggml_llama", "initial_tier": "tier1_gpu_vram"}
             config.write_text(toml_model_config(work, [entry]))
             with live_server(config, port=free_port()) as base, httpx.Client(base_url=base, timeout=600) as client:
-                records = run(client, args.max_tokens, apis)
+                records = run(client, args.max_tokens, apis, lines)
     if args.json:
         Path(args.json).write_text(json.dumps(records, indent=1))
     report(records, args.label, apis)

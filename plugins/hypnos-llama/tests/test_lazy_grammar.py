@@ -114,3 +114,65 @@ def test_a_trigger_the_grammar_refuses_is_dropped(model: Any) -> None:
     to llama.cpp (its own lazy sampler would abort the process), and the output stays free."""
     lazy = LazyGrammar(model, 'root ::= "{\\"name\\": \\"x\\"}"', (BARE_TRIGGER,))
     assert _feed(lazy, model, '\t{"name":"x"}') is None
+
+
+REPORT = {
+    "type": "object",
+    "properties": {"temperature": {"type": "integer", "minimum": -60, "maximum": 60}},
+    "required": ["temperature"],
+    "additionalProperties": False,
+}
+
+
+def _fresh(model: Any, grammar: str) -> Any:
+    sampler = model.lib.llama_sampler_init_grammar(model.vocab, grammar.encode(), b"root")
+    assert sampler
+    return sampler
+
+
+def test_tools_with_a_schema_answer_allow_a_call_or_the_answer_from_the_first_token(model: Any) -> None:
+    """Build 7: with tool_choice auto and a json_schema, the output is a call or an answer under the schema."""
+    from hypnos.chat import ResponseFormat
+
+    request = chat_request(
+        "Weather in Paris?",
+        tools=[WEATHER],
+        response_format=ResponseFormat(type="json_schema", schema=REPORT, strict=True),
+    )
+    constraint = request_grammar("hermes", request, forced=False)
+    assert constraint is not None and constraint.triggers == ()  # active from the first token
+    for text, allowed in [
+        ('<tool_call>\n{"name":"get_weather","arguments":{"city":"Paris"}}\n</tool_call>', True),
+        ('{"name":"get_weather","arguments":{"city":"Paris"}}', True),
+        ('{"temperature":18}', True),
+        ('{"temperature":99}', False),  # outside the schema's bounds
+        ("It is sunny.", False),
+    ]:
+        sampler = _fresh(model, constraint.grammar)
+        try:
+            assert _allows(model, sampler, text) == allowed, text
+        finally:
+            model.lib.llama_sampler_free(sampler)
+
+
+def test_a_required_call_with_a_schema_is_held_by_the_call_grammar(model: Any) -> None:
+    """Build 7: tool_choice required with a json_schema: after the forced prefix comes the call, not the schema."""
+    from hypnos.chat import ResponseFormat
+
+    request = chat_request(
+        "Weather in Paris?",
+        tools=[WEATHER],
+        tool_choice="required",
+        response_format=ResponseFormat(type="json_schema", schema=REPORT, strict=True),
+    )
+    constraint = request_grammar("hermes", request, forced=True)
+    assert constraint is not None
+    for text, allowed in [
+        ('get_weather"', True),  # the name, then the literal `", "arguments": ` (spaces the tiny vocabulary lacks)
+        ('{"temperature":18}', False),
+    ]:
+        sampler = _fresh(model, constraint.grammar)
+        try:
+            assert _allows(model, sampler, text) == allowed, text
+        finally:
+            model.lib.llama_sampler_free(sampler)
