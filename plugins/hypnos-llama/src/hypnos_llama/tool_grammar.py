@@ -75,6 +75,13 @@ def _calls_rules(converter: Any, request: ChatInput, shape: CallShape) -> None:
         name = _literal(converter, json.dumps(tool.function.name))
         key = _literal(converter, json.dumps(shape.key))
         alternatives.append(f'{name} call-ws "," call-ws {key} call-ws ":" call-ws {arguments}')
+    # a name that is none of the declared ones: the call is then free (and comes back as text, never as a call), so
+    # that a model reaching for a tool it was not given is not pushed into calling one it was
+    other = _other_name(converter, [tool.function.name for tool in request.tools])
+    object_rule = converter.visit({"type": "object"}, "call-other-arguments")
+    alternatives.append(
+        f'{other} call-ws "," call-ws {_literal(converter, json.dumps(shape.key))} call-ws ":" call-ws {object_rule}'
+    )
     rules = {
         "call-ws": "[ \\t\\n]{0,8}",
         "call": f'"{{" call-ws "\\"name\\"" call-ws ":" call-ws ({" | ".join(alternatives)}) call-ws "}}"',
@@ -95,6 +102,25 @@ def _calls_rules(converter: Any, request: ChatInput, shape: CallShape) -> None:
     rules["call-root"] = f"[ \\t\\n]{{0,32}} ({body}) [ \\t\\n]{{0,8}}"
     for name, rule in rules.items():
         converter._add_rule(name, rule)
+
+
+def _other_name(converter: Any, names: list[str]) -> str:
+    """A rule for a JSON string that is none of `names` (a trie of their characters)."""
+    counter = [0]
+
+    def node(prefix: str) -> str:
+        rule = f"call-other-name-{counter[0]}"
+        counter[0] += 1
+        children = sorted({name[len(prefix)] for name in names if name.startswith(prefix) and len(name) > len(prefix)})
+        options = [] if prefix in names else ['"\\""']
+        options += [f"{_literal(converter, char)} {node(prefix + char)}" for char in children]
+        excluded = "".join("\\" + char if char in "]\\-" else char for char in children)
+        options.append(f'[^"\\\\{excluded}] call-other-char* "\\""')
+        converter._add_rule(rule, " | ".join(options))
+        return rule
+
+    converter._add_rule("call-other-char", '[^"\\\\]')
+    return f'"\\"" {node("")}'
 
 
 def auto_call_grammar(
