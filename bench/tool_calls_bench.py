@@ -3,9 +3,10 @@ prompts (one tool, several tools, no tool needed, a tool result to answer from),
 
 Run from the repo root: `python -m bench.tool_calls_bench` (`nox -s bench -- tool_calls`: hypnos-llama and the
 Qwen2.5-Coder-0.5B starter). Prints, per API: intended calls parsed (a call of the expected function with JSON-object
-arguments), false calls (a call where none was wanted), answers in words after a tool result (text, no call, the
-result's fact in it), and the no-tool prompts answered in words. Issue 40's bar: >= 90% of intended calls parsed and
-0 false calls. `--label` names the run (e.g. the checkout measured); `--json FILE` keeps every answer.
+arguments), false calls (a call where none was wanted), answers in words after a tool result (prose, no call; a call
+echoed as JSON text is not words) and with the result's fact in them, and the no-tool prompts answered in words.
+Issue 40's bar: >= 90% of intended calls parsed and 0 false calls. `--apis` picks APIs, `--label` names the run,
+`--json FILE` keeps every answer, `--lines FILE` appends each as it comes, `--report FILE...` prints their table.
 """
 
 from __future__ import annotations
@@ -215,11 +216,13 @@ def judge(case: dict[str, Any], calls: list[tuple[str, str]], text: str) -> dict
         except ValueError:
             pass
     turn = case.get("result")
+    # words: an answer in prose, not a call echoed as JSON text (`{"name": ...}`, `({...`, a code block)
+    prose = bool(text.strip()) and not text.strip().lstrip("(`").startswith(("{", "[", "json"))
     return {
         "parsed": case["expect"] is not None and parsed,
         "false": case["expect"] is None and bool(calls),
-        "words": case["expect"] is None and not calls and bool(text.strip()),
-        "fact": turn is not None and not calls and turn["fact"].lower() in text.lower(),
+        "words": case["expect"] is None and not calls and prose,
+        "fact": turn is not None and not calls and prose and turn["fact"].lower() in text.lower(),
     }
 
 
