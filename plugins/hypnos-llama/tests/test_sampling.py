@@ -69,31 +69,3 @@ def test_plain_greedy_picks_what_llama_cpp_greedy_sampler_picks(tiny_gguf) -> No
         chained.free()
         context.close()
         model.close()
-
-
-def test_words_first_keeps_json_off_the_first_token_only(tiny_gguf) -> None:
-    """After a tool result the answer starts in words (issue 40): even a model pushed hard towards `{` (a logit bias)
-    writes something else first, and `{` after."""
-    from hypnos_llama.batch_loop import context_shape
-    from hypnos_llama.options import LlamaOptions
-    from hypnos_llama.runtime import LlamaContext, LlamaModel
-    from hypnos_llama.sampling import SlotSampler
-
-    model = LlamaModel(tiny_gguf, LlamaOptions(), 0)
-    brace = next(token for token in range(model.n_vocab) if model.piece(token) == b"{")
-    texts = []
-    try:
-        for first in (False, True):
-            context = LlamaContext(model, LlamaOptions(), context_shape(256, 1, 64, 64))
-            params = SamplingParams(temperature=0, logit_bias={brace: 100.0}, words_first=first)
-            sampler = SlotSampler(model, params)
-            try:
-                texts.append(sample_text(model, context, sampler, "hello", 3)[0])
-            finally:
-                sampler.free()
-                context.close()
-    finally:
-        model.close()
-    free, steered = texts
-    assert free.startswith(b"{{")
-    assert not steered.lstrip().startswith((b"{", b"[", b"`")) and b"{" in steered

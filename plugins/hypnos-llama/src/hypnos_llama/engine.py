@@ -295,12 +295,6 @@ class LlamaEngine(StagedEngine):
         grammar = constraint.grammar if constraint is not None else None
         if grammar is not None:
             check_grammar(model, grammar)
-        # After a tool result the answer starts in words: small models (Qwen2.5-Coder-0.5B) echo the call they made
-        # as bare JSON, which would be a call again; a further call is still written in the family's own syntax.
-        words_first = (
-            bool(request.wants_tools and not plan.forced_prefix and not constrained and request.messages)
-            and request.messages[-1].role == "tool"
-        )
         media = None
         if media_kinds(request):
             media = await media_prompt(
@@ -337,7 +331,7 @@ class LlamaEngine(StagedEngine):
                 max_tokens=max_tokens,
                 required_ctx=required,
                 sampling=SamplingParams.from_request(
-                    request, grammar, index, constraint.triggers if constraint else (), words_first=words_first
+                    request, grammar, index, constraint.triggers if constraint else ()
                 ),
                 emit=emit,
                 cancel=cancel,

@@ -65,7 +65,6 @@ class LlamaModel:
         self._piece_buffer = ctypes.create_string_buffer(256)
         self._eog: dict[int, bool] = {}
         self._control: dict[int, bool] = {}
-        self._json_starts: Any = None
 
     def close(self) -> None:
         """Free the model (idempotent)."""
@@ -105,20 +104,6 @@ class LlamaModel:
         if eog is None:
             eog = self._eog[token] = bool(self.lib.llama_vocab_is_eog(self.vocab, token))
         return eog
-
-    def json_starts(self) -> Any:
-        """The ids (a numpy array) of the tokens that would start an answer as JSON or code: their text, leading
-        whitespace removed, starts with `{`, `[` or a backtick, or is whitespace alone (read once per model)."""
-        if self._json_starts is None:
-            import numpy as np
-
-            found = []
-            for token in range(self.n_vocab):
-                text = self.piece(token).lstrip()
-                if (text[:1] in (b"{", b"[", b"`")) or (not text and self.piece(token)):
-                    found.append(token)
-            self._json_starts = np.array(found, dtype=np.int64)
-        return self._json_starts
 
     def token_text(self, token: int) -> str:
         """A special token's text (bos/eos for the chat template), '' when the id is invalid."""

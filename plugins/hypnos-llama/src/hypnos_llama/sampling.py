@@ -32,8 +32,6 @@ class SamplingParams:
     grammar: str | None = None  # GBNF the answer must follow (response_format, tool calls)
     # Regexes that switch the grammar on (lazy: free text until one shows; `^` ones anchored at the answer's start)
     triggers: tuple[str, ...] = ()
-    # The answer's first token may not start JSON or code (after a tool result: see the engine's chat)
-    words_first: bool = False
 
     @property
     def greedy(self) -> bool:
@@ -42,12 +40,7 @@ class SamplingParams:
 
     @classmethod
     def from_request(
-        cls,
-        request: ChatInput,
-        grammar: str | None = None,
-        choice: int = 0,
-        triggers: tuple[str, ...] = (),
-        words_first: bool = False,
+        cls, request: ChatInput, grammar: str | None = None, choice: int = 0, triggers: tuple[str, ...] = ()
     ) -> SamplingParams:
         """The request's sampling fields with engine defaults; no seed means a fresh random one (choice `i` of `n`
         samples with seed + i)."""
@@ -63,7 +56,6 @@ class SamplingParams:
             logit_bias=dict(given.logit_bias),
             grammar=grammar,
             triggers=triggers if grammar is not None else (),
-            words_first=words_first,
         )
 
 
@@ -125,7 +117,6 @@ class SlotSampler:
             self.lazy = LazyGrammar(model, params.grammar, params.triggers)
         elif params.grammar is not None:
             self.grammar = grammar_sampler(lib, model.vocab, params.grammar)
-        self._banned = model.json_starts() if params.words_first else None  # for the first token only
         plain = not (params.logit_bias or params.presence_penalty or params.frequency_penalty)
         self._logits: Any = None  # numpy's view maker when sampling is the plain argmax
         if params.greedy and plain:
@@ -143,11 +134,6 @@ class SlotSampler:
     def sample(self, context: Any, index: int) -> int:
         """The next token from batch row `index` (accepted by the chain and the grammar)."""
         lib = self.lib
-        if self._banned is not None:  # in place: the chain, the grammar and the argmax read these logits
-            import numpy as np
-
-            banned, self._banned = self._banned, None
-            np.ctypeslib.as_array(lib.llama_get_logits_ith(context, index), shape=(self.n_vocab,))[banned] = -np.inf
         if self.grammar is None:
             if self._logits is not None:
                 token = int(self._logits(lib.llama_get_logits_ith(context, index), shape=(self.n_vocab,)).argmax())
