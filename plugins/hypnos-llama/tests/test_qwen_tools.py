@@ -145,14 +145,14 @@ def test_auto_tool_choice_streams_the_call(client: Any) -> None:
 def test_auto_tool_choice_answers_a_question_without_a_tool_in_words(client: Any) -> None:
     answer = client.chat.completions.create(
         model=MODEL,
-        messages=[{"role": "user", "content": "What is the capital of Italy?"}],
+        messages=[{"role": "user", "content": "What is 2 + 2? Answer with the number only."}],
         tools=[WEATHER],
         temperature=0,
         max_tokens=32,
     )
     choice = answer.choices[0]
     assert choice.finish_reason == "stop" and not choice.message.tool_calls
-    assert "rome" in choice.message.content.lower()
+    assert "4" in choice.message.content
 
 
 def test_tools_with_a_strict_schema_call_then_answer_under_the_schema(client: Any) -> None:

@@ -30,6 +30,7 @@ class ChatPlan:
     forced_prefix: str = ""
     hide_tools: bool = False
     tool_names: frozenset[str] | None = None
+    echoes: frozenset[tuple[str, str]] = frozenset()  # after a tool result: the calls it answers
     template_variables: dict[str, Any] = field(default_factory=dict)
 
     def render_request(self, request: ChatInput) -> ChatInput:
@@ -51,7 +52,7 @@ class ChatPlan:
         """A splitter for this request's output; a forced prefix counts as already generated."""
         in_reasoning = bool(self.thinking and prompt.rstrip().endswith(self.thinking.open))
         splitter = OutputSplitter(
-            self.tool_format, self.thinking, in_reasoning=in_reasoning, tool_names=self.tool_names
+            self.tool_format, self.thinking, in_reasoning=in_reasoning, tool_names=self.tool_names, echoes=self.echoes
         )
         if self.forced_prefix:
             splitter.feed(self.forced_prefix)
@@ -66,7 +67,9 @@ def plan_chat(
     400 when the request asks for tools (tool_choice other than none) and the family has no tool format. A
     `constrained` answer (a response_format grammar) starts at once, without thinking.
     """
-    plan = ChatPlan(tool_names=frozenset(tool.function.name for tool in request.tools))
+    from hypnos_llama.tool_grammar import answered_calls
+
+    plan = ChatPlan(tool_names=frozenset(tool.function.name for tool in request.tools), echoes=answered_calls(request))
     if request.tools and request.tool_choice == "none":
         plan.hide_tools = True
     if request.wants_tools:

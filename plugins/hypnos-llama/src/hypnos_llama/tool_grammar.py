@@ -17,6 +17,7 @@ from typing import Any
 from hypnos.chat import ChatInput
 from hypnos.errors import HypnosError
 
+from hypnos_llama.formats.tool_formats import canonical
 from hypnos_llama.schema_gbnf import bounded_converter, check_bounds
 
 logger = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ def check_tools(request: ChatInput, spent: int = 0) -> int:
     return spent
 
 
-def _calls_rules(converter: Any, request: ChatInput, shape: CallShape) -> None:
+def _calls_rules(converter: Any, request: ChatInput, shape: CallShape, bare: bool) -> None:
     """Rules `call` (one call of a declared function) and `call-root` (what the family writes for its calls)."""
     alternatives = []
     for index, tool in enumerate(request.tools):
@@ -96,7 +97,7 @@ def _calls_rules(converter: Any, request: ChatInput, shape: CallShape) -> None:
     else:
         rules["call-regions"] = f'{opener} call-ws call (call-ws ";" call-ws call)*'
     body = "call-regions"
-    if shape.bare:
+    if bare:
         rules["call-bare"] = 'call | call-list | "```json" call-ws (call | call-list) call-ws "```"'
         body = "call-regions | call-bare"
     rules["call-root"] = f"[ \\t\\n]{{0,32}} ({body}) [ \\t\\n]{{0,8}}"
@@ -123,6 +124,23 @@ def _other_name(converter: Any, names: list[str]) -> str:
     return f'"\\"" {node("")}'
 
 
+def after_result(request: ChatInput) -> bool:
+    """True when the conversation ends with a tool result (the model answers from it)."""
+    return bool(request.messages) and request.messages[-1].role == "tool"
+
+
+def answered_calls(request: ChatInput) -> frozenset[tuple[str, str]]:
+    """After a tool result: the (name, arguments as canonical JSON) of the calls the last assistant turn made."""
+    if not after_result(request):
+        return frozenset()
+    for message in reversed(request.messages):
+        if message.role == "assistant":
+            return frozenset(
+                (call.function.name, canonical(call.function.arguments)) for call in message.tool_calls or []
+            )
+    return frozenset()
+
+
 def auto_call_grammar(
     format_name: str | None, request: ChatInput, answer: dict[str, Any] | None, spent: int = 0
 ) -> CallGrammar | None:
@@ -139,14 +157,16 @@ def auto_call_grammar(
         logger.debug("no call grammar: %s", error)
         return None
     converter = bounded_converter()
+    # After a tool result a bare JSON call is not a call form: small models echo the call they made that way
+    bare = shape.bare and not after_result(request)
     try:
-        _calls_rules(converter, request, shape)
+        _calls_rules(converter, request, shape, bare)
         answer_rule = None if answer is None else converter.visit(converter.resolve_refs(answer, "answer"), "answer")
     except (AssertionError, KeyError, ValueError, TypeError, RecursionError):
         return None  # a schema the converter cannot express: the calls are parsed, not constrained
     if answer_rule is None:
         converter._add_rule("root", "call-root")
-        triggers = [re.escape(shape.open)] + ([BARE_TRIGGER] if shape.bare else [])
+        triggers = [re.escape(shape.open)] + ([BARE_TRIGGER] if bare else [])
         return CallGrammar(converter.format_grammar(), tuple(triggers))
     converter._add_rule("root", f"call-root | {answer_rule}")
     return CallGrammar(converter.format_grammar())

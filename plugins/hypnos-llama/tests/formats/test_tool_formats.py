@@ -195,3 +195,16 @@ def test_a_call_to_an_undeclared_function_never_comes_back_as_a_call() -> None:
     assert "delete_everything" in text and "<tool_call>" not in text
     declared = OutputSplitter(BY_NAME["hermes"], tool_names=frozenset({"delete_everything"}))
     assert any(isinstance(event, ToolCallEvent) for event in declared.feed(output) + declared.finish())
+
+
+def test_an_echo_of_the_answered_call_is_text() -> None:
+    """After a tool result the 0.5B model echoes the call it made: that call is text, another call is a call."""
+    echoes = frozenset({("get_weather", '{"city":"Paris"}')})
+    echo = '{"name": "get_weather", "arguments": {"city": "Paris"}}\n{"temperature_c": 18}'
+    splitter = OutputSplitter(BY_NAME["hermes"], tool_names=frozenset({"get_weather"}), echoes=echoes)
+    events = splitter.feed(echo) + splitter.finish()
+    assert not any(isinstance(event, ToolCallEvent) for event in events)
+    assert "".join(event.text for event in events if isinstance(event, ContentDelta)) == echo
+    other = OutputSplitter(BY_NAME["hermes"], tool_names=frozenset({"get_weather"}), echoes=echoes)
+    events = other.feed('{"name": "get_weather", "arguments": {"city": "Oslo"}}') + other.finish()
+    assert any(isinstance(event, ToolCallEvent) for event in events)

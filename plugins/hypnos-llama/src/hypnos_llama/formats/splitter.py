@@ -8,7 +8,15 @@ from hypnos.engine import ContentDelta, ReasoningDelta, ToolCallEvent
 from hypnos.openai import ToolCall, ToolCallFunction
 
 from hypnos_llama.formats.thinking import ThinkingFormat
-from hypnos_llama.formats.tool_formats import BARE, ParsedCall, Region, ToolCallFormat, bare_calls, bare_start
+from hypnos_llama.formats.tool_formats import (
+    BARE,
+    ParsedCall,
+    Region,
+    ToolCallFormat,
+    bare_calls,
+    bare_start,
+    canonical,
+)
 
 SplitEvent = ContentDelta | ReasoningDelta | ToolCallEvent
 
@@ -29,8 +37,9 @@ class OutputSplitter:
 
     `in_reasoning` starts True when the prompt already opened a thinking block. Call regions that do not
     parse, or call a function not in `tool_names` (when given), come back as text without the format's markers.
-    An answer that starts as a bare JSON call (`{"name":`, any family) is held to its end and is a call when it
-    parses. Leading whitespace of the answer and whitespace between calls is dropped.
+    A call equal to one of `echoes` (after a tool result: the calls it answers) is text: small models echo
+    the call they made. An answer that starts as a bare JSON call (`{"name":`, any family) is held to its end and
+    is a call when it parses. Leading whitespace of the answer and whitespace between calls is dropped.
     """
 
     def __init__(
@@ -41,9 +50,11 @@ class OutputSplitter:
         in_reasoning: bool = False,
         call_id_prefix: str | None = None,
         tool_names: frozenset[str] | None = None,
+        echoes: frozenset[tuple[str, str]] = frozenset(),
     ) -> None:
         self.tool_format = tool_format
         self.tool_names = tool_names
+        self.echoes = echoes
         self.thinking = thinking
         self.in_reasoning = in_reasoning and thinking is not None
         self.calls: list[ParsedCall] = []
@@ -167,6 +178,9 @@ class OutputSplitter:
         if calls and self.tool_names is not None and any(call.name not in self.tool_names for call in calls):
             self._content(inner.strip(), events)  # a call to an undeclared function is never a tool call
             return
+        if calls and self.echoes and all(_echo(call) in self.echoes for call in calls):
+            self._content((region.open + inner).strip(), events)  # the answered call echoed: text, as written
+            return
         if not calls:
             raw = region.open + inner + (region.close or "" if closed else "")
             self._content(raw, events)
@@ -199,6 +213,10 @@ class OutputSplitter:
         body = text.rstrip()
         events.append(ContentDelta(self._pending_space + body))
         self._pending_space = text[len(body) :]
+
+
+def _echo(call: ParsedCall) -> tuple[str, str]:
+    return call.name, canonical(call.arguments)
 
 
 def split_text(tool_format: ToolCallFormat, text: str) -> tuple[str, list[ParsedCall]]:

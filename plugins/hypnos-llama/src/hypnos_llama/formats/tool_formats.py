@@ -81,6 +81,14 @@ BARE = Region("", None)
 BARE_STARTS = ('{"name":', '[{"name":')
 
 
+def canonical(arguments: str) -> str:
+    """Call arguments as sorted compact JSON (the text itself when it is not JSON)."""
+    try:
+        return json.dumps(json.loads(arguments), sort_keys=True, separators=(",", ":"))
+    except ValueError:
+        return arguments
+
+
 def bare_start(text: str) -> bool | None:
     """Whether an answer's first text is a bare JSON call: True, False, or None while it may still become one."""
     compact = "".join(text.split())
