@@ -132,8 +132,12 @@ def anthropic_body(error: HypnosError) -> dict[str, Any]:
     return {"type": "error", "error": detail}
 
 
+COHERE_PATHS = frozenset({"/v2/rerank"})  # errors in Cohere's shape there: {"message": ...}
+
+
 def render(error: HypnosError, path: str = "") -> tuple[int, dict[str, str], bytes, str]:
-    """Status, headers, body and media type of an error response (Anthropic's shape on the Anthropic routes)."""
+    """Status, headers, body and media type of an error response (Anthropic's shape on the Anthropic routes,
+    Cohere's on Cohere's)."""
     headers = error.response_headers()
     if error.status == 401:
         headers.setdefault("WWW-Authenticate", 'Bearer realm="hypnos"')
@@ -141,6 +145,8 @@ def render(error: HypnosError, path: str = "") -> tuple[int, dict[str, str], byt
         return error.status, headers, error.message.encode(), "text/plain; charset=utf-8"
     if path in ANTHROPIC_PATHS:
         return error.status, headers, msgspec.json.encode(anthropic_body(error)), "application/json"
+    if path in COHERE_PATHS:
+        return error.status, headers, msgspec.json.encode({"message": error.message}), "application/json"
     return error.status, headers, msgspec.json.encode(error.body()), "application/json"
 
 

@@ -216,6 +216,12 @@ ROUTE_DOCS: dict[tuple[str, str], RouteDoc] = {
         errors=INFERENCE_ERRORS,
         inference=True,
     ),
+    ("POST", "/v2/rerank"): RouteDoc(
+        body=RerankRequest,
+        answers={JSON: _obj("id", "results", "meta", results={"type": "array"}, hypnos_telemetry=TELEMETRY)},
+        errors=INFERENCE_ERRORS,
+        inference=True,
+    ),
     ("POST", "/v1/audio/transcriptions"): RouteDoc(
         body=TranscriptionJsonRequest,
         form=TRANSCRIPTION_FORM,

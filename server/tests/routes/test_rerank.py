@@ -46,3 +46,47 @@ def test_a_keys_daily_tokens_count_rerank() -> None:
         assert client.post("/v1/rerank", json=body, headers=headers).status_code == 200
         refused = client.post("/v1/rerank", json=body, headers=headers)
         assert refused.status_code == 429 and error_of(refused)["code"] == "tokens_per_day"
+
+
+def test_cohere_v2_path_answers_as_litellm_posts_it() -> None:
+    # the body litellm's cohere provider (CohereRerankV2Config) posts: return_documents defaults to true there, and
+    # v2's max_tokens_per_doc / rank_fields are sent when set
+    body = {
+        "model": "fake-embed",
+        "query": "red cat",
+        "documents": ["the cat sat", "a red cat and a dog", "nothing here"],
+        "top_n": 2,
+        "return_documents": True,
+        "max_tokens_per_doc": 4096,
+        "rank_fields": ["text"],
+    }
+    with TestClient(build_app()) as client:
+        wait_ready(client)
+        response = client.post("/v2/rerank", json=body)
+        assert response.status_code == 200, response.text
+        answer = response.json()
+        assert [r["index"] for r in answer["results"]] == [1, 0]
+        assert answer["results"][0]["document"] == {"text": "a red cat and a dog"}
+        assert answer["id"] == response.headers["x-request-id"]
+        meta = answer["meta"]
+        assert meta["api_version"]["version"] == "2" and meta["billed_units"] == {"search_units": 1}
+        assert meta["tokens"]["input_tokens"] == answer["usage"]["prompt_tokens"] > 0
+        v1 = client.post("/v1/rerank", json=body).json()
+        assert [(r["index"], r["relevance_score"]) for r in v1["results"]] == [
+            (r["index"], r["relevance_score"]) for r in answer["results"]
+        ]
+
+
+def test_cohere_v2_errors_are_cohere_shaped_400s_and_404s() -> None:
+    with TestClient(build_app()) as client:
+        wait_ready(client)
+        for body in (
+            {"model": "fake-embed", "query": "q", "documents": []},
+            {"model": "fake-embed", "query": "q", "documents": ["a"], "top_n": 0},
+            {"model": "fake-embed", "documents": ["a"]},
+        ):
+            response = client.post("/v2/rerank", json=body)
+            assert response.status_code == 400, body
+            assert set(response.json()) == {"message"} and response.json()["message"], response.text
+        missing = client.post("/v2/rerank", json={"model": "nope", "query": "q", "documents": ["a"]})
+        assert missing.status_code == 404 and "nope" in missing.json()["message"]

@@ -1,5 +1,6 @@
-"""POST /v1/rerank (the Cohere / Jina shape llama.cpp and vLLM serve): documents scored against a query by a reranker
-model (an embeddings-modality model whose engine reranks: llama.cpp rank pooling)."""
+"""POST /v1/rerank (the Cohere / Jina shape llama.cpp and vLLM serve) and POST /v2/rerank (Cohere's v2 path, where
+litellm's cohere provider posts): documents scored against a query by a reranker model (an embeddings-modality model
+whose engine reranks: llama.cpp rank pooling)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from hypnos_server.state import hypnos_state, request_context
 
 
 class RerankRequest(msgspec.Struct, kw_only=True):
-    """POST /v1/rerank body; a document is a string or an object with `text` (unknown fields are ignored)."""
+    """POST /v1/rerank and /v2/rerank body; a document is a string or an object with `text` (unknown fields, such as
+    v2's `max_tokens_per_doc` and `rank_fields`, are ignored)."""
 
     model: str
     query: str
@@ -36,9 +38,9 @@ def document_texts(documents: list[str | dict[str, Any]]) -> list[str]:
     return texts
 
 
-@post("/v1/rerank", guards=[ready_guard], status_code=200)
-async def rerank(request: Request[Any, Any, Any]) -> Response[bytes]:
-    """Score the documents against the query; results best first, `top_n` of them."""
+async def ranked(request: Request[Any, Any, Any], api_version: str) -> Response[bytes]:
+    """Score the documents against the query; results best first, `top_n` of them, `meta` as Cohere's `api_version`
+    answers it."""
     limits = hypnos_state(request).settings.limits
     record = request_context(request).record
     body = await decode_json(request, RerankRequest)
@@ -65,15 +67,34 @@ async def rerank(request: Request[Any, Any, Any]) -> Response[bytes]:
         if body.return_documents:
             entry["document"] = {"text": texts[index]}
         results.append(entry)
+    meta: dict[str, Any] = {"billed_units": {"search_units": 1}}
+    if api_version == "2":
+        meta = {
+            "api_version": {"version": "2", "is_experimental": False},
+            **meta,
+            "tokens": {"input_tokens": result.prompt_tokens, "output_tokens": 0},
+        }
     answer = {
         "id": record.id,
         "model": body.model,
         "results": results,
         "usage": {"prompt_tokens": result.prompt_tokens, "total_tokens": result.prompt_tokens},
-        "meta": {"billed_units": {"search_units": 1}},
+        "meta": meta,
         "hypnos_telemetry": telemetry,
     }
     return json_response(answer, headers=headers)
 
 
-ROUTES = [rerank]
+@post("/v1/rerank", guards=[ready_guard], status_code=200)
+async def rerank(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """Score the documents against the query; results best first, `top_n` of them."""
+    return await ranked(request, "1")
+
+
+@post("/v2/rerank", guards=[ready_guard], status_code=200)
+async def rerank_v2(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """Cohere's v2 rerank: as /v1/rerank, with v2's `meta` (api_version 2, tokens); errors in Cohere's shape."""
+    return await ranked(request, "2")
+
+
+ROUTES = [rerank, rerank_v2]
