@@ -120,6 +120,48 @@ def test_sdk_realtime_turn_with_audio_and_a_tool(server: str) -> None:
         assert any(e.type == "response.output_audio.delta" for e in events)
 
 
+def test_sdk_ga_client_reads_item_done_rate_limits_and_output_modalities(server: str) -> None:
+    from openai.types.realtime import ConversationItemDone, RateLimitsUpdatedEvent, ResponseDoneEvent
+
+    client = openai.OpenAI(base_url=f"{server}/v1", api_key=API_KEY, max_retries=0)
+    with client.realtime.connect(model="fake-chat") as connection:
+        connection.recv()
+        session = {"type": "realtime", "output_modalities": ["text"], "audio": {"input": {"turn_detection": None}}}
+        connection.session.update(session=session)  # type: ignore[arg-type]
+        connection.recv()
+        item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}
+        connection.conversation.item.create(item=item)  # type: ignore[arg-type]
+        connection.response.create()
+        events = _until_done(connection)
+        done = [e for e in events if isinstance(e, ConversationItemDone)]
+        assert [e.item.role for e in done] == ["user", "assistant"]  # type: ignore[union-attr]
+        assert all(e.item.status == "completed" for e in done)  # type: ignore[union-attr]
+        assert any(isinstance(e, RateLimitsUpdatedEvent) for e in events)
+        finished = events[-1]
+        assert isinstance(finished, ResponseDoneEvent) and finished.response.output_modalities == ["text"]
+        assert finished.response.conversation_id and finished.response.status == "completed"
+
+
+def test_sdk_beta_client_reads_conversation_created(server: str) -> None:
+    from openai.types.beta.realtime import ConversationCreatedEvent
+
+    # the beta client builds wss:// from base_url; a plain ws:// server is named as its websocket_base_url
+    socket_url = server.replace("http://", "ws://") + "/v1"
+    client = openai.OpenAI(base_url=f"{server}/v1", websocket_base_url=socket_url, api_key=API_KEY, max_retries=0)
+    with client.beta.realtime.connect(model="fake-chat") as connection:
+        assert connection.recv().type == "session.created"
+        created = connection.recv()
+        assert isinstance(created, ConversationCreatedEvent) and created.conversation.id
+        connection.session.update(session={"modalities": ["text"], "turn_detection": None})
+        connection.recv()
+        item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}
+        connection.conversation.item.create(item=item)  # type: ignore[arg-type]
+        connection.response.create()
+        events = _until_done(connection)
+        assert "conversation.item.done" not in [e.type for e in events]
+        assert events[-1].response.modalities == ["text"]  # type: ignore[union-attr]
+
+
 def test_sdk_realtime_wrong_key_is_refused(server: str) -> None:
     client = openai.OpenAI(base_url=f"{server}/v1", api_key="wrong", max_retries=0)
     with client.realtime.connect(model="fake-chat") as connection:

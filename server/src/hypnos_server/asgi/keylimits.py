@@ -102,6 +102,23 @@ class KeyLimiter:
         if tokens > 0:
             self._for(key).tokens += tokens
 
+    def remaining(self, key: ApiKey) -> list[tuple[str, int, int, float]]:
+        """The key's limited budgets as (name, limit, remaining, seconds to reset): `requests` (requests_per_minute)
+        and `tokens` (tokens_per_day), those it has."""
+        usage = self._for(key)
+        now = self._monotonic()
+        while usage.recent and usage.recent[0] <= now - WINDOW_SECS:
+            usage.recent.popleft()
+        budgets = []
+        if key.requests_per_minute is not None:
+            reset = usage.recent[0] + WINDOW_SECS - now if usage.recent else 0.0
+            left = max(0, key.requests_per_minute - len(usage.recent))
+            budgets.append(("requests", key.requests_per_minute, left, round(reset, 3)))
+        if key.tokens_per_day is not None:
+            left = max(0, key.tokens_per_day - usage.tokens)
+            budgets.append(("tokens", key.tokens_per_day, left, float(self._secs_to_midnight())))
+        return budgets
+
     def tokens_today(self, key: ApiKey) -> int:
         """Tokens the key used today (UTC)."""
         return self._for(key).tokens

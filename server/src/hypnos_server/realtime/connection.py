@@ -47,6 +47,7 @@ class RealtimeSession(InputAudio):
         self.key_label = key.label if key is not None else None
         self.beta = beta  # the client asked for the beta protocol: never switched to the GA names
         self.ga = False  # GA event names once the client sends a GA-shaped session.update
+        self.conversation_id = new_id("conv")  # the session's one conversation
         scheduler = state.scheduler
         self.detectors = state.speech_detectors or SpeechDetectors()
         self.config = SessionConfig(
@@ -128,6 +129,9 @@ class RealtimeSession(InputAudio):
             self.metrics.session_opened()
         try:
             await self.send({"type": "session.created", "session": render(self.config)})
+            if self.beta:  # the beta protocol announces the conversation; GA has no such event
+                conversation = {"id": self.conversation_id, "object": "realtime.conversation"}
+                await self.send({"type": "conversation.created", "conversation": conversation})
             await asyncio.wait({reader, ended, writer}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             if self.response is not None:
@@ -224,6 +228,25 @@ class RealtimeSession(InputAudio):
         """The id of the item before this one."""
         index = self.items.index(item) if item in self.items else 0
         return self.items[index - 1].id if index > 0 else None
+
+    async def item_done(self, item: Item) -> None:
+        """conversation.item.done once an item is final (GA: a session that negotiated the beta protocol never gets
+        it)."""
+        if not self.beta:
+            previous = self.previous_id(item)
+            await self.send(
+                {"type": "conversation.item.done", "previous_item_id": previous, "item": item.render(self.ga)}
+            )
+
+    async def rate_limits(self) -> None:
+        """rate_limits.updated: what the key has left of its requests_per_minute and tokens_per_day (an empty list
+        without keys or limits)."""
+        budgets = self.state.limiter.remaining(self.key) if self.key is not None else []
+        limits = [
+            {"name": name, "limit": limit, "remaining": left, "reset_seconds": reset}
+            for name, limit, left, reset in budgets
+        ]
+        await self.send({"type": "rate_limits.updated", "rate_limits": limits})
 
     def finish_record(self, record: RequestRecord) -> None:
         """Charge the key and hand the response's record to the request log and metrics."""

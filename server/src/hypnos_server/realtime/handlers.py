@@ -50,6 +50,7 @@ async def _item_create(session: SessionSurface, event: dict[str, Any]) -> None:
             "item": item.render(session.ga),
         }
     )
+    await session.item_done(item)
 
 
 async def _item_truncate(session: SessionSurface, event: dict[str, Any]) -> None:

@@ -224,6 +224,7 @@ class InputAudio:
             result = await (early.task if early is not None else self._run_transcription(pcm, self.gone))
         except HypnosError as error:
             await self._transcription_failed(item, error.message, error.code or error.type)
+            await self.item_done(item)
             return
         now = time.perf_counter()
         item.text = result.text.strip()
@@ -238,6 +239,7 @@ class InputAudio:
                     "transcript": item.text,
                 }
             )
+        await self.item_done(item)
 
     async def _transcription_failed(self, item: Item, message: str, code: str) -> None:
         error = {"type": "transcription_error", "code": code, "message": message, "param": None}

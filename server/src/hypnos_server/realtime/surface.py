@@ -32,6 +32,7 @@ class SessionSurface(Protocol):
     state: HypnosState
     config: SessionConfig
     ga: bool
+    conversation_id: str
     items: list[Item]
     buffer: bytearray
     segmenter: vad.TurnSegmenter | None
@@ -83,6 +84,14 @@ class SessionSurface(Protocol):
 
     def previous_id(self, item: Item) -> str | None:
         """The id of the item before this one."""
+        ...
+
+    async def item_done(self, item: Item) -> None:
+        """conversation.item.done once an item is final (GA dialect)."""
+        ...
+
+    async def rate_limits(self) -> None:
+        """rate_limits.updated for the key."""
         ...
 
     def finish_record(self, record: RequestRecord) -> None:

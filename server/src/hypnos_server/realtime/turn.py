@@ -18,6 +18,7 @@ from hypnos_server.observability.realtime import FIRST_AUDIO
 from hypnos_server.realtime.conversation import Item, add_items, chat_tools
 from hypnos_server.realtime.events import new_id
 from hypnos_server.realtime.phrases import PhraseSplitter
+from hypnos_server.realtime.session import SAMPLE_RATE
 from hypnos_server.realtime.speaker import Speaker
 from hypnos_server.realtime.stage import new_record, stage_caller
 from hypnos_server.routes.chat_request import (
@@ -45,6 +46,7 @@ class Response:
         self.config = session.config
         self.id = new_id("resp")
         self.instructions = options.get("instructions") if isinstance(options.get("instructions"), str) else None
+        self.metadata = options.get("metadata") if isinstance(options.get("metadata"), dict) else None
         modalities = options.get("output_modalities", options.get("modalities"))
         audio = self.config.audio_out if not isinstance(modalities, list) else "audio" in modalities
         self.audio = audio and self.config.speech_model is not None  # no speech model in the pool: text only
@@ -75,16 +77,23 @@ class Response:
                 token.cancel()
 
     def render(self, status: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The response object of response.created / response.done."""
-        modalities = ["text", "audio"] if self.audio else ["text"]
+        """The response object of response.created / response.done: the beta fields (`modalities`, `voice`,
+        `output_audio_format`) and the GA ones (`output_modalities`, `audio.output`) side by side."""
+        limit = self.config.max_output_tokens if self.config.max_output_tokens is not None else "inf"
         return {
             "id": self.id,
             "object": "realtime.response",
             "status": status,
             "status_details": details,
             "output": [item.render(self.session.ga) for item in self.output],
-            "modalities": modalities,
+            "conversation_id": self.session.conversation_id,
+            "output_modalities": ["audio"] if self.audio else ["text"],
+            "modalities": ["text", "audio"] if self.audio else ["text"],
+            "audio": {"output": {"format": {"type": "audio/pcm", "rate": SAMPLE_RATE}, "voice": self.config.voice}},
             "voice": self.config.voice,
+            "output_audio_format": "pcm16",
+            "max_output_tokens": limit,
+            "metadata": self.metadata,
             "usage": self._usage() if status != "in_progress" else None,
         }
 
@@ -111,6 +120,7 @@ class Response:
         """The whole response; never raises (a failure ends it `failed`, with an error event)."""
         started = time.perf_counter()
         await self.session.send({"type": "response.created", "response": self.render("in_progress")})
+        await self.session.rate_limits()
         try:
             await self.session.transcriptions_done(self.gone)
             if not self.cancelled:
@@ -295,6 +305,8 @@ class Response:
                 "item": item.render(self.session.ga),
             }
         )
+        if not self.cancelled:
+            await self.session.item_done(item)
 
     async def _function_call(self, call: ToolCall) -> None:
         item = Item(
@@ -324,3 +336,5 @@ class Response:
                 "item": item.render(self.session.ga),
             }
         )
+        if not self.cancelled:
+            await self.session.item_done(item)
