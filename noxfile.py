@@ -96,7 +96,14 @@ def e2e(session: nox.Session) -> None:
     """Cross-package tests: a real server process (granian) and the OpenAI SDK, plus the load-and-fault test."""
     _install(session, ["core[test]", "server[test]", "tests/fake-plugin"])
     session.install(OPENAI_REALTIME_PIN, ANTHROPIC_PIN)
-    _pytest(session, "tests", "--ignore=tests/fuzz", "--ignore=tests/playground", "--ignore=tests/distributed")
+    _pytest(
+        session,
+        "tests",
+        "--ignore=tests/fuzz",
+        "--ignore=tests/playground",
+        "--ignore=tests/distributed",
+        "--ignore=tests/agents",
+    )
 
 
 @nox.session(python=PYTHON)
@@ -119,6 +126,23 @@ def distributed(session: nox.Session) -> None:
     _install(session, ["core[test]", "server[test,ray]", "tests/fake-plugin", "plugins/hypnos-llama[test]"])
     session.install(OPENAI_PIN)
     _pytest(session, "tests/distributed", "-m", "distributed")
+
+
+# The Python agent SDKs `nox -s agents` drives (the npm clients are pinned in tests/agents/package.json).
+AGENTS_PINS = ["openai-agents==0.24.0", OPENAI_PIN, "anthropic==2.17.0"]
+
+
+@nox.session(python=PYTHON)
+def agents(session: nox.Session) -> None:
+    """Real coding agents and agent SDKs against a real server on the starter lineup (tests/agents): Codex CLI, Claude
+    Code, the OpenAI Agents SDK, the Vercel AI SDK. Slow (whole agent tasks on CPU) and not in `tests`; npm installs
+    the pinned clients and Node 22 into tests/agents/node_modules."""
+    session.run("python", "plugins/hypnos-llama/prebuild.py")
+    _install(session, ["core[test]", "server[test]", "plugins/hypnos-llama[test]"])
+    session.install("--no-deps", "-r", "plugins/hypnos-llama/starter-requirements.txt")
+    session.install(*AGENTS_PINS)
+    session.run("npm", "install", "--prefix", "tests/agents", "--no-audit", "--no-fund", external=True)
+    _pytest(session, "tests/agents")
 
 
 CHROMIUM_PACKAGES = {"/usr/bin/chromium": "chromium", "/usr/bin/chromedriver": "chromium-driver"}
