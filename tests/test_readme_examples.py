@@ -4,7 +4,6 @@ the ```python blocks as one script, against a real `hypnos serve` whose fake mod
 from __future__ import annotations
 
 import os
-import re
 import struct
 import subprocess
 import sys
@@ -13,10 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypnos_server import testing
 from hypnos_server.testing import live_server
 
 ROOT = Path(__file__).resolve().parents[1]
-BLOCK = re.compile(r"^```(\w+)\n(.*?)^```$", re.DOTALL | re.MULTILINE)
 LINEUP = {
     "qwen2.5:0.5b": "text_generation",
     "all-minilm-l6-v2": "embeddings",
@@ -29,7 +28,8 @@ LINEUP = {
 
 
 def readme_blocks(language: str) -> list[str]:
-    return [body for lang, body in BLOCK.findall((ROOT / "README.md").read_text()) if lang == language]
+    """The README's examples the fake lineup serves (those marked `# plugin:` run in their plugins' tests)."""
+    return testing.readme_blocks(ROOT / "README.md", language)
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -13,6 +14,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+README_BLOCK = re.compile(r"^```(\w+)\n(.*?)^```$", re.DOTALL | re.MULTILINE)
+PLUGIN_MARK = "# plugin: "  # the first line of a README example that only a plugin's tests can run
 
 
 def free_port() -> int:
@@ -144,3 +148,33 @@ def node_sdk_calls(
         raise RuntimeError(f"sdk.mjs exited with {run.returncode}: {run.stderr[-2000:]}")
     results: list[dict[str, Any]] = json.loads(run.stdout)
     return results
+
+
+def readme_blocks(readme: Path, language: str, plugin: str = "") -> list[str]:
+    """The README's ```language blocks whose first line is `# plugin: <plugin>` (for "": the unmarked ones)."""
+    blocks = [body for lang, body in README_BLOCK.findall(readme.read_text(encoding="utf-8")) if lang == language]
+    first_lines = [body.partition("\n")[0] for body in blocks]
+    marks = [line.removeprefix(PLUGIN_MARK) if line.startswith(PLUGIN_MARK) else "" for line in first_lines]
+    return [body for body, mark in zip(blocks, marks, strict=True) if mark == plugin]
+
+
+def run_readme_example(
+    body: str, language: str, base: str, cwd: Path, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """Run one README example against `base` in `cwd`: bash with curl failing on an error status, or python."""
+    if language == "bash":
+        script = 'set -euo pipefail\ncurl() { command curl --fail-with-body "$@"; }\n' + body
+        command = ["bash", "-c", script.replace("localhost:9999", base)]
+    else:
+        command = [sys.executable, "-c", body.replace("http://127.0.0.1:9999", base)]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def readme_example_output(readme: Path, language: str, plugin: str, base: str, cwd: Path) -> str:
+    """The stdout of the README's one `language` example marked for `plugin`, run against `base`; raises if it fails."""
+    [body] = readme_blocks(readme, language, plugin)
+    done = run_readme_example(body, language, base, cwd)
+    if done.returncode != 0:
+        raise RuntimeError(f"{body}\nexited with {done.returncode}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
+    return done.stdout
