@@ -132,7 +132,7 @@ def anthropic_body(error: HypnosError) -> dict[str, Any]:
     return {"type": "error", "error": detail}
 
 
-COHERE_PATHS = frozenset({"/v2/rerank"})  # errors in Cohere's shape there: {"message": ...}
+COHERE_PATHS = frozenset({"/v2/rerank"})  # errors in Cohere's shape there, {"message": ...}, with the spec's "error"
 
 
 def render(error: HypnosError, path: str = "") -> tuple[int, dict[str, str], bytes, str]:
@@ -146,7 +146,11 @@ def render(error: HypnosError, path: str = "") -> tuple[int, dict[str, str], byt
     if path in ANTHROPIC_PATHS:
         return error.status, headers, msgspec.json.encode(anthropic_body(error)), "application/json"
     if path in COHERE_PATHS:
-        return error.status, headers, msgspec.json.encode({"message": error.message}), "application/json"
+        body = {
+            "message": error.message,
+            **msgspec.to_builtins(error.body()),
+        }  # Cohere's field, and the spec's error object beside it
+        return error.status, headers, msgspec.json.encode(body), "application/json"
     return error.status, headers, msgspec.json.encode(error.body()), "application/json"
 
 
