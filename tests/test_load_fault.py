@@ -30,10 +30,12 @@ MODELS = ["m1", "m2", "m3"]  # m3's engine fails every 5th chat after its first 
 FAKE = "layers = 4, layer_bytes = 67108864, load_ms = 5, token_ms = 2, tokens = 12"
 FAILING = {"m3": ", fail_every = 5"}
 # one model books 4 x 64 + 32 MiB of weights, 64 MiB of KV at 4096 tokens and 16 MiB of workspace (368 MiB):
-# a 600 MiB tier 1 holds one whole model and never two (min_gpu_layer_ratio = 1 forbids a partial second one)
+# a 600 MiB tier 1 holds one whole model and never two (min_gpu_layer_ratio = 1 forbids a partial second one); the
+# bookings stay these estimates (measured_placement off: the fake hosts hold far less than they book)
 CONFIG = f"""
 [hardware]
 simulate = true
+measured_placement = false
 simulate_vram_bytes = {600 * MiB}
 vram_reserve_bytes = 0
 min_gpu_layer_ratio = 1.0

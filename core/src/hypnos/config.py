@@ -130,6 +130,9 @@ class HardwareConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     min_gpu_layer_ratio: float = 0.5
     tier2_to_tier1_bandwidth_gbps: float | None = None
     tier3_to_tier2_bandwidth_gbps: float | None = None
+    # after each load into tier 1, book what the engine host holds (NVML on a GPU, its resident set's growth on the
+    # CPU) and correct the model's next estimate by it; false: bookings stay the estimates
+    measured_placement: bool = True
     kv_park: KvParkConfig = msgspec.field(default_factory=KvParkConfig)
 
 

@@ -29,7 +29,12 @@ def start(tmp_path: Path, pinned_ram_budget_bytes: int, context_len: int = 2048)
         "slots": 2,
         "context_len": context_len,
     }
-    hardware = f"[hardware]\npinned_ram_budget_bytes = {pinned_ram_budget_bytes}\nkv_park = {{ enabled = true }}\n"
+    # bookings stay the estimates the budgets here are sized from (measured placement would book the tiny model's host
+    # growth, mostly llama.cpp's own pages)
+    hardware = (
+        f"[hardware]\npinned_ram_budget_bytes = {pinned_ram_budget_bytes}\nmeasured_placement = false\n"
+        "kv_park = { enabled = true }\n"
+    )
     config = tmp_path / "hypnos.toml"
     config.write_text(toml_model_config(models, [model], extra=hardware))
     return live_server(config, env=ENV)

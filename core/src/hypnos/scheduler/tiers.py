@@ -226,7 +226,8 @@ class TierManager(TierBooks):
         state.placement = plan
         if loading:
             forget_load_failures(state)
-            correct_after_load(self, state, self.measured)  # book what the host holds; correct the next estimate
+            if self.settings.hardware.measured_placement:  # book what the host holds; correct the next estimate
+                correct_after_load(self, state, self.measured)
         elapsed = (time.perf_counter() - started) * 1000
         if target == MemoryTier.TIER1:
             self.counters.promotions += 1
