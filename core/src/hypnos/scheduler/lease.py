@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from hypnos.engine import CancelToken, DeviceOutOfMemory, Engine
+from hypnos.engine_io import ChatAccepted
 from hypnos.kit.device_oom import out_of_memory
 from hypnos.types import EngineTiming, HypnosTelemetry, LayerPlacementPlan, MemoryTier, Modality, TierSwitchPhases
 
@@ -69,12 +70,44 @@ class Lease:
         for attempt in range(2):
             events = start(self.engine).__aiter__()
             try:
-                return events, await self._mapped(anext(events, None))
+                first = await self._mapped(anext(events, None))
             except DeviceOutOfMemory as error:
                 if attempt:
                     raise self._again(error) from error
                 await self._evict_for_oom()
+                continue
+            if isinstance(first, ChatAccepted) and not attempt:  # an announcement: the retry covers the prefill too
+                return self._retried_after_announcement(events, start), first
+            return events, first
         raise AssertionError("unreachable")
+
+    async def _retried_after_announcement(
+        self, events: AsyncIterator[T], start: Callable[[Engine], AsyncIterator[T]]
+    ) -> AsyncIterator[T]:
+        """The rest of a stream whose first item only announced it (ChatAccepted, sent before the prefill): a device
+        OOM before its first real item evicts idle models and starts it once more (its announcement dropped, the
+        client has it already), else 507 device_out_of_memory."""
+        try:
+            try:
+                first = await self._mapped(anext(events, None))
+            except DeviceOutOfMemory:
+                await self._evict_for_oom()
+                events = start(self.engine).__aiter__()
+                try:
+                    first = await self._mapped(anext(events, None))
+                    while isinstance(first, ChatAccepted):
+                        first = await self._mapped(anext(events, None))
+                except DeviceOutOfMemory as error:
+                    raise self._again(error) from error
+            if first is None:
+                return
+            yield first
+            async for item in events:
+                yield item
+        finally:
+            close = getattr(events, "aclose", None)
+            if close is not None:
+                await close()
 
     async def _mapped(self, work: Awaitable[T]) -> T:
         """Await `work`, turning the engine library's device OOM into DeviceOutOfMemory (an in-process engine)."""
