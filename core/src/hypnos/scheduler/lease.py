@@ -65,8 +65,9 @@ class Lease:
         self, start: Callable[[Engine], AsyncIterator[T]]
     ) -> tuple[AsyncIterator[T], T | None]:
         """Start a stream and wait for its first item (None: it ended empty); a device OOM before that item (nothing
-        was sent yet) evicts idle models and starts the stream once more, else 507 device_out_of_memory. Returns
-        the stream, to read on from, and its first item."""
+        was sent yet) evicts idle models and starts the stream once more, else 507 device_out_of_memory; a first
+        item that only announces the stream (ChatAccepted) extends that retry to the stream's first real item.
+        Returns the stream, to read on from, and its first item."""
         for attempt in range(2):
             events = start(self.engine).__aiter__()
             try:
