@@ -90,6 +90,11 @@ class RemoteEngine:
         engine = front.get(self._model).engine if front is not None else None
         return engine.capabilities() if engine is not None else EngineCapabilities()
 
+    def device_oom(self, error: BaseException) -> bool:
+        """False: the node's agent already turned its engine's device OOM into DeviceOutOfMemory, and an error raised
+        here is the cluster's own (a node lost is model_not_available)."""
+        return False
+
     def chat(self, request: Any, cancel: CancelToken) -> AsyncIterator[Any]:
         """Chat events, from the node's stream."""
         return self._stream("chat", request)
