@@ -28,7 +28,8 @@ HERE = Path(__file__).resolve().parent.parent
 def _config(folder: Path, name: str, threads: int) -> Path:
     config = folder / f"hypnos-{name}.toml"
     config.write_text(
-        f'models_dir = "{folder}"\n\n[[models]]\nid = "docling"\nmodality = "document_conversion"\n'
+        f'models_dir = "{folder}"\n\n[server]\nplugin_errors = "warn"\n\n'
+        '[[models]]\nid = "docling"\nmodality = "document_conversion"\n'
         f'engine = "docling"\ninitial_tier = "tier1_gpu_vram"\n\n[models.docling]\nthreads = {threads}\n',
         encoding="utf-8",
     )
