@@ -86,6 +86,15 @@ def test_a_tiny_real_gguf_streams_through_a_node(front: str) -> None:
     assert len(nodes_holding(front, "tiny-gguf")) == 1
 
 
+def test_rerank_is_served_by_a_node(front: str) -> None:
+    body = {"model": "embedder", "query": "red fox", "documents": ["a blue whale", "a red fox"], "top_n": 2}
+    response = httpx.post(f"{front}/v1/rerank", json=body, timeout=60)
+    assert response.status_code == 200, response.text
+    assert [result["index"] for result in response.json()["results"]] == [1, 0]
+    assert response.json()["results"][0]["relevance_score"] == 1.0
+    assert len(nodes_holding(front, "embedder")) == 1
+
+
 def test_an_unknown_model_is_404_as_on_one_machine(front: str) -> None:
     response = chat(front, "no-such-model")
     assert response.status_code == 404

@@ -37,6 +37,13 @@ from hypnos.engine_io import (  # noqa: F401  the per-modality inputs and result
     TranscriptionResult,
     TranscriptionSegment,
 )
+from hypnos.engine_methods import (  # noqa: F401  the method table is part of this contract
+    ENGINE_METHODS,
+    EngineMethod,
+    check_own_methods,
+    engine_method,
+    method_table,
+)
 from hypnos.errors import HypnosError
 from hypnos.option_tables import decode_table
 from hypnos.types import (
@@ -289,7 +296,8 @@ class EngineKind:
     once at config load; `config_keys` names further tables accepted undecoded. Any other table is a config error.
     `spec_kind` is the API's closed EngineKind the wire reports as `engine` (required when `name` is not one of
     them; a mapping by the model's primary modality for a kind standing in for several), `backend` the concrete
-    engine reported beside it (default: `name`).
+    engine reported beside it (default: `name`). `methods` are request methods of the kind's own beside the core's
+    ENGINE_METHODS (hypnos.engine_methods), served through hosts and cluster nodes like them.
     """
 
     name: str
@@ -306,8 +314,10 @@ class EngineKind:
     process_nice: int = field(default=0, hash=False, compare=False)
     spec_kind: str | Mapping[Modality, str] = field(default="", hash=False, compare=False)
     backend: str = ""
+    methods: tuple[EngineMethod, ...] = field(default=(), hash=False, compare=False)
 
     def __post_init__(self) -> None:
+        check_own_methods(self.name, self.methods)
         declared = [self.spec_kind] if isinstance(self.spec_kind, str) else list(self.spec_kind.values())
         wrong = [kind for kind in declared if kind and kind not in KNOWN_ENGINE_KINDS]
         if wrong:

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from hypnos.config import LimitsConfig, ModelConfig
-from hypnos.engine import CancelToken, Engine, EngineContext, ParkedSlot
+from hypnos.engine import CancelToken, Engine, EngineContext, ParkedSlot, method_table
+from hypnos.engine_methods import LIFECYCLE_METHODS
 from hypnos.errors import HypnosError, clip, server_error
 from hypnos.hosting.frames import Failure, Kind, decode_frame, failure_of, pack, payload_of, read_frame
 from hypnos.kit.device_oom import out_of_memory
@@ -35,9 +36,6 @@ PROGRESS_SECS = 0.5  # how often the host reports which calls made progress
 PR_SET_PDEATHSIG = 1
 HOST_ENV = "HYPNOS_ENGINE_HOST"  # set in every engine host (the model id): code may tell it runs in one
 HOST_NICE_ENV = "HYPNOS_HOST_NICE"  # the niceness the host takes over the server's ([models.process] nice)
-# calls that take the model's cancellation token as their last argument (the lifecycle ones take none)
-LIFECYCLE = frozenset({"load", "demote", "unload", "capabilities", "served_modalities", "estimate"})
-STREAMED = frozenset({"chat", "speak", "convert_document"})
 
 
 @dataclass
@@ -55,6 +53,8 @@ class HostStart:
     kv_park: bool = True  # whether the server offers KV parking
     cache_dir: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # the request methods the host serves, name -> streams (the core's and the kind's own); None: the core's
+    methods: dict[str, bool] | None = None
 
 
 def resolve_factory(path: str) -> Callable[..., Engine]:
@@ -127,6 +127,7 @@ class EngineHost:
         self._writer: asyncio.StreamWriter | None = None
         self._share = Path(".")
         self._tasks: set[asyncio.Task[None]] = set()
+        self.methods = {method.name: method.streams for method in method_table().values()}  # name -> streams
 
     async def serve(self) -> None:
         """Read frames until the server goes away, then leave at once (the server owns this process's life)."""
@@ -164,11 +165,13 @@ class EngineHost:
             if name == "start":
                 self._start(args[0])
                 result: Any = None
-            elif name in LIFECYCLE:
+            elif name in LIFECYCLE_METHODS:
                 result = getattr(self.engine, name)(*args)
                 if asyncio.iscoroutine(result):
                     result = await result
-            elif name in STREAMED:
+            elif name not in self.methods:
+                raise server_error(f"the engine host serves no method `{clip(name)}`")
+            elif self.methods[name]:
                 async for item in getattr(self.engine, name)(*args, token):
                     self._send(Kind.ITEM, call_id, item)
                     token.checked = True
@@ -199,6 +202,8 @@ class EngineHost:
 
     def _start(self, start: HostStart) -> None:
         self._share = Path(start.share_dir)
+        if start.methods is not None:
+            self.methods = dict(start.methods)
         channel = AskChannel(self._ask_sock, self._share)
         context = EngineContext(
             models_dir=Path(start.models_dir),

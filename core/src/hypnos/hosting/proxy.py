@@ -14,31 +14,18 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from hypnos.chat import ChatInput
 from hypnos.config import ModelConfig
 from hypnos.engine import (
-    AudioChunk,
     CancelToken,
-    ChatEvent,
-    DocumentInput,
-    EmbeddingInput,
-    EmbeddingResult,
     Engine,
     EngineCapabilities,
     EngineContext,
     EngineKind,
     EngineUnavailable,
-    EntityInput,
-    EntityResult,
-    ImageInput,
-    ImageResult,
     MemoryEstimate,
-    RerankInput,
-    RerankResult,
-    SpeechInput,
-    TranscriptionInput,
-    TranscriptionResult,
+    method_table,
 )
+from hypnos.engine_methods import forward_core_methods, forwarder
 from hypnos.hardware import nvml_process_vram
 from hypnos.hosting.host import HOST_ENV, HOST_NICE_ENV, HostStart
 from hypnos.hosting.process import HostProcess
@@ -203,6 +190,7 @@ class HostedEngine(Engine):
             kv_park=context.kv_park is not None,
             cache_dir=str(context.cache_dir) if context.cache_dir else None,
             extra=dict(context.extra),
+            methods={method.name: method.streams for method in method_table([self.kind]).values()},
         )
 
     def _exited(self, host: HostProcess, reason: str) -> None:
@@ -288,37 +276,20 @@ class HostedEngine(Engine):
             raise EngineUnavailable(f"the model `{self.model.id}` is not loaded")
         return host
 
-    async def chat(self, request: ChatInput, cancel: CancelToken) -> AsyncIterator[ChatEvent]:  # type: ignore[override]
-        """Chat events from the host."""
-        async for event in self._running().stream("chat", (request,), cancel):
-            yield event
+    async def _call_in_host(self, name: str, argument: Any, cancel: CancelToken) -> Any:
+        return await self._running().call(name, (argument,), cancel)
 
-    async def speak(self, speech: SpeechInput, cancel: CancelToken) -> AsyncIterator[AudioChunk]:  # type: ignore[override]
-        """Speech chunks from the host."""
-        async for chunk in self._running().stream("speak", (speech,), cancel):
-            yield chunk
+    async def _stream_in_host(self, name: str, argument: Any, cancel: CancelToken) -> AsyncIterator[Any]:
+        async for item in self._running().stream(name, (argument,), cancel):
+            yield item
 
-    async def convert_document(self, document: DocumentInput, cancel: CancelToken) -> AsyncIterator[Any]:  # type: ignore[override]
-        """Document events from the host."""
-        async for event in self._running().stream("convert_document", (document,), cancel):
-            yield event
+    def __getattr__(self, name: str) -> Any:
+        """A request method the kind declares of its own, run in the host like the core's."""
+        kind = self.__dict__.get("kind")
+        method = next((m for m in kind.methods if m.name == name), None) if kind is not None else None
+        if method is None:
+            raise AttributeError(name)
+        return forwarder(method, HostedEngine._call_in_host, HostedEngine._stream_in_host).__get__(self)
 
-    async def embed(self, texts: list[EmbeddingInput], cancel: CancelToken) -> EmbeddingResult:
-        """Embeddings computed in the host."""
-        return await self._running().call("embed", (texts,), cancel)
 
-    async def transcribe(self, audio: TranscriptionInput, cancel: CancelToken) -> TranscriptionResult:
-        """A transcription made in the host."""
-        return await self._running().call("transcribe", (audio,), cancel)
-
-    async def generate_images(self, job: ImageInput, cancel: CancelToken) -> ImageResult:
-        """Images generated in the host."""
-        return await self._running().call("generate_images", (job,), cancel)
-
-    async def extract_entities(self, job: EntityInput, cancel: CancelToken) -> EntityResult:
-        """Entities extracted in the host."""
-        return await self._running().call("extract_entities", (job,), cancel)
-
-    async def rerank(self, job: RerankInput, cancel: CancelToken) -> RerankResult:
-        """Relevance scores computed in the host."""
-        return await self._running().call("rerank", (job,), cancel)
+forward_core_methods(HostedEngine, HostedEngine._call_in_host, HostedEngine._stream_in_host)

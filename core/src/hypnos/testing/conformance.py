@@ -149,7 +149,7 @@ class ConformanceSuite:
             await engine.load(target.plan(engine, MemoryTier.TIER1))
             try:
                 if target.bad_request is not None:
-                    witness = EngineWitness(engine)
+                    witness = EngineWitness(engine, target.kind)
                     with pytest.raises(HypnosError) as caught:
                         await target.bad_request(witness, CancelToken())  # type: ignore[arg-type]
                     assert_spec_error(caught.value, 400)

@@ -105,7 +105,7 @@ class RequestCases:
             return caught.value
 
         async def walk(engine: Engine) -> None:
-            witness = EngineWitness(engine)
+            witness = EngineWitness(engine, target.kind)
             by_text = (await engine.embed([facts.text], CancelToken())).vectors[0]
             by_ids = (await engine.embed([facts.token_ids], CancelToken())).vectors[0]
             assert target.agree(by_text, by_ids), "token ids embed otherwise than the text they tokenize"

@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 
 from hypnos.config import ModelConfig
-from hypnos.engine import CancelToken, Engine, EngineContext, EngineKind
+from hypnos.engine import CancelToken, Engine, EngineContext, EngineKind, method_table
 from hypnos.errors import HypnosError
 from hypnos.testing.clean_errors import assert_clean_message
 from hypnos.types import LayerPlacementPlan, MemoryTier
@@ -30,10 +30,6 @@ SPEC_ERROR_TYPES = {
     "not_found", "model_busy", "rate_limit_exceeded", "insufficient_quota", "model_not_available",
     "deadline_unmeetable", "device_out_of_memory", "insufficient_memory", "server_error", "cancelled",
 }  # fmt: skip
-MODALITY_METHODS = frozenset(
-    {"chat", "embed", "rerank", "transcribe", "speak", "generate_images", "convert_document", "extract_entities"}
-)
-STREAMED_METHODS = frozenset({"chat", "speak", "convert_document"})
 
 
 @dataclass(frozen=True)
@@ -184,17 +180,19 @@ class CountingToken(CancelToken):
 
 class EngineWitness:
     """The engine as a request function sees it, remembering every error its modality methods raised: a refusal the
-    engine made is among them, a 400 the request function raised by itself is not."""
+    engine made is among them, a 400 the request function raised by itself is not. `kind` adds its own methods to the
+    core's table."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, kind: EngineKind | None = None) -> None:
         self.engine = engine
         self.raised: list[BaseException] = []
+        self.methods = method_table([kind] if kind is not None else [])
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self.engine, name)
-        if name not in MODALITY_METHODS:
+        if name not in self.methods:
             return method
-        if name in STREAMED_METHODS:
+        if self.methods[name].streams:
 
             async def stream(*args: Any) -> AsyncIterator[Any]:
                 try:

@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 from hypnos.config import ModelConfig, Settings
-from hypnos.engine import DeviceOutOfMemory
+from hypnos.engine import DeviceOutOfMemory, engine_method, method_table
 from hypnos.errors import HypnosError, clip, server_error
 from hypnos.plugins import collect_engine_kinds
 from hypnos.scheduler import Lease, LeaseContext, Scheduler
@@ -23,9 +23,6 @@ from hypnos_server.routes.inference import engine_failed_message
 logger = logging.getLogger(__name__)
 
 TIER_RANK = {MemoryTier.TIER1: 0, MemoryTier.TIER2: 1, MemoryTier.TIER3: 2}
-# the engine methods the front may call through a lease: whole answers and streams
-WHOLE = frozenset({"embed", "transcribe", "generate_images", "extract_entities"})
-STREAMED = frozenset({"chat", "speak", "convert_document"})
 _END = None  # ends a stream's queue (engines never yield None)
 
 
@@ -43,6 +40,8 @@ class NodeAgent:
     def __init__(self, settings: Settings, stream_window_ms: float) -> None:
         manager = installed_plugin_manager()
         self.scheduler = Scheduler(settings, collect_engine_kinds(manager))
+        # the request methods the front may call through a lease: the core's and the installed kinds' own
+        self.methods = method_table(self.scheduler.engine_kinds.values())
         self.window_secs = max(0.0, stream_window_ms) / 1000.0
         self._leases: dict[str, tuple[LeaseContext, Lease]] = {}
         self._producers: dict[str, asyncio.Future[None]] = {}  # each lease's running stream
@@ -161,23 +160,24 @@ class NodeAgent:
         return await held[1].on_device_oom()
 
     async def call(self, lease_id: str, method: str, argument: Any) -> Any:
-        """A whole-answer engine method (embed, transcribe, ...) on a leased model; a Failure on error."""
+        """A whole-answer engine method (the table's: embed, rerank, ...) on a leased model; a Failure on error."""
         lease = self._lease(lease_id)
-        if method not in WHOLE:
-            raise ValueError(f"not a whole-answer engine method: {method}")
+        if self._unknown(method, streams=False):
+            return failure_of(server_error(f"this node has no whole-answer engine method `{clip(method)}`"))
         try:
-            return await getattr(lease.engine, method)(argument, lease.cancel)
+            return await engine_method(lease.engine, method)(argument, lease.cancel)
         except DeviceOutOfMemory as error:
             return failure_of(error, oom=True)
         except Exception as error:
             return _engine_failure(lease.model_id, error)
 
     async def stream(self, lease_id: str, method: str, argument: Any) -> AsyncIterator[list[Any]]:
-        """A streamed engine method (chat, speak, convert_document) as batches: the first piece alone (no added
+        """A streamed engine method (the table's: chat, speak, ...) as batches: the first piece alone (no added
         latency), then what arrives within each window; an error ends the stream as a batch holding a Failure."""
         lease = self._lease(lease_id)
-        if method not in STREAMED:
-            raise ValueError(f"not a streamed engine method: {method}")
+        if self._unknown(method, streams=True):
+            yield [failure_of(server_error(f"this node has no streamed engine method `{clip(method)}`"))]
+            return
         queue: asyncio.Queue[Any] = asyncio.Queue()
         producer = asyncio.ensure_future(self._produce(lease, method, argument, queue))
         self._producers[lease_id] = producer
@@ -209,7 +209,7 @@ class NodeAgent:
 
     async def _produce(self, lease: Lease, method: str, argument: Any, queue: asyncio.Queue[Any]) -> None:
         try:
-            async for piece in getattr(lease.engine, method)(argument, lease.cancel):
+            async for piece in engine_method(lease.engine, method)(argument, lease.cancel):
                 queue.put_nowait(piece)
         except DeviceOutOfMemory as error:
             queue.put_nowait(failure_of(error, oom=True))
@@ -260,6 +260,12 @@ class NodeAgent:
         if enabled is not None or max_bytes is not None:
             store.configure(enabled=enabled, max_bytes=max_bytes)
         return msgspec.to_builtins(store.status())  # type: ignore[no-any-return]
+
+    def _unknown(self, name: str, streams: bool) -> bool:
+        """True unless `name` is a request method of the table here that streams as said (a plugin installed on the
+        front but not on this node, say)."""
+        method = self.methods.get(name)
+        return method is None or method.streams != streams
 
     def _lease(self, lease_id: str) -> Lease:
         held = self._leases.get(lease_id)

@@ -9,7 +9,8 @@ import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from hypnos.engine import CancelToken, EngineCapabilities
+from hypnos.engine import CancelToken, EngineCapabilities, method_table
+from hypnos.engine_methods import forward_core_methods, forwarder
 from hypnos.errors import HypnosError, clip
 from hypnos.scheduler import Lease
 from hypnos.types import Modality
@@ -95,33 +96,21 @@ class RemoteEngine:
         here is the cluster's own (a node lost is model_not_available)."""
         return False
 
-    def chat(self, request: Any, cancel: CancelToken) -> AsyncIterator[Any]:
-        """Chat events, from the node's stream."""
-        return self._stream("chat", request)
+    def __getattr__(self, name: str) -> Any:
+        """A request method an installed kind declares of its own, run on the node like the core's."""
+        front = self.__dict__.get("_cluster")
+        scheduler = front.front if front is not None else None
+        kinds = scheduler.engine_kinds.values() if scheduler is not None else ()
+        method = method_table(kinds).get(name)
+        if method is None:
+            raise AttributeError(name)
+        return forwarder(method, RemoteEngine._call_on_node, RemoteEngine._stream_on_node).__get__(self)
 
-    def speak(self, speech: Any, cancel: CancelToken) -> AsyncIterator[Any]:
-        """Speech chunks, from the node's stream."""
-        return self._stream("speak", speech)
+    async def _call_on_node(self, method: str, argument: Any, cancel: CancelToken) -> Any:
+        return await self._call(method, argument)
 
-    def convert_document(self, document: Any, cancel: CancelToken) -> AsyncIterator[Any]:
-        """Document events, from the node's stream."""
-        return self._stream("convert_document", document)
-
-    async def embed(self, texts: list[str], cancel: CancelToken) -> Any:
-        """Embeddings computed on the node."""
-        return await self._call("embed", texts)
-
-    async def transcribe(self, audio: Any, cancel: CancelToken) -> Any:
-        """A transcription made on the node."""
-        return await self._call("transcribe", audio)
-
-    async def generate_images(self, job: Any, cancel: CancelToken) -> Any:
-        """Images generated on the node."""
-        return await self._call("generate_images", job)
-
-    async def extract_entities(self, job: Any, cancel: CancelToken) -> Any:
-        """Entities extracted on the node."""
-        return await self._call("extract_entities", job)
+    def _stream_on_node(self, method: str, argument: Any, cancel: CancelToken) -> AsyncIterator[Any]:
+        return self._stream(method, argument)
 
     def drop_prepared(self) -> None:
         """Stop a stream opened with the lease that nobody asked for."""
@@ -168,6 +157,9 @@ class RemoteEngine:
         finally:
             if not finished:  # closed early: stop the node's side too
                 cancel_stream(self._node, pieces)
+
+
+forward_core_methods(RemoteEngine, RemoteEngine._call_on_node, RemoteEngine._stream_on_node)
 
 
 class RemoteLeaseContext:
