@@ -8,11 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from hypnos.config import settings_from_mapping
-from hypnos.gguf_arch import write_tiny_gguf
+from hypnos.engine import EngineKind
+from hypnos.gguf_arch import gguf_architecture, write_tiny_gguf
 from hypnos.hookspecs import hookimpl
 from hypnos.overlay import validate_model_block
 from hypnos.plugins import make_plugin_manager
 from hypnos.testing import fake_plugin
+from hypnos.testing.fake_engine import FakeEngine
+from hypnos.types import Modality
 from hypnos_server.app import create_app
 from litestar.testing import TestClient
 from server_kit import error_of
@@ -35,10 +38,24 @@ class CatalogPlugin:
         return [good, {"id": "broken", "variants": "nope"}]
 
 
-def client_for(tmp_path: Path, models: list[dict[str, Any]] | None = None, catalog: Path | None = None) -> TestClient:  # type: ignore[type-arg]
+class GgufReaderPlugin:
+    """A `ggml_llama` kind backed by the fake engine that reads a GGUF's architecture, as the llama plugin's does."""
+
+    @hookimpl
+    def hypnos_engine_kinds(self) -> list[EngineKind]:
+        """The stand-in kind."""
+        return [EngineKind("ggml_llama", frozenset(Modality), FakeEngine, architecture_of=gguf_architecture)]
+
+
+def client_for(
+    tmp_path: Path,
+    models: list[dict[str, Any]] | None = None,
+    catalog: Path | None = None,
+    plugins: tuple[object, ...] = (),
+) -> TestClient:  # type: ignore[type-arg]
     (tmp_path / "models").mkdir(exist_ok=True)
     raw = {"models_dir": str(tmp_path / "models"), "models": models or []}
-    manager = make_plugin_manager(autoload=False, plugins=[fake_plugin, CatalogPlugin()])
+    manager = make_plugin_manager(autoload=False, plugins=[fake_plugin, CatalogPlugin(), *plugins])
     return TestClient(create_app(settings_from_mapping(raw), manager, catalog_path=catalog))
 
 
@@ -78,7 +95,7 @@ def test_present_outdated_installed_and_problem_come_from_models_dir(tmp_path: P
     models.mkdir()
     weights = write_tiny_gguf(models / "LFM3-VL-2B-Q8_0.gguf", "lfm3")
     os.truncate(weights, 1846238496)  # sparse: the listed size without the bytes
-    with client_for(tmp_path, models=[]) as client:
+    with client_for(tmp_path, models=[], plugins=(GgufReaderPlugin(),)) as client:
         variant = entries(client)["lfm3-vl:2b"]["variants"][0]
         files = {f["role"]: f for f in variant["files"]}
         assert files["weights"]["present"] is True and files["weights"]["outdated"] is False

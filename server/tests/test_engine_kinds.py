@@ -89,3 +89,24 @@ def test_every_catalog_entry_reports_an_appendix_kind_and_keeps_its_config_engin
     )
     # the config block keeps the engine name a config needs
     assert 'engine = "kokoro_onnx"' in by_id["kokoro-82m"]["variants"][0]["config_block"]
+
+
+class EspeakLikePlugin:
+    """A third party's speech kind on a program from apt: reported as onnx_runtime, its own kind in engine_plugin."""
+
+    @hookimpl
+    def hypnos_engine_kinds(self) -> list[EngineKind]:
+        """The `espeaky` kind, backend espeak-ng."""
+        speech = frozenset({Modality.TEXT_TO_SPEECH})
+        kind = EngineKind("espeaky", speech, fake_engine.FakeEngine, spec_kind="onnx_runtime", backend="espeak-ng")
+        return [kind]
+
+
+def test_the_plugins_own_kind_is_reported_as_engine_plugin() -> None:
+    models = [{"id": "voice", "modality": "text_to_speech", "engine": "espeaky"}]
+    with TestClient(build_app(config(models=models), plugins=[EspeakLikePlugin()])) as test_client:
+        wait_ready(test_client)
+        listed = test_client.get("/v1/models/voice").json()
+        status = test_client.get("/v1/memory/status").json()["models"][0]
+    for entry in (listed, status):
+        assert (entry["engine"], entry["backend"], entry["engine_plugin"]) == ("onnx_runtime", "espeak-ng", "espeaky")

@@ -144,9 +144,10 @@ def test_pool_changes_answer_201_and_need_an_admin_key(document: dict[str, Any])
     assert "403" in document["paths"]["/v1/models/{model_id}"]["delete"]["responses"]
 
 
-def test_every_admin_route_documents_its_403(document: dict[str, Any]) -> None:
-    from hypnos_server.asgi.auth import needs_admin
+def test_every_admin_route_documents_its_403(keyed: TestClient[HypnosApp], document: dict[str, Any]) -> None:
+    from hypnos_server.asgi.auth import AdminRoutes
 
+    needs_admin = AdminRoutes.of(keyed.app).needs_admin
     admin = [
         (method, path)
         for path, operations in document["paths"].items()

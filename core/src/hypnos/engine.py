@@ -100,9 +100,12 @@ class EngineUnavailable(HypnosError):
         super().__init__(503, "model_not_available", message)
 
 
-def missing_library(package: str, extra: str | None = None) -> EngineUnavailable:
-    """The error for a lazily imported engine library that is not installed, naming what to install."""
-    hint = f"pip install '{extra}'" if extra else f"pip install {package}"
+def missing_library(package: str, extra: str | None = None, kind: EngineKind | None = None) -> EngineUnavailable:
+    """The error for a lazily imported engine library that is not installed, naming what to install: the kind's
+    `install_hints` entry for the package (a program from apt: `apt-get install espeak-ng`), else pip's command (of
+    the plugin's `extra` when given)."""
+    hint = kind.install_hints.get(package) if kind is not None else None
+    hint = hint or (f"pip install '{extra}'" if extra else f"pip install {package}")
     return EngineUnavailable(f"the engine library `{package}` is not installed ({hint})")
 
 
@@ -112,6 +115,8 @@ class EngineCapabilities(msgspec.Struct, kw_only=True):
     image_edit: bool = False
     voices: list[str] | None = None
     voice_languages: dict[str, str] | None = None  # each voice's own language (BCP 47), where the engine knows it
+    # names a client may ask for (OpenAI's alloy, echo, ...) -> the voice of `voices` that speaks for each
+    voice_aliases: dict[str, str] | None = None
     # an embedding model trained for shorter vectors (Matryoshka): `dimensions` truncates and renormalizes
     matryoshka: bool = False
     # concurrent requests share library calls (the kit's batching bases); the telemetry's concurrent_slots says how many
@@ -315,6 +320,12 @@ class EngineKind:
     spec_kind: str | Mapping[Modality, str] = field(default="", hash=False, compare=False)
     backend: str = ""
     methods: tuple[EngineMethod, ...] = field(default=(), hash=False, compare=False)
+    # reads the architecture a model's weights file reports (a GGUF's general.architecture) without loading it: the
+    # pool API and the catalog check it against the catalog's tested architectures of this kind; raises ValueError
+    # or OSError for a file this kind cannot read. None: the kind's files are not checked so
+    architecture_of: Callable[[Path], str | None] | None = field(default=None, hash=False, compare=False)
+    # how to install each library the kind's engines need, where pip is not the way (missing_library reads it)
+    install_hints: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
 
     def __post_init__(self) -> None:
         check_own_methods(self.name, self.methods)

@@ -107,10 +107,11 @@ def _weights_bytes(entry: CatalogEntry, variant: CatalogVariant) -> int:
 
 
 def candidate(entry: CatalogEntry, variant: CatalogVariant) -> Candidate:
-    """The planner's estimate for a catalog variant (catalog values stand in for what the GGUF reports)."""
+    """The planner's estimate for a catalog variant (catalog values stand in for what the weights report; an entry
+    naming an architecture is a layered model)."""
     figures = entry.estimate
     weights = _weights_bytes(entry, variant)
-    layers = int(figures.get("layers", 24 if entry.engine == "ggml_llama" else 0))
+    layers = int(figures.get("layers", 24 if entry.architecture else 0))
     per_layer = int(weights * 0.9 / layers) if layers else 0
     expert_share = float(figures.get("expert_fraction", 0.0))
     estimate = MemoryEstimate(

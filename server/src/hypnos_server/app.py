@@ -19,6 +19,7 @@ from hypnos.scheduler import Scheduler
 from litestar import Litestar
 from litestar.types import Receive, Scope, Send
 
+from hypnos_server.asgi.auth import AdminRoutes
 from hypnos_server.asgi.keylimits import KeyLimiter
 from hypnos_server.asgi.keys import KeyRing
 from hypnos_server.asgi.pipeline import RequestPipeline
@@ -187,7 +188,8 @@ def create_app(
         debug=False,
     )
     app.state.hypnos = state
-    app.pipeline = RequestPipeline(state, observe_dispatch(state, app))  # route templates, bodies at trace
+    # route templates, bodies at trace; the admin-only routes are those their handlers mark (plugins' included)
+    app.pipeline = RequestPipeline(state, observe_dispatch(state, app), AdminRoutes.of(app))
     return app
 
 

@@ -7,6 +7,7 @@ import logging
 import platform
 import sys
 import tomllib
+from collections.abc import Mapping
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -14,8 +15,8 @@ from typing import Any
 import msgspec
 import pluggy
 from hypnos.config import ModelConfig
+from hypnos.engine import EngineKind
 from hypnos.errors import invalid_request
-from hypnos.gguf_arch import GgufHeaderError, gguf_architecture
 from hypnos.tomlw import dumps
 
 logger = logging.getLogger(__name__)
@@ -66,7 +67,7 @@ class CatalogEntry(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     summary: str = ""
     lineup: bool = False
     params_b: float | None = None
-    # Figures the advisor plans with in place of what the GGUF reports: layers, kv_bytes_per_token,
+    # Figures the advisor plans with in place of what the weights report: layers, kv_bytes_per_token,
     # workspace_bytes, expert_fraction, max_context_len.
     estimate: dict[str, Any] = {}
     config: dict[str, Any] = {}
@@ -131,8 +132,12 @@ class Catalog:
 
     @property
     def tested_architectures(self) -> list[str]:
-        """The GGUF architectures of the ggml_llama entries."""
-        return sorted({e.architecture for e in self.entries.values() if e.architecture and e.engine == "ggml_llama"})
+        """The architectures the entries name (what their weights report)."""
+        return sorted({e.architecture for e in self.entries.values() if e.architecture})
+
+    def tested_architectures_of(self, engine: str) -> list[str]:
+        """The architectures of the entries run by this engine kind."""
+        return sorted({e.architecture for e in self.entries.values() if e.architecture and e.engine == engine})
 
     def find(self, spec: str) -> tuple[CatalogEntry, CatalogVariant]:
         """`<id>` (default variant) or `<id>:<quant>`; 400 naming the known ids otherwise."""
@@ -186,17 +191,21 @@ def variant_files(variant: CatalogVariant) -> list[CatalogFile]:
     return [f for f in variant.files if f.platform in ("all", here)]
 
 
-def architecture_problem(models_dir: Path, entry: CatalogEntry, variant: CatalogVariant) -> str | None:
-    """A message when the downloaded weights' GGUF reports another architecture than the entry."""
-    if entry.engine != "ggml_llama" or entry.architecture is None:
+def architecture_problem(
+    models_dir: Path, entry: CatalogEntry, variant: CatalogVariant, kinds: Mapping[str, EngineKind]
+) -> str | None:
+    """A message when the downloaded weights report another architecture than the entry (read by the entry's kind,
+    when installed and it reads architectures)."""
+    kind = kinds.get(entry.engine)
+    if kind is None or kind.architecture_of is None or entry.architecture is None:
         return None
     for file in variant_files(variant):
         path = models_dir / file.local
         if file.role == "weights" and path.is_file():
             try:
-                found = gguf_architecture(path)
-            except (OSError, GgufHeaderError) as error:
-                return f"{file.local} cannot be read as a GGUF ({error})"
+                found = kind.architecture_of(path)
+            except (OSError, ValueError) as error:
+                return f"{file.local} cannot be read by the `{kind.name}` engine ({error})"
             if found != entry.architecture:
                 return f"{file.local} reports the architecture `{found}`, the catalog expects `{entry.architecture}`"
     return None

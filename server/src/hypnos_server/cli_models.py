@@ -189,7 +189,7 @@ def show_command(args: argparse.Namespace) -> int:
 
 def model_id_of(path: Path) -> str:
     """An id from a file or folder name: lower case, letters, digits, . _ - and :, at most 128 characters."""
-    stem = path.name.removesuffix(".gguf").removesuffix(".GGUF").lower()
+    stem = (path.stem if path.is_file() else path.name).lower()
     cleaned = re.sub(r"[^a-z0-9._:-]+", "-", stem).strip("-._:")
     return (cleaned or "model")[:128]
 
@@ -202,7 +202,7 @@ def add_command(args: argparse.Namespace) -> int:
         raise ClientError(f"{path}: no such file or folder")
     described = describe_files(path)
     if described is None:
-        raise ClientError(f"no installed plugin runs {path} (GGUF files and folders: the llama plugin)")
+        raise ClientError(f"no installed plugin runs {path} (`hypnos plugins` lists what each one runs)")
     if described.get("block") is None:
         raise ClientError(described.get("problem") or f"{path} cannot be added as a model")
     block = {"id": args.model_id or model_id_of(path), **described["block"]}

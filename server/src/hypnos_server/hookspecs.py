@@ -13,7 +13,8 @@ from hypnos.hookspecs import hookspec
 def hypnos_routes() -> list[Any]:
     """Called once when the app is built: Litestar routers or handlers for routes that belong to this plugin alone.
 
-    Handlers reach models through `hypnos_server.plugin_api` (InferenceRun, model_leases, ...).
+    Handlers reach models through `hypnos_server.plugin_api` (InferenceRun, model_leases, ...); a handler (or router)
+    with `opt={plugin_api.ADMIN_OPT: True}` answers admin keys only.
     """
     raise NotImplementedError
 

@@ -3,9 +3,10 @@ the server: the one module they import.
 
 Plugin routes go through the same request pipeline as the OpenAI routes (auth, key limits, request ids, the request
 record) and reach models only through `InferenceRun` (one lease per request, client hang-ups cancel the work) or, for
-a second model a route needs on the side (docling describing pictures with a vision model), `model_leases(request)`.
-A route checks a model with `check_serving` and reads its engine table with `engine_table`; the scheduler class is
-not part of this API. Everything else in `hypnos_server` is internal and may change.
+a second model a route needs on the side (documents describing pictures with a vision model), `model_leases(request)`.
+A route checks a model with `check_serving` and reads its engine table with `engine_table`; a handler marked
+`opt={ADMIN_OPT: True}` (or a router so marked) answers admin keys only. The scheduler class is not part of this
+API. Everything else in `hypnos_server` is internal and may change.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from hypnos.scheduler import Lease
 from hypnos.types import Modality
 from litestar.connection import ASGIConnection
 
+from hypnos_server.asgi.auth import ADMIN_OPT
 from hypnos_server.realtime.vad import SpeechDetector, SpeechDetectorKind
 from hypnos_server.routes.inference import (
     InferenceRun,
@@ -30,6 +32,7 @@ from hypnos_server.routes.inference import (
 from hypnos_server.state import HypnosState, RequestContext, hypnos_state, request_context
 
 __all__ = [
+    "ADMIN_OPT",
     "HypnosState",
     "InferenceRun",
     "Lease",

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from hypnos.config import ConfigError, ModelConfig
+from hypnos.engine import EngineKind
 from hypnos.errors import invalid_request
-from hypnos.gguf_arch import GgufHeaderError, gguf_architecture
 from hypnos.overlay import PoolOverlay, atomic_write, parse_model_block, validate_model_block
 from hypnos.scheduler import ModelState, Scheduler
 
@@ -45,21 +45,23 @@ def file_reasons(model: ModelConfig, roots: list[Path], config: str | None, pull
     return reasons
 
 
-def architecture_reasons(model: ModelConfig, models_dir: Path, catalog: Catalog | None) -> list[str]:
-    """A ggml_llama model's GGUF must report one of the catalog's tested architectures."""
-    if model.engine != "ggml_llama" or model.weights_path is None or catalog is None:
+def architecture_reasons(
+    model: ModelConfig, models_dir: Path, catalog: Catalog | None, kind: EngineKind | None
+) -> list[str]:
+    """The weights of a model whose kind reads architectures must report one the catalog tested with that kind."""
+    if kind is None or kind.architecture_of is None or model.weights_path is None or catalog is None:
         return []
     path = model.resolve(models_dir.resolve(), model.weights_path)
     if path is None or not path.is_file():
         return []
     try:
-        found = gguf_architecture(path)
-    except (OSError, GgufHeaderError) as error:
-        return [f"`weights_path` = {model.weights_path!r} cannot be read as a GGUF ({error})"]
-    tested = catalog.tested_architectures
+        found = kind.architecture_of(path)
+    except (OSError, ValueError) as error:
+        return [f"`weights_path` = {model.weights_path!r} cannot be read by the `{kind.name}` engine ({error})"]
+    tested = catalog.tested_architectures_of(kind.name)
     if found not in tested:
         listed = ", ".join(tested)
-        return [f"the GGUF reports the architecture `{found}`, which is not among the tested ones ({listed})"]
+        return [f"the weights report the architecture `{found}`, which is not among the tested ones ({listed})"]
     return []
 
 
@@ -91,7 +93,7 @@ class ModelPool:
             raise invalid_request(str(error)) from None
 
     def check(self, block: dict[str, Any]) -> ModelConfig:
-        """The startup checks: config validation, engine installed, files in models_dir, GGUF architecture."""
+        """The startup checks: config validation, engine installed, files in models_dir, the weights' architecture."""
         try:
             model = validate_model_block(block, "config")
         except ConfigError as error:
@@ -103,7 +105,7 @@ class ModelPool:
         if model.engine not in kinds:
             reasons.append(f"the engine kind `{model.engine}` is not installed (installed: {', '.join(sorted(kinds))})")
         reasons += file_reasons(model, settings.model_root_paths, settings.source, self._catalog_spec(model.id))
-        reasons += architecture_reasons(model, models_dir, self.catalog)
+        reasons += architecture_reasons(model, models_dir, self.catalog, kinds.get(model.engine))
         if reasons:
             raise invalid_request(f"the model `{model.id}` failed the startup checks: " + "; ".join(reasons))
         return model

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from hypnos.hookspecs import hookimpl
+from hypnos_server.plugin_api import ADMIN_OPT
 from litestar import route
 from litestar.testing import TestClient
 from path_tricks import app_routes
@@ -140,3 +141,31 @@ def test_the_key_is_never_logged_but_its_label_is_recorded(caplog):
     assert labels[0] == "alice"
     assert labels[1].startswith("key-") and len(labels[1]) == 12
     assert "secret-" not in caplog.text
+
+
+class AdminPlugin:
+    """A plugin with one admin-only route (its handler marks it) and one open to every key."""
+
+    @hookimpl
+    def hypnos_routes(self) -> list:
+        """POST /v1/plugin-admin (admin) and POST /v1/plugin-open."""
+
+        @route("/v1/plugin-admin/{name:str}", http_method=["POST"], status_code=200, opt={ADMIN_OPT: True})
+        async def change(name: str) -> dict:
+            return {"changed": name}
+
+        @route("/v1/plugin-open", http_method=["POST"], status_code=200)
+        async def read() -> dict:
+            return {"reached": True}
+
+        return [change, read]
+
+
+def test_a_plugin_route_marked_admin_needs_an_admin_key():
+    with TestClient(build_app(config(server=KEYS), plugins=[AdminPlugin()])) as client:
+        wait_ready(client)
+        user, admin = {"Authorization": "Bearer plain-key"}, {"Authorization": "Bearer admin-key"}
+        refused = client.post("/v1/plugin-admin/x", headers=user)
+        assert refused.status_code == 403 and error_of(refused)["type"] == "permission_denied"
+        assert client.post("/v1/plugin-admin/x", headers=admin).json() == {"changed": "x"}
+        assert client.post("/v1/plugin-open", headers=user).json() == {"reached": True}

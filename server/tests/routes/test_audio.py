@@ -5,7 +5,8 @@ from __future__ import annotations
 import struct
 
 import pytest
-from hypnos_server.routes.audio import map_voice, pick_voice
+from hypnos.engine import EngineCapabilities
+from hypnos_server.routes.audio import pick_voice
 from hypnos_server.wav import wav_header
 from litestar.testing import TestClient
 from server_kit import build_app, config, error_of, wait_ready
@@ -116,43 +117,18 @@ def test_empty_speech_input_is_400(client):
     assert client.post("/v1/audio/speech", json={"model": "fake-chat", "input": "  "}).status_code == 400
 
 
-@pytest.mark.parametrize(
-    ("voice", "expected"),
-    [
-        ("alloy", "af_alloy"),
-        ("shimmer", "af_bella"),
-        ("coral", "af_bella"),
-        ("ash", "am_adam"),
-        ("verse", "am_michael"),
-        ("bf_emma", "bf_emma"),
-        ("whoever", "af_heart"),
-    ],
-)
-def test_voice_mapping(voice, expected):
-    assert map_voice(voice) == expected
-
-
-JA_PACK = ["jf_alpha", "jf_gongitsune", "jf_nezumi", "jf_tebukuro", "jm_kumo"]
+PACK = EngineCapabilities(voices=["jf_alpha", "jm_kumo", "alloy"], voice_aliases={"echo": "jm_kumo"})
 
 
 @pytest.mark.parametrize(
-    ("voice", "pack", "expected"),
+    ("voice", "capabilities", "expected"),
     [
-        ("alloy", None, "af_alloy"),  # a model listing no voices: the Kokoro mapping as before
-        ("alloy", ["af_alloy", "af_heart"], "af_alloy"),
-        ("jf_nezumi", JA_PACK, "jf_nezumi"),
-        ("alloy", JA_PACK, "jf_alpha"),  # female OpenAI names take the pack's female voices in turn
-        ("nova", JA_PACK, "jf_gongitsune"),
-        ("shimmer", JA_PACK, "jf_nezumi"),
-        ("coral", JA_PACK, "jf_tebukuro"),
-        ("sage", JA_PACK, "jf_alpha"),
-        ("echo", JA_PACK, "jm_kumo"),  # male names: the male voice
-        ("onyx", JA_PACK, "jm_kumo"),
-        ("bf_emma", JA_PACK, "jf_alpha"),  # a voice the pack lacks: its first voice
-        ("nobody", JA_PACK, "jf_alpha"),
-        ("echo", ["en_joe"], "en_joe"),  # a pack without Kokoro-style names: its voices in turn
-        ("af_heart", ["af_bella", "af_heart"], "af_heart"),
+        ("jm_kumo", PACK, "jm_kumo"),  # a voice of the model's
+        ("alloy", PACK, "alloy"),  # a voice of its own wins over an alias of the name
+        ("echo", PACK, "jm_kumo"),  # an alias its engine declares
+        ("nobody", PACK, "jf_alpha"),  # anything else: its first voice
+        ("echo", EngineCapabilities(), "echo"),  # a model listing no voices: the name as asked, the engine decides
     ],
 )
-def test_pick_voice_from_the_models_pack(voice, pack, expected):
-    assert pick_voice(voice, pack) == expected
+def test_pick_voice_from_the_models_voices_and_aliases(voice, capabilities, expected):
+    assert pick_voice(voice, capabilities) == expected

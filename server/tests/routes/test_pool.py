@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from hypnos.config import settings_from_mapping
 from hypnos.engine import EngineKind
-from hypnos.gguf_arch import write_tiny_gguf
+from hypnos.gguf_arch import gguf_architecture, write_tiny_gguf
 from hypnos.hookspecs import hookimpl
 from hypnos.plugins import make_plugin_manager
 from hypnos.testing import fake_plugin
@@ -38,7 +38,8 @@ class GgufKindPlugin:
     @hookimpl
     def hypnos_engine_kinds(self) -> list[EngineKind]:
         """The stand-in kind."""
-        return [EngineKind(name="ggml_llama", modalities=frozenset(Modality), factory=FakeEngine)]
+        kind = EngineKind("ggml_llama", frozenset(Modality), FakeEngine, architecture_of=gguf_architecture)
+        return [kind]
 
 
 def make_client(tmp_path: Path, server: dict[str, Any] | None = None, models: list[dict[str, Any]] | None = None):  # type: ignore[no-untyped-def]

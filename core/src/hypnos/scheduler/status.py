@@ -34,6 +34,7 @@ def model_status(state: ModelState, tiers: TierBooks, now: float) -> ModelMemory
         modalities=state.modalities,
         engine=engine,
         backend=backend,
+        engine_plugin=state.config.engine,
         total_weight_bytes=total_weight_bytes(estimate),
         priority=state.config.priority,
         current_tier=state.tier,

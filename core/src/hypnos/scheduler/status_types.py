@@ -38,6 +38,7 @@ class ModelMemoryStatus(msgspec.Struct, kw_only=True):
     modalities: list[Modality]
     engine: str  # the API's EngineKind (appendix)
     backend: str  # the concrete engine behind it (kokoro_onnx, piper, faster_whisper, diffusers, ...)
+    engine_plugin: str = ""  # the plugin's own engine kind: the config's `engine`
     total_weight_bytes: int
     priority: ModelPriority
     current_tier: MemoryTier

@@ -29,6 +29,7 @@ from hypnos.types import LayerPlacementPlan
 from hypnos_audio.onnx_voice import OnnxVoiceEngine
 from hypnos_audio.options import KokoroOptions
 from hypnos_audio.phonemes import EspeakPhonemizer, group_phrases, split_phonemes, split_phrases, tokenize
+from hypnos_audio.voice_aliases import openai_voice_aliases
 
 logger = logging.getLogger(__name__)
 
@@ -137,7 +138,7 @@ class KokoroEngine(OnnxVoiceEngine):
         self._voices = None
 
     def capabilities(self) -> EngineCapabilities:
-        """The voice pack's voice names (read from the pack's index, without loading it)."""
+        """The voice pack's voice names (read from the pack's index, without loading it), OpenAI's names as aliases."""
         if self._voice_names is None:
             try:
                 with np.load(self.voices_file) as pack:
@@ -145,7 +146,9 @@ class KokoroEngine(OnnxVoiceEngine):
             except (OSError, ValueError):
                 return EngineCapabilities(voices=[])
         languages = {name: KOKORO_LANGUAGES[name[0]] for name in self._voice_names if name[:1] in KOKORO_LANGUAGES}
-        return EngineCapabilities(voices=list(self._voice_names), voice_languages=languages or None)
+        names = list(self._voice_names)
+        aliases = openai_voice_aliases(names)
+        return EngineCapabilities(voices=names, voice_languages=languages or None, voice_aliases=aliases or None)
 
     # ---- speech -------------------------------------------------------------------------------------------------
 

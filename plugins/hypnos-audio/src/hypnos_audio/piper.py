@@ -26,6 +26,7 @@ from hypnos.types import LayerPlacementPlan
 
 from hypnos_audio.onnx_voice import OnnxVoiceEngine
 from hypnos_audio.options import PiperOptions
+from hypnos_audio.voice_aliases import openai_voice_aliases
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +82,8 @@ class PiperEngine(OnnxVoiceEngine):
         self._voice = None
 
     def capabilities(self) -> EngineCapabilities:
-        """The voice's speakers (a multi-speaker voice) or the voice itself, named after its file."""
+        """The voice's speakers (a multi-speaker voice) or the voice itself, named after its file; OpenAI's voice names
+        as aliases of them."""
         try:
             config = self._read_config()
         except EngineUnavailable:
@@ -89,7 +91,8 @@ class PiperEngine(OnnxVoiceEngine):
         voices = list(config.get("speaker_id_map") or {}) or [self.weights_file.name.removesuffix(".onnx")]
         code = (config.get("language") or {}).get("code") if isinstance(config.get("language"), dict) else None
         languages = {voice: str(code).replace("_", "-") for voice in voices} if code else None
-        return EngineCapabilities(voices=voices, voice_languages=languages)
+        aliases = openai_voice_aliases(voices)
+        return EngineCapabilities(voices=voices, voice_languages=languages, voice_aliases=aliases or None)
 
     async def speak(self, speech: SpeechInput, cancel: CancelToken) -> AsyncIterator[AudioChunk]:  # type: ignore[override]
         """One AudioChunk per sentence, 16-bit mono 24 kHz, sentences after the first led by a pause."""

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from hypnos.engine import EngineContext, EngineKind
+from hypnos.gguf_arch import gguf_architecture
 from hypnos.hookspecs import hookimpl
 from hypnos.kit.batching import BATCHING_OPTIONS
 from hypnos.types import Modality
@@ -39,6 +40,8 @@ def hypnos_engine_kinds() -> list[EngineKind]:
             options={"llama": LlamaOptions, **BATCHING_OPTIONS},
             description="GGUF models on llama.cpp: chat with slots and continuous batching (images and audio through "
             "a projector), and embeddings",
+            # the pool API and the catalog check a GGUF's general.architecture against the catalog's tested ones
+            architecture_of=gguf_architecture,
         )
     ]
 

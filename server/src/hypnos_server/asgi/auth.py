@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import logging
-import re
+from collections.abc import Iterable
 
 from hypnos.config import Settings
 from hypnos.errors import HypnosError
+from litestar import Litestar
 from litestar.types import ASGIApp, Receive, Scope, Send
 
 from hypnos_server.asgi.keylimits import KeyLimiter
 from hypnos_server.asgi.keys import KeyRing
+from hypnos_server.asgi.paths import template_pattern
 from hypnos_server.errors import send_error
 from hypnos_server.state import request_context
 
@@ -19,26 +21,37 @@ logger = logging.getLogger(__name__)
 # "/": the playground page (its calls send the key); "/docs": the API reference page
 OPEN_PATHS = frozenset({"/health", "/ready", "/", "/schema", "/docs"})
 OPEN_PREFIXES = ("/playground/", "/schema/", "/docs/")  # the playground's assets, the OpenAPI schema and its viewer
-# The routes that change what every key gets: the model pool, a model's service and placement, the request log.
-_ADMIN_PATHS = (
-    ("POST", re.compile(r"^/v1/models/?$")),
-    ("PUT", re.compile(r"^/v1/models/[^/]+/?$")),
-    ("DELETE", re.compile(r"^/v1/models/[^/]+/?$")),
-    ("POST", re.compile(r"^/v1/models/[^/]+/(enable|disable|moe-offload)/?$")),
-    ("POST", re.compile(r"^/v1/memory/(tier|kv-park)/?$")),
-    ("POST", re.compile(r"^/v1/logs/level/?$")),
-    ("DELETE", re.compile(r"^/v1/logs/?$")),
-)
+# The opt key that marks a route handler (or a router) admin-only: `@post(..., opt={ADMIN_OPT: True})`. The server's
+# routes that change what every key gets carry it (the model pool, a model's service and placement, the request log),
+# and a plugin's routes may.
+ADMIN_OPT = "admin"
 
 
 def forbidden(method: str, path: str) -> HypnosError:
-    """403 for a non-admin key on a route that changes the pool, a model's service or placement, or the log."""
+    """403 for a non-admin key on an admin-only route."""
     return HypnosError(403, "permission_denied", f"{method} {path} needs an admin key")
 
 
-def needs_admin(method: str, path: str) -> bool:
-    """True for the admin routes: the pool, enable/disable, moe-offload, tier moves, KV parking, log level and clear."""
-    return any(method == m and pattern.match(path) for m, pattern in _ADMIN_PATHS)
+class AdminRoutes:
+    """The admin-only routes of an app: each handler whose opt marks it so, matched by method and path template."""
+
+    def __init__(self, marked: Iterable[tuple[str, str]]) -> None:
+        self._patterns = [(method, template_pattern(template)) for method, template in marked]
+
+    @classmethod
+    def of(cls, app: Litestar) -> AdminRoutes:
+        """The app's handlers marked admin (the server's and the plugins' alike)."""
+        marked = []
+        for route in app.routes:
+            for handler in getattr(route, "route_handlers", ()):
+                if handler.opt.get(ADMIN_OPT):
+                    marked += [(method, route.path) for method in getattr(handler, "http_methods", ())]
+        return cls(marked)
+
+    def needs_admin(self, method: str, path: str) -> bool:
+        """True when the route serving this method and path is admin-only."""
+        clean = path.rstrip("/") or "/"
+        return any(method == wanted and pattern.match(clean) for wanted, pattern in self._patterns)
 
 
 class AuthLayer:
@@ -47,8 +60,11 @@ class AuthLayer:
     The pipeline has already refused non-canonical paths, so the path decided on here is the one the router matches.
     """
 
-    def __init__(self, app: ASGIApp, settings: Settings, keys: KeyRing, limiter: KeyLimiter) -> None:
+    def __init__(
+        self, app: ASGIApp, settings: Settings, keys: KeyRing, limiter: KeyLimiter, admin: AdminRoutes
+    ) -> None:
         self.app = app
+        self.admin = admin
         self.settings = settings
         self.keys = keys
         self.limiter = limiter
@@ -73,7 +89,7 @@ class AuthLayer:
             key = self.keys.authenticate(header)
             context.key = key
             context.record.key = key.label
-            if needs_admin(scope["method"], path) and not key.admin:
+            if self.admin.needs_admin(scope["method"], path) and not key.admin:
                 raise forbidden(scope["method"], path)
             permit = self.limiter.admit(key, concurrent=not _controls_stored_response(scope["method"], path))
         except HypnosError as error:

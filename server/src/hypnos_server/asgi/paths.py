@@ -2,8 +2,25 @@
 
 from __future__ import annotations
 
+import re
+
 from hypnos.errors import HypnosError, clip, not_found
 from litestar.types import Scope
+
+TEMPLATE_PARAM = re.compile(r"\{([^}:]+)(?::([^}]*))?\}")
+
+
+def template_pattern(template: str) -> re.Pattern[str]:
+    """The regex a raw path matches when this route template (`/v1/models/{model_id:str}`) serves it."""
+    parts: list[str] = []
+    position = 0
+    for match in TEMPLATE_PARAM.finditer(template):
+        parts.append(re.escape(template[position : match.start()]))
+        parts.append(".+" if match.group(2) == "path" else "[^/]+")
+        position = match.end()
+    parts.append(re.escape(template[position:]))
+    return re.compile("^" + "".join(parts) + "$")
+
 
 # Percent-encoded '/', '\', '.' and NUL: a client that needs them in a path segment has no route here.
 _ENCODED = (b"%2f", b"%5c", b"%2e", b"%00")

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
-from hypnos_server.asgi.auth import AuthLayer
+from hypnos_server.asgi.auth import AdminRoutes, AuthLayer
 from hypnos_server.asgi.cors import CorsLayer, OriginPolicy
 from hypnos_server.asgi.limits import BodyLimitLayer, BodyTimeoutLayer, TimeoutLayer
 from hypnos_server.asgi.paths import is_canonical, non_canonical
@@ -29,10 +29,10 @@ class RequestPipeline:
     """Outermost layer: gives every response its x-request-id (and request-id) and finalizes the request's record
     after the last byte."""
 
-    def __init__(self, state: HypnosState, inner: ASGIApp) -> None:
+    def __init__(self, state: HypnosState, inner: ASGIApp, admin: AdminRoutes) -> None:
         self.state = state
         settings = state.settings
-        app: ASGIApp = AuthLayer(inner, settings, state.keys, state.limiter)
+        app: ASGIApp = AuthLayer(inner, settings, state.keys, state.limiter, admin)
         app = TimeoutLayer(app, settings.limits.request_timeout_secs)
         app = BodyLimitLayer(app, settings.limits.max_body_bytes)
         app = BodyTimeoutLayer(app, settings.limits.body_timeout_secs)

@@ -5,18 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-_PARAM = re.compile(r"\{([^}:]+)(?::([^}]*))?\}")
-
-
-def _pattern(template: str) -> re.Pattern[str]:
-    parts: list[str] = []
-    position = 0
-    for match in _PARAM.finditer(template):
-        parts.append(re.escape(template[position : match.start()]))
-        parts.append(".+" if match.group(2) == "path" else "[^/]+")
-        position = match.end()
-    parts.append(re.escape(template[position:]))
-    return re.compile("^" + "".join(parts) + "$")
+from hypnos_server.asgi.paths import TEMPLATE_PARAM, template_pattern
 
 
 class RouteTemplates:
@@ -27,11 +16,11 @@ class RouteTemplates:
         dynamic: list[tuple[str, re.Pattern[str]]] = []
         for template in set(templates):
             if "{" in template:
-                dynamic.append((template, _pattern(template)))
+                dynamic.append((template, template_pattern(template)))
             else:
                 self._static.add(template.rstrip("/") or "/")
         # more literal characters first: /v1/models/catalog wins over /v1/models/{id}
-        dynamic.sort(key=lambda item: -len(_PARAM.sub("", item[0])))
+        dynamic.sort(key=lambda item: -len(TEMPLATE_PARAM.sub("", item[0])))
         self._dynamic = dynamic
 
     def resolve(self, path: str) -> str | None:

@@ -8,6 +8,7 @@ import msgspec
 from hypnos.errors import invalid_request, not_found
 from litestar import Request, Response, delete, get, post
 
+from hypnos_server.asgi.auth import ADMIN_OPT
 from hypnos_server.observability.hub import Observability
 from hypnos_server.observability.metrics import CONTENT_TYPE
 from hypnos_server.state import request_context
@@ -77,13 +78,13 @@ def observability_routes(obs: Observability) -> list[Any]:
             raise not_found(f"No request log record with id `{request_id}` (it may have been evicted or cleared)")
         return _json(record)
 
-    @delete("/v1/logs", status_code=200, sync_to_thread=False)
+    @delete("/v1/logs", status_code=200, sync_to_thread=False, opt={ADMIN_OPT: True})
     def clear_logs() -> Response[bytes]:
         """Drop every stored record."""
         obs.log.clear()
         return _json({"cleared": True})
 
-    @post("/v1/logs/level", status_code=200)
+    @post("/v1/logs/level", status_code=200, opt={ADMIN_OPT: True})
     async def set_level(request: Request[Any, Any, Any]) -> Response[bytes]:
         """Change what the next calls capture: off, error, warn, info, debug or trace."""
         body = await request.body()

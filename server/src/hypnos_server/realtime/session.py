@@ -144,7 +144,7 @@ def apply_update(
     if transcription is not ...:
         changes["transcribe_input"] = transcription is not None
         wanted = transcription.get("model") if isinstance(transcription, dict) else None
-        if isinstance(wanted, str) and wanted in {s.id for s in scheduler.models()}:  # e.g. whisper-1: the default
+        if isinstance(wanted, str) and wanted in {s.id for s in scheduler.models()}:  # OpenAI names: the default
             changes["transcription_model"] = _pick(scheduler, wanted, Modality.SPEECH_TO_TEXT, "session.transcription")
     if "tools" in session:
         changes["tools"] = _convert(session["tools"] or [], list[Tool], "session.tools")

@@ -61,8 +61,7 @@ class Speaker:
             )
             await run.open()
             response.gone_tokens(run)
-            pack = run.engine.capabilities().voices
-            voice = pick_voice(config.voice, pack)
+            voice = pick_voice(config.voice, run.engine.capabilities())
             while (entry := await self.queue.get()) is not None and not response.cancelled:
                 item, phrase = entry
                 job = SpeechInput(text=phrase, voice=voice, speed=1.0, language=None)

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import msgspec
-from hypnos.engine import AudioChunk, SpeechInput, TranscriptionInput
+from hypnos.engine import AudioChunk, EngineCapabilities, SpeechInput, TranscriptionInput
 from hypnos.errors import invalid_request
 from hypnos.openai import SpeechRequest, TranscriptionJsonRequest
 from hypnos.scheduler import Lease
@@ -32,48 +32,18 @@ from hypnos_server.wav import check_wav, wav_duration, wav_header
 
 logger = logging.getLogger(__name__)
 
-VOICES = {
-    "alloy": "af_alloy",
-    "echo": "am_echo",
-    "fable": "bm_fable",
-    "onyx": "am_onyx",
-    "nova": "af_nova",
-    "shimmer": "af_bella",
-    "coral": "af_bella",
-    "ash": "am_adam",
-    "sage": "af_sarah",
-    "ballad": "bm_george",
-    "verse": "am_michael",
-}
-FALLBACK_VOICE = "af_heart"
-MAX_VOICE_CHARS = 64  # a raw voice id longer than this is no voice of any pack: it gets the fallback
 WAV_FALLBACK_FORMATS = {"wav", "mp3", "opus", "aac", "flac"}
 
 
-def map_voice(voice: str) -> str:
-    """OpenAI voice names to Kokoro ids; raw ids (xx_name) pass as-is, anything else is af_heart."""
-    if voice in VOICES:
-        return VOICES[voice]
-    if 3 < len(voice) <= MAX_VOICE_CHARS and voice[2] == "_" and voice[:2].isalpha():
+def pick_voice(voice: str, capabilities: EngineCapabilities) -> str:
+    """The voice a model speaks `voice` in: one of its voices by that name, else the voice its engine names as the
+    alias (OpenAI's alloy, echo, ...), else its first voice; a model listing no voices gets `voice` as asked."""
+    voices, aliases = capabilities.voices, capabilities.voice_aliases or {}
+    if voices and voice in voices:
         return voice
-    return FALLBACK_VOICE
-
-
-def pick_voice(voice: str, pack: list[str] | None) -> str:
-    """The voice a model with this pack speaks `voice` in: itself or its Kokoro mapping when the pack has it, else an
-    OpenAI name gets the pack's voices of its gender in turn (alloy, nova, ... -> 1st, 2nd, ... female voice) and any
-    other name the pack's first voice. A model listing no voices gets map_voice's answer."""
-    mapped = map_voice(voice)
-    if not pack or voice in pack:
-        return voice if pack else mapped
-    if mapped in pack:
-        return mapped
-    if voice in VOICES:
-        gender = VOICES[voice][1]
-        same = [name for name in pack if len(name) > 3 and name[2] == "_" and name[1] == gender] or pack
-        rank = [name for name, kokoro in VOICES.items() if kokoro[1] == gender].index(voice)
-        return same[rank % len(same)]
-    return pack[0]
+    if voice in aliases:
+        return aliases[voice]
+    return voices[0] if voices else voice
 
 
 async def _transcription_input(request: Request[Any, Any, Any]) -> tuple[str, TranscriptionInput, str]:
@@ -186,7 +156,7 @@ async def speech(request: Request[Any, Any, Any]) -> Response[Any]:
     fmt, media_type = _speech_format(body.response_format)
 
     speaker = state.scheduler.serving(body.model, Modality.TEXT_TO_SPEECH).engine  # its voices, loaded or not
-    voice = pick_voice(body.voice, speaker.capabilities().voices if speaker is not None else None)
+    voice = pick_voice(body.voice, speaker.capabilities() if speaker is not None else EngineCapabilities())
     job = SpeechInput(text=body.input, voice=voice, speed=body.speed, language=body.language)
     run = InferenceRun(request, body.model, [Modality.TEXT_TO_SPEECH])
     lease = await run.open(stream=("speak", job))  # on a Ray cluster the node starts speaking with the lease

@@ -9,6 +9,7 @@ from hypnos.errors import HypnosError
 from hypnos.types import MemoryTier
 from litestar import Request, Response, get, post
 
+from hypnos_server.asgi.auth import ADMIN_OPT
 from hypnos_server.routes.inference import decode_json, json_response, ready_guard
 from hypnos_server.routes.models import log_model
 from hypnos_server.state import hypnos_state
@@ -40,7 +41,7 @@ async def memory_status(request: Request[Any, Any, Any]) -> Response[bytes]:
     return json_response({**msgspec.to_builtins(status), "nodes": await state.cluster.node_statuses()})
 
 
-@post("/v1/memory/tier", guards=[ready_guard], status_code=200)
+@post("/v1/memory/tier", guards=[ready_guard], status_code=200, opt={ADMIN_OPT: True})
 async def move_tier(request: Request[Any, Any, Any]) -> Response[bytes]:
     """Move a model by hand: 404 unknown or disabled, 429 model_busy while leased, 507 when it does not fit."""
     body = await decode_json(request, TierRequest)
@@ -66,7 +67,7 @@ async def kv_park_status(request: Request[Any, Any, Any]) -> Response[bytes]:
     return json_response(state.scheduler.kv_park.status())
 
 
-@post("/v1/memory/kv-park", status_code=200)
+@post("/v1/memory/kv-park", status_code=200, opt={ADMIN_OPT: True})
 async def configure_kv_park(request: Request[Any, Any, Any]) -> Response[bytes]:
     """Turn KV parking on or off (off drops every parked state) or change its cap (the oldest go until it fits)."""
     body = await decode_json(request, KvParkRequest)

@@ -10,6 +10,7 @@ from hypnos.scheduler import ModelState
 from hypnos.types import Modality, MoeOffload
 from litestar import Request, Response, get, post
 
+from hypnos_server.asgi.auth import ADMIN_OPT
 from hypnos_server.routes.inference import decode_json, json_response, ready_guard
 from hypnos_server.state import hypnos_state, request_context
 
@@ -25,6 +26,7 @@ def model_entry(state: ModelState, created: int) -> dict[str, Any]:
         "modality": str(state.config.modality),
         "engine": engine,
         "backend": backend,
+        "engine_plugin": state.config.engine,
         "current_tier": str(state.tier),
         "placement": state.placement,
         "active_leases": state.active_leases,
@@ -33,7 +35,7 @@ def model_entry(state: ModelState, created: int) -> dict[str, Any]:
         capabilities = state.engine.capabilities()
         if capabilities.voices is not None:
             entry["voices"] = capabilities.voices
-        if capabilities.voice_languages:  # which voice speaks which language natively (Kokoro's ja pack: ja)
+        if capabilities.voice_languages:  # which voice speaks which language natively (a Japanese voice pack: ja)
             entry["voice_languages"] = capabilities.voice_languages
     return entry
 
@@ -88,13 +90,13 @@ async def _set_enabled(request: Request[Any, Any, Any], model_id: str, enabled: 
     return json_response({"model": model.id, "enabled": model.enabled, "placement": model.placement})
 
 
-@post("/v1/models/{model_id:str}/enable", guards=[ready_guard], status_code=200)
+@post("/v1/models/{model_id:str}/enable", guards=[ready_guard], status_code=200, opt={ADMIN_OPT: True})
 async def enable_model(request: Request[Any, Any, Any]) -> Response[bytes]:
     """Put a model back in service (it loads on its next request)."""
     return await _set_enabled(request, request.path_params["model_id"], True)
 
 
-@post("/v1/models/{model_id:str}/disable", guards=[ready_guard], status_code=200)
+@post("/v1/models/{model_id:str}/disable", guards=[ready_guard], status_code=200, opt={ADMIN_OPT: True})
 async def disable_model(request: Request[Any, Any, Any]) -> Response[bytes]:
     """Take a model out of service; 429 model_busy while it is leased."""
     return await _set_enabled(request, request.path_params["model_id"], False)
@@ -106,7 +108,7 @@ class MoeOffloadRequest(msgspec.Struct, kw_only=True):
     mode: str
 
 
-@post("/v1/models/{model_id:str}/moe-offload", guards=[ready_guard], status_code=200)
+@post("/v1/models/{model_id:str}/moe-offload", guards=[ready_guard], status_code=200, opt={ADMIN_OPT: True})
 async def set_moe_offload(request: Request[Any, Any, Any]) -> Response[bytes]:
     """Set a model's expert offload: "now" when idle (a resident model drops to tier 2), else "next_load"."""
     log_model(request, request.path_params["model_id"])

@@ -10,6 +10,7 @@ from hypnos.wire_kind import wire_engine
 from litestar import Request, Response, delete, get, post, put
 
 from hypnos_server.advisor import AdvisorRequest, advise, config_text, machine_for
+from hypnos_server.asgi.auth import ADMIN_OPT
 from hypnos_server.catalog import (
     Catalog,
     CatalogEntry,
@@ -52,7 +53,7 @@ def _drain(value: float | str | None) -> float:
     return seconds
 
 
-@post("/v1/models", guards=[ready_guard], status_code=201)
+@post("/v1/models", guards=[ready_guard], status_code=201, opt={ADMIN_OPT: True})
 async def add_model(request: Request[Any, Any, Any]) -> Response[bytes]:
     """Add a model to the pool (cold in tier 3); 400 with the reasons when a check fails or the id is taken."""
     body = await decode_json(request, PoolChangeRequest)
@@ -62,7 +63,7 @@ async def add_model(request: Request[Any, Any, Any]) -> Response[bytes]:
     return json_response(answer, status=201)
 
 
-@put("/v1/models/{model_id:str}", guards=[ready_guard], status_code=200)
+@put("/v1/models/{model_id:str}", guards=[ready_guard], status_code=200, opt={ADMIN_OPT: True})
 async def replace_model(request: Request[Any, Any, Any]) -> Response[bytes]:
     """Replace a model under its id once its running requests finished (429 model_busy past drain_secs)."""
     body = await decode_json(request, PoolChangeRequest)
@@ -74,7 +75,7 @@ async def replace_model(request: Request[Any, Any, Any]) -> Response[bytes]:
     return json_response(answer)
 
 
-@delete("/v1/models/{model_id:str}", guards=[ready_guard], status_code=200)
+@delete("/v1/models/{model_id:str}", guards=[ready_guard], status_code=200, opt={ADMIN_OPT: True})
 async def remove_model(request: Request[Any, Any, Any]) -> Response[bytes]:
     """Remove a model once its running requests finished (429 model_busy past drain_secs)."""
     pool = _pool(hypnos_state(request))
@@ -106,7 +107,7 @@ def catalog_entry(state: HypnosState, catalog: Catalog, entry: CatalogEntry) -> 
             "outdated": any(f["outdated"] for f in files),
             "config_block": catalog.config_block(entry, variant),
         }
-        problem = architecture_problem(models_dir, entry, variant)
+        problem = architecture_problem(models_dir, entry, variant, state.scheduler.engine_kinds)
         if problem is not None:
             out["problem"] = problem
         variants.append(out)
@@ -120,6 +121,7 @@ def catalog_entry(state: HypnosState, catalog: Catalog, entry: CatalogEntry) -> 
         "additional_modalities": entry.additional_modalities,
         "engine": engine,
         "backend": backend,
+        "engine_plugin": entry.engine,
         "capabilities": entry.capabilities,
         "summary": entry.summary,
         "lineup": entry.lineup,

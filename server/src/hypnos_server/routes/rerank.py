@@ -1,6 +1,6 @@
-"""POST /v1/rerank (the Cohere / Jina shape llama.cpp and vLLM serve) and POST /v2/rerank (Cohere's v2 path, where
+"""POST /v1/rerank (the Cohere / Jina shape other servers serve) and POST /v2/rerank (Cohere's v2 path, where
 litellm's cohere provider posts): documents scored against a query by a reranker model (an embeddings-modality model
-whose engine reranks: llama.cpp rank pooling)."""
+whose engine reranks)."""
 
 from __future__ import annotations
 
