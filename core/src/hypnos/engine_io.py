@@ -99,12 +99,15 @@ class RerankResult(msgspec.Struct, kw_only=True):
 
 
 class TranscriptionInput(msgspec.Struct, kw_only=True):
-    """Audio to transcribe, with the optional language hint and prompt."""
+    """Audio to transcribe, with the optional language hint and prompt: an audio file, or with `pcm_rate` raw 16-bit
+    little-endian mono PCM at that rate (a realtime session's turn). hypnos.kit.audio reads either
+    (transcription_audio) or gives the file (audio_file)."""
 
     audio: bytes
     filename: str | None = None
     language: str | None = None
     prompt: str | None = None
+    pcm_rate: int | None = None
 
 
 class TranscriptionSegment(msgspec.Struct, kw_only=True):

@@ -6,8 +6,17 @@ import struct
 
 import numpy as np
 import pytest
+from hypnos.engine import TranscriptionInput
 from hypnos.errors import HypnosError
-from hypnos.kit.audio import decode_audio, read_audio, to_pcm16, wav_bytes
+from hypnos.kit.audio import (
+    audio_file,
+    check_wav,
+    decode_audio,
+    read_audio,
+    to_pcm16,
+    transcription_audio,
+    wav_bytes,
+)
 
 
 def _wav(
@@ -56,12 +65,22 @@ def test_float32_wav() -> None:
 
 
 def test_one_hertz_wav_refused_before_decoding() -> None:
-    """Issue 13 item 2: a 644-byte WAV declaring 1 Hz would be 300 s of audio after resampling."""
+    """Issue 13 item 2: a 644-byte WAV declaring 1 Hz would be 300 s of audio after resampling: below the one set
+    of limits' lowest rate (1 kHz), it is refused by its header."""
     data = _wav((1, 1, 1, 2, 2, 16), b"\x01\x00" * 300)
     assert len(data) == 644
     with pytest.raises(HypnosError) as caught:
         decode_audio(data, sample_rate=16000, max_seconds=120)
-    assert caught.value.status == 400 and "300.0 s" in caught.value.message
+    assert caught.value.status == 400 and "a sample rate of 1 Hz" in caught.value.message
+    with pytest.raises(HypnosError):
+        check_wav(data)  # the server's upload check refuses it by the same limits
+
+
+def test_a_long_wav_is_refused_before_decoding() -> None:
+    data = _wav((1, 1, 1000, 2000, 2, 16), b"\x01\x00" * 3000)
+    with pytest.raises(HypnosError) as caught:
+        decode_audio(data, sample_rate=16000, max_seconds=2)
+    assert caught.value.status == 400 and "3.0 s" in caught.value.message
 
 
 def test_declared_size_beyond_file_counts_what_is_present() -> None:
@@ -108,3 +127,18 @@ def test_open_ended_streamed_wav_reads_what_is_present() -> None:
     data[4:8] = data[40:44] = b"\xff\xff\xff\xff"
     audio = read_audio(bytes(data), sample_rate=24000, max_seconds=2)
     assert audio.duration_secs == pytest.approx(1.0) and audio.samples.size == 24000
+
+
+def test_pcm_handed_with_its_rate_reads_as_its_wav_would() -> None:
+    pcm = to_pcm16(_tone(24000, 0.5))
+    handed = TranscriptionInput(audio=pcm, pcm_rate=24000)
+    as_file = TranscriptionInput(audio=wav_bytes(pcm, 24000), filename="turn.wav")
+    direct = transcription_audio(handed, sample_rate=16000, max_seconds=5)
+    parsed = transcription_audio(as_file, sample_rate=16000, max_seconds=5)
+    assert direct.duration_secs == parsed.duration_secs == 0.5
+    assert np.array_equal(direct.samples, parsed.samples)
+    assert audio_file(handed) == (wav_bytes(pcm, 24000), "audio.wav")  # for an engine that takes files
+    assert audio_file(as_file) == (as_file.audio, "turn.wav")
+    with pytest.raises(HypnosError) as caught:
+        transcription_audio(handed, sample_rate=16000, max_seconds=0.25)
+    assert caught.value.status == 400 and "0.5 s" in caught.value.message

@@ -6,8 +6,8 @@ import struct
 
 import pytest
 from hypnos.engine import EngineCapabilities
+from hypnos.kit.audio import wav_header
 from hypnos_server.routes.audio import pick_voice
-from hypnos_server.wav import wav_header
 from litestar.testing import TestClient
 from server_kit import build_app, config, error_of, wait_ready
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 from hypnos.engine import TranscriptionResult, TranscriptionSegment
+from hypnos.kit.audio import wav_header
 from hypnos_server.transcripts import plain_body, verbose
-from hypnos_server.wav import wav_header
 from server_kit import error_of
 
 CLIP = wav_header(32000 * 2, 16000) + b"\x00\x00" * 32000  # two seconds of silence

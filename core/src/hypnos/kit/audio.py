@@ -1,6 +1,8 @@
-"""One audio decoder for every engine: WAV natively, other containers through PyAV, bounded before decoding.
+"""The one audio module: the WAV reader, writer and checker under one set of limits, the decoder every engine uses
+(WAV natively, other containers through PyAV, bounded before decoding) and the one resampler.
 
-Every refusal is a 400 invalid_request_error whose message never echoes library exception text.
+Every refusal is a 400 invalid_request_error whose message never echoes library exception text. The WAV header
+functions need no numpy (the server checks uploads with them); decoding and resampling import it when called.
 """
 
 from __future__ import annotations
@@ -9,18 +11,21 @@ import io
 import logging
 import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
+from hypnos.engine_io import TranscriptionInput
 from hypnos.errors import HypnosError, invalid_request
+
+if TYPE_CHECKING:
+    import numpy as np
 
 logger = logging.getLogger(__name__)
 
-_OPEN_ENDED = 0xFFFFFFFF
+OPEN_ENDED = 0xFFFFFFFF  # a streamed WAV's RIFF and data sizes: the length is not known yet
 _PCM, _FLOAT, _EXTENSIBLE = 1, 3, 0xFFFE
-_SUPPORTED = {(_PCM, 8), (_PCM, 16), (_PCM, 24), (_PCM, 32), (_FLOAT, 32), (_FLOAT, 64)}
-MAX_SAMPLE_RATE = 768_000
+_SUPPORTED = frozenset({(_PCM, 8), (_PCM, 16), (_PCM, 24), (_PCM, 32), (_FLOAT, 32), (_FLOAT, 64)})
+# the one set of limits of a WAV header, for uploads checked by the server and audio decoded by an engine
+MIN_SAMPLE_RATE, MAX_SAMPLE_RATE = 1_000, 768_000
 MAX_CHANNELS = 32
 
 
@@ -81,7 +86,7 @@ def read_wav_header(data: bytes) -> WavHeader:
             if fmt is None:
                 raise _malformed("the data chunk comes before the fmt chunk")
             return _checked(fmt, data, body, size)
-        if size == _OPEN_ENDED:
+        if size == OPEN_ENDED:
             raise _malformed("a chunk before the data chunk has an open-ended size")
         position = body + size + (size & 1)
     raise _malformed("no fmt chunk" if fmt is None else "no data chunk")
@@ -96,16 +101,54 @@ def _checked(fmt: list[int], data: bytes, start: int, size: int) -> WavHeader:
         )
     if not 1 <= channels <= MAX_CHANNELS:
         raise _malformed(f"{channels} channels")
-    if not 1 <= rate <= MAX_SAMPLE_RATE:
-        raise _malformed(f"a sample rate of {rate} Hz")
+    if not MIN_SAMPLE_RATE <= rate <= MAX_SAMPLE_RATE:
+        raise _malformed(f"a sample rate of {rate} Hz (accepted: {MIN_SAMPLE_RATE} to {MAX_SAMPLE_RATE} Hz)")
     if block_align != channels * bits // 8:
         raise _malformed(f"block_align {block_align} does not match {channels} channels of {bits} bits")
-    end = len(data) if size == _OPEN_ENDED else min(len(data), start + size)
-    declared = (end - start) // block_align if size == _OPEN_ENDED else size // block_align
+    end = len(data) if size == OPEN_ENDED else min(len(data), start + size)
+    declared = (end - start) // block_align if size == OPEN_ENDED else size // block_align
     return WavHeader(format_tag, channels, rate, block_align, bits, start, end, declared)
 
 
+def check_wav(data: bytes) -> None:
+    """400 when data is a RIFF/WAVE file a decoder would choke on (its header, or a data chunk ending mid-frame);
+    other containers pass untouched (the engine's decoder judges them)."""
+    if not is_wav(data):
+        return
+    header = read_wav_header(data)
+    if (header.end - header.start) % header.block_align:
+        raise _malformed("the data chunk ends in the middle of a frame")
+
+
+def wav_duration(data: bytes) -> float | None:
+    """Seconds of audio a WAV file holds (the frames present); None when it is not a readable WAV."""
+    try:
+        header = read_wav_header(data)
+    except HypnosError:
+        return None
+    return round(header.frames / header.sample_rate, 3)
+
+
+def wav_header(data_bytes: int | None, sample_rate: int = 24000, channels: int = 1, bits: int = 16) -> bytes:
+    """A RIFF/WAVE header for PCM data; data_bytes None declares an open-ended stream (0xFFFFFFFF sizes)."""
+    block_align = channels * bits // 8
+    riff_size = OPEN_ENDED if data_bytes is None else 36 + data_bytes
+    data_size = OPEN_ENDED if data_bytes is None else data_bytes
+    return struct.pack(
+        "<4sI4s4sIHHIIHH4sI",
+        *(b"RIFF", riff_size, b"WAVE", b"fmt ", 16, _PCM, channels, sample_rate, sample_rate * block_align),
+        *(block_align, bits, b"data", data_size),
+    )
+
+
+def wav_bytes(pcm16: bytes, sample_rate: int) -> bytes:
+    """A complete mono 16-bit WAV file around the PCM bytes."""
+    return wav_header(len(pcm16), sample_rate) + pcm16
+
+
 def _samples(payload: bytes, format_tag: int, bits: int) -> np.ndarray:
+    import numpy as np
+
     if format_tag == _FLOAT:
         floats = np.frombuffer(payload, dtype="<f4" if bits == 32 else "<f8").astype(np.float32)
         return np.nan_to_num(floats, nan=0.0, posinf=1.0, neginf=-1.0)
@@ -129,6 +172,8 @@ def _too_long(seconds: float, max_seconds: float) -> HypnosError:
 
 def resample(samples: np.ndarray, rate: int, target: int) -> np.ndarray:
     """Mono float audio at target Hz: PyAV's resampler when installed (as faster-whisper decodes), else linear."""
+    import numpy as np
+
     if rate == target or samples.size == 0:
         return samples.astype(np.float32)
     try:
@@ -150,6 +195,8 @@ def resample(samples: np.ndarray, rate: int, target: int) -> np.ndarray:
 
 def read_wav(data: bytes, *, sample_rate: int, max_seconds: float) -> DecodedAudio:
     """A WAV's samples, mono, at sample_rate; refused before decoding when its declared length exceeds max_seconds."""
+    import numpy as np
+
     header = read_wav_header(data)
     duration = header.frames / header.sample_rate
     if duration > max_seconds:
@@ -162,6 +209,8 @@ def read_wav(data: bytes, *, sample_rate: int, max_seconds: float) -> DecodedAud
 
 
 def _container(data: bytes, *, sample_rate: int, max_seconds: float) -> DecodedAudio:
+    import numpy as np
+
     try:
         import av
     except ImportError:
@@ -216,6 +265,31 @@ def read_audio(data: bytes, *, sample_rate: int, max_seconds: float) -> DecodedA
     return _container(data, sample_rate=sample_rate, max_seconds=max_seconds)
 
 
+def read_pcm16(pcm: bytes, rate: int, *, sample_rate: int, max_seconds: float) -> DecodedAudio:
+    """Raw 16-bit little-endian mono PCM at `rate` as mono float32 at sample_rate (400 when too long)."""
+    import numpy as np
+
+    duration = len(pcm) // 2 / rate
+    if duration > max_seconds:
+        raise _too_long(duration, max_seconds)
+    samples = np.frombuffer(pcm[: len(pcm) // 2 * 2], dtype="<i2").astype(np.float32) / 32768.0
+    return DecodedAudio(resample(samples, rate, sample_rate), sample_rate, duration)
+
+
+def transcription_audio(job: TranscriptionInput, *, sample_rate: int, max_seconds: float) -> DecodedAudio:
+    """A transcription job's audio as mono float32 at sample_rate: its PCM as handed (pcm_rate), else its file."""
+    if job.pcm_rate is not None:
+        return read_pcm16(job.audio, job.pcm_rate, sample_rate=sample_rate, max_seconds=max_seconds)
+    return read_audio(job.audio, sample_rate=sample_rate, max_seconds=max_seconds)
+
+
+def audio_file(job: TranscriptionInput) -> tuple[bytes, str | None]:
+    """A transcription job's audio as a file and its name, for an engine that takes files: PCM in a WAV."""
+    if job.pcm_rate is not None:
+        return wav_bytes(job.audio, job.pcm_rate), "audio.wav"
+    return job.audio, job.filename
+
+
 def decode_audio(data: bytes, *, sample_rate: int, max_seconds: float) -> np.ndarray:
     """Decode any supported audio to a mono float32 array at sample_rate (400 when malformed or too long)."""
     return read_audio(data, sample_rate=sample_rate, max_seconds=max_seconds).samples
@@ -223,25 +297,6 @@ def decode_audio(data: bytes, *, sample_rate: int, max_seconds: float) -> np.nda
 
 def to_pcm16(audio: np.ndarray) -> bytes:
     """Float audio in [-1, 1] as 16-bit little-endian PCM bytes (clipped)."""
+    import numpy as np
+
     return (np.clip(audio, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
-
-
-def wav_bytes(pcm16: bytes, sample_rate: int) -> bytes:
-    """A complete mono 16-bit WAV file around the PCM bytes."""
-    header = struct.pack(
-        "<4sI4s4sIHHIIHH4sI",
-        b"RIFF",
-        36 + len(pcm16),
-        b"WAVE",
-        b"fmt ",
-        16,
-        1,
-        1,
-        sample_rate,
-        sample_rate * 2,
-        2,
-        16,
-        b"data",
-        len(pcm16),
-    )
-    return header + pcm16

@@ -49,6 +49,7 @@ from hypnos.engine import (
 )
 from hypnos.errors import HypnosError, server_error
 from hypnos.hosting.host import HOST_ENV
+from hypnos.kit.audio import audio_file
 from hypnos.openai import ToolCall, ToolCallFunction
 from hypnos.types import EngineTiming, LayerPlacementPlan, MemoryTier, Modality, TierSwitchPhases
 from hypnos.wire_kind import SPEC_KIND_BY_MODALITY
@@ -366,9 +367,10 @@ class FakeEngine(Engine):
         return EmbeddingResult(vectors=vectors, prompt_tokens=sum(max(1, len(t.split())) for t in texts))
 
     async def transcribe(self, audio: TranscriptionInput, cancel: CancelToken) -> TranscriptionResult:
-        """A transcript naming the byte count."""
+        """A transcript naming the byte count of the audio as a file (handed PCM: in a WAV)."""
         await self._work(cancel)
-        return TranscriptionResult(text=f"fake transcript of {len(audio.audio)} bytes", duration_secs=None)
+        data, _ = audio_file(audio)
+        return TranscriptionResult(text=f"fake transcript of {len(data)} bytes", duration_secs=None)
 
     async def speak(self, speech: SpeechInput, cancel: CancelToken) -> AsyncIterator[AudioChunk]:  # type: ignore[override]
         """A 440 Hz tone per phrase, 0.1 s per word."""

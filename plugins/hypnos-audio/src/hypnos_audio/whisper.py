@@ -19,7 +19,7 @@ from hypnos.engine import (
     missing_library,
 )
 from hypnos.errors import invalid_request
-from hypnos.kit.audio import read_audio
+from hypnos.kit.audio import transcription_audio
 from hypnos.kit.device_oom import ctranslate2_out_of_memory, onnxruntime_out_of_memory
 from hypnos.kit.staged import ModelNotLoaded, StagedEngine, check_cancelled
 from hypnos.types import EngineTiming, LayerPlacementPlan
@@ -136,7 +136,7 @@ class WhisperEngine(StagedEngine):
 
     def _transcribe_blocking(self, job: TranscriptionInput, cancel: CancelToken) -> TranscriptionResult:
         started = time.perf_counter()
-        decoded = read_audio(job.audio, sample_rate=WHISPER_RATE, max_seconds=self.options.max_audio_secs)
+        decoded = transcription_audio(job, sample_rate=WHISPER_RATE, max_seconds=self.options.max_audio_secs)
         samples = decoded.samples
         if samples.size == 0:
             raise invalid_request("the audio file holds no samples")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from hypnos.chat import AudioPart, ChatInput, InputMessage, MessagePart, Sampling, TextPart
 from hypnos.engine import TranscriptionInput
+from hypnos.kit.audio import audio_file
 
 GEMMA_INSTRUCTION = "Transcribe this audio exactly. Output only the transcript."
 LANGUAGES = {
@@ -55,7 +56,8 @@ def transcription_chat(architecture: str, job: TranscriptionInput, *, max_tokens
     (Gemma's convention): the audio followed by "Transcribe this audio exactly. Output only the transcript.", plus
     "The speech is in <Language>." with a language. A prompt replaces the system prompt or the instruction.
     """
-    audio = AudioPart(data=job.audio, format=_format(job.filename))
+    data, filename = audio_file(job)  # a realtime turn's PCM comes in a WAV
+    audio = AudioPart(data=data, format=_format(filename))
     messages: list[InputMessage] = []
     parts: list[MessagePart] = [audio]
     if is_lfm(architecture):

@@ -19,7 +19,6 @@ from hypnos_server.realtime.conversation import Item
 from hypnos_server.realtime.events import RealtimeError, new_id
 from hypnos_server.realtime.session import SAMPLE_RATE
 from hypnos_server.realtime.stage import new_record, stage_run
-from hypnos_server.wav import wav_header
 
 if TYPE_CHECKING:
     from hypnos_server.observability.realtime import RealtimeMetrics
@@ -207,7 +206,7 @@ class InputAudio:
             raise HypnosError(
                 404, "invalid_request_error", "No speech_to_text model in the pool", code="model_not_found"
             )
-        job = TranscriptionInput(audio=wav_header(len(pcm), SAMPLE_RATE) + pcm, filename="audio.wav")
+        job = TranscriptionInput(audio=pcm, pcm_rate=SAMPLE_RATE)  # the turn's PCM as it is, and its rate
         # a model disabled, backing off or quarantined refuses already in stage_run
         run = stage_run(
             self.state, new_record(self.key_label), gone, model, [Modality.SPEECH_TO_TEXT], self.config.model

@@ -10,6 +10,7 @@ from typing import Any
 import msgspec
 from hypnos.engine import AudioChunk, EngineCapabilities, SpeechInput, TranscriptionInput
 from hypnos.errors import invalid_request
+from hypnos.kit.audio import check_wav, wav_duration, wav_header
 from hypnos.openai import SpeechRequest, TranscriptionJsonRequest
 from hypnos.scheduler import Lease
 from hypnos.types import EngineTiming, Modality
@@ -28,7 +29,6 @@ from hypnos_server.routes.inference import (
 )
 from hypnos_server.state import hypnos_state, request_context
 from hypnos_server.transcripts import MEDIA_TYPES, check_format, plain_body, verbose
-from hypnos_server.wav import check_wav, wav_duration, wav_header
 
 logger = logging.getLogger(__name__)
 

@@ -18,11 +18,10 @@ from hypnos.chat import (
 from hypnos.config import LimitsConfig
 from hypnos.errors import invalid_request
 from hypnos.image_header import check_image_pixels
+from hypnos.kit.audio import check_wav
 from hypnos.media import decode_base64, load_media_url
 from hypnos.openai import ToolCall, ToolDefinition
 from hypnos.types import Modality
-
-from hypnos_server.wav import check_wav
 
 DEFAULT_MAX_TOKENS = 512
 ROLES = {"system", "user", "assistant", "tool", "developer"}

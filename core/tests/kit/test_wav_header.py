@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypnos_server.wav import wav_duration, wav_header
+from hypnos.kit.audio import wav_duration, wav_header
 
 
 def test_duration_from_header():
