@@ -150,4 +150,6 @@ def test_each_broken_engine_fails_the_case_for_what_it_lacks(pytester: pytest.Py
         "*answered otherwise when sent with the others*",  # racy
         "*the request left alone failed*",  # poisoned
         "*the 400 did not come out of the engine*",  # self_refusing
+        "*expected a 503 model_not_available below tier 1; the engine answered EmbeddingResult(*",  # forgetful
+        "*expected a 400 for the inputs *; the engine answered EmbeddingResult(*",  # trusting
     ])  # fmt: skip

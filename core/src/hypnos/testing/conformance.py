@@ -24,9 +24,12 @@ from hypnos.testing.conformance_target import (  # noqa: F401  the names a plugi
     CountingToken,
     EmbeddingFacts,
     EngineWitness,
+    MiB,
     MissingLibrary,
     assert_spec_error,
+    described,
     hidden_library,
+    refusal,
     resident_bytes,
 )
 from hypnos.types import MemoryTier, Modality
@@ -81,7 +84,11 @@ class ConformanceSuite:
         if getattr(engine, "device", "cpu") != "cpu":
             pytest.skip("the model ran on a device; its memory is not in the resident set")
         # the model may not outgrow its estimate (the library's own import is not the model's)
-        assert grown <= booked * (1 + target.memory_tolerance) + target.memory_slack_bytes, (first, grown, booked)
+        allowed = booked * (1 + target.memory_tolerance) + target.memory_slack_bytes
+        assert grown <= allowed, (
+            f"a load to tier 1 and one request grew the resident set by {grown / MiB:.0f} MiB (the first round: "
+            f"{first / MiB:.0f} MiB); the estimate books {booked / MiB:.0f} MiB, which allows {allowed / MiB:.0f}"
+        )
 
     def test_tier_walk_serves_at_tier1_only(
         self, conformance_engine: ConformanceTarget, make: Callable[[ConformanceTarget], Engine] | None = None
@@ -91,10 +98,9 @@ class ConformanceSuite:
         engine = make(target) if make is not None else target.make()
 
         async def refused() -> None:
-            with pytest.raises(HypnosError) as caught:
-                await target.request(engine, CancelToken())
-            assert_spec_error(caught.value, 503)
-            assert caught.value.type == "model_not_available"
+            error = await refusal(target.request(engine, CancelToken()), "a 503 model_not_available below tier 1")
+            assert_spec_error(error, 503)
+            assert error.type == "model_not_available", f"expected model_not_available, the engine raised {error.type}"
 
         async def served() -> None:
             assert await target.request(engine, CancelToken()) is not None
@@ -135,7 +141,13 @@ class ConformanceSuite:
 
         full, cut = asyncio.run(walk())
         assert full.checks >= 2, f"the request checked its cancel token {full.checks} time(s); give a longer one"
-        assert cut.checks < full.checks and cut.checks_after_cancel <= 2, (cut.checks, full.checks)
+        assert cut.checks < full.checks, (
+            f"cancelled at its first check, the request went on to {cut.checks} checks ({full.checks} uncancelled): "
+            "expected it to stop at its next check"
+        )
+        assert cut.checks_after_cancel <= 2, (
+            f"the request checked its cancelled token {cut.checks_after_cancel} times; expected it to stop at once"
+        )
 
     def test_errors_have_the_spec_shape(
         self, conformance_engine: ConformanceTarget, make: Callable[[ConformanceTarget], Engine] | None = None
@@ -150,16 +162,15 @@ class ConformanceSuite:
             try:
                 if target.bad_request is not None:
                     witness = EngineWitness(engine, target.kind)
-                    with pytest.raises(HypnosError) as caught:
-                        await target.bad_request(witness, CancelToken())  # type: ignore[arg-type]
-                    assert_spec_error(caught.value, 400)
-                    assert witness.refused(caught.value), (
+                    bad = target.bad_request(witness, CancelToken())  # type: ignore[arg-type]
+                    error = await refusal(bad, "a 400 for the target's bad_request")
+                    assert_spec_error(error, 400)
+                    assert witness.refused(error), (
                         "the 400 did not come out of the engine: it must refuse bad input itself"
                     )
                 if unsupported is not None:
-                    with pytest.raises(HypnosError) as caught:
-                        await unsupported(engine)
-                    assert_spec_error(caught.value, 400)
+                    error = await refusal(unsupported(engine), "a 400 for a modality the kind does not serve")
+                    assert_spec_error(error, 400)
             finally:
                 await engine.unload()
 
@@ -180,10 +191,21 @@ class ConformanceSuite:
             finally:
                 await engine.unload()
 
-        with hidden_library(missing), pytest.raises(EngineUnavailable) as caught:
-            asyncio.run(attempt())
-        assert_spec_error(caught.value, 503)
-        assert f"`{missing.package}` is not installed" in caught.value.message
+        with hidden_library(missing):
+            try:
+                asyncio.run(attempt())
+            except EngineUnavailable as error:
+                caught = error
+            else:
+                raise AssertionError(
+                    f"expected a 503 naming `{missing.package}` with it hidden; the engine was built, estimated and "
+                    "loaded without it"
+                )
+        assert_spec_error(caught, 503)
+        assert f"`{missing.package}` is not installed" in caught.message, (
+            f"expected the message to name `{missing.package}` (hypnos.engine.missing_library); it reads "
+            f"{described(caught.message)}"
+        )
 
 
 class InProcessSuite(RequestCases, ConformanceSuite):
@@ -245,7 +267,11 @@ class HostedConformanceSuite:
             pytest.skip("no resident-set figure on this platform (no /proc)")
         resident = asyncio.run(walk())
         assert resident > 0, "the host was gone after its request (no resident set to read)"
-        assert booked <= resident * target.memory_over_factor + target.memory_slack_bytes, (resident, booked)
+        allowed = resident * target.memory_over_factor + target.memory_slack_bytes
+        assert booked <= allowed, (
+            f"the estimate books {booked / MiB:.0f} MiB, yet the whole host held {resident / MiB:.0f} MiB after a load "
+            f"and a request: expected at most {allowed / MiB:.0f} MiB (memory_over_factor {target.memory_over_factor})"
+        )
 
     def test_a_cancellation_reaches_the_host(self, conformance_engine: ConformanceTarget) -> None:
         """A request cancelled while it runs in the host ends (a result or a spec error), the host is not killed for

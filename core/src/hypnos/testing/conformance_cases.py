@@ -17,6 +17,8 @@ from hypnos.testing.conformance_target import (
     CountingToken,
     EngineWitness,
     assert_spec_error,
+    described,
+    refusal,
     shared_calls,
 )
 from hypnos.types import MemoryTier, Modality
@@ -78,7 +80,7 @@ class RequestCases:
                 target.request(engine, leaving), other(engine, staying), return_exceptions=True
             )
             if isinstance(outcomes[0], BaseException):
-                assert isinstance(outcomes[0], HypnosError), outcomes[0]
+                assert isinstance(outcomes[0], HypnosError), f"the cancelled request raised {described(outcomes[0])}"
                 assert_spec_error(outcomes[0])
             assert not isinstance(outcomes[1], BaseException), f"the request left alone failed: {outcomes[1]!r}"
             assert leaving.cancelled and staying.checks >= 2, "the engine never checked the staying request twice"
@@ -98,11 +100,10 @@ class RequestCases:
         assert facts is not None, "an embedding model's target gives `embedding=EmbeddingFacts(...)`"
 
         async def refused(witness: EngineWitness, inputs: list[Any]) -> HypnosError:
-            with pytest.raises(HypnosError) as caught:
-                await witness.embed(inputs, CancelToken())
-            assert_spec_error(caught.value, 400)
-            assert witness.refused(caught.value)
-            return caught.value
+            error = await refusal(witness.embed(inputs, CancelToken()), f"a 400 for the inputs {described(inputs, 80)}")
+            assert_spec_error(error, 400)
+            assert witness.refused(error), "the 400 did not come out of the engine: it must refuse bad input itself"
+            return error
 
         async def walk(engine: Engine) -> None:
             witness = EngineWitness(engine, target.kind)
@@ -115,12 +116,16 @@ class RequestCases:
             assert len((await engine.embed([longest], CancelToken())).vectors) == 1
             for too_long in ([*longest, facts.token_ids[0]], " ".join([facts.text] * (facts.max_tokens + 1))):
                 error = await refused(witness, [facts.text, too_long])
-                assert error.code == "context_length_exceeded", error.code
+                assert error.code == "context_length_exceeded", (
+                    f"expected code context_length_exceeded, got {error.code}"
+                )
             good, bad = await asyncio.gather(
                 engine.embed([facts.text], CancelToken()), engine.embed([[-1]], CancelToken()), return_exceptions=True
             )
-            assert isinstance(bad, HypnosError) and bad.status == 400
+            assert isinstance(bad, HypnosError) and bad.status == 400, (
+                f"expected a 400 for [[-1]], got {described(bad)}"
+            )
             assert not isinstance(good, BaseException), f"a good request beside a bad one failed: {good!r}"
-            assert target.agree(by_text, good.vectors[0])
+            assert target.agree(by_text, good.vectors[0]), "a good request beside a bad one answered otherwise"
 
         served(target, walk)

@@ -267,12 +267,30 @@ def hidden_library(missing: MissingLibrary) -> Iterator[None]:
         sys.modules.update(saved)
 
 
+def described(value: Any, limit: int = 300) -> str:
+    """A value as a failure message shows it: its repr, cut to `limit` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
+
+
+async def refusal(call: Awaitable[Any], expected: str) -> HypnosError:
+    """The HypnosError the call raises; when it answers instead, a failure naming what was expected and what the
+    engine answered."""
+    try:
+        answer = await call
+    except HypnosError as error:
+        return error
+    raise AssertionError(f"expected {expected}; the engine answered {described(answer)}")
+
+
 def assert_spec_error(error: HypnosError, status: int | None = None) -> None:
-    """The error has a documented status and type and encodes to the spec's body."""
+    """The error has a documented status and type and encodes to the spec's body (each failure names the error)."""
+    raised = f"the engine raised {error.status} {error.type}: {described(error.message)}"
     body = msgspec.json.decode(msgspec.json.encode(error.body()))
-    assert set(body) == {"error"} and isinstance(body["error"]["message"], str) and body["error"]["message"]
-    assert body["error"]["type"] in SPEC_ERROR_TYPES, body
-    assert 400 <= error.status < 600
+    assert set(body) == {"error"}, f"the error body holds {sorted(body)}, expected only `error`; {raised}"
+    assert isinstance(body["error"]["message"], str) and body["error"]["message"], f"an empty message; {raised}"
+    assert body["error"]["type"] in SPEC_ERROR_TYPES, f"`{error.type}` is none of the spec's error types; {raised}"
+    assert 400 <= error.status < 600, f"expected a 4xx or 5xx status; {raised}"
     assert_clean_message(error.message)
     if status is not None:
-        assert error.status == status, (error.status, error.message)
+        assert error.status == status, f"expected a {status}; {raised}"
