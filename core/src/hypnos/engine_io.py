@@ -129,12 +129,12 @@ class TranscriptionResult(msgspec.Struct, kw_only=True):
 
 
 class SpeechInput(msgspec.Struct, kw_only=True):
-    """Text to speak, the voice (already mapped), speed and language."""
+    """Text to speak, the voice (one of the engine's voices: the route picked it), speed and language."""
 
     text: str
     voice: str
     speed: float = 1.0
-    language: str = "en"
+    language: str | None = "en"  # a hint; None (a realtime session's speech): the voice's own language
 
 
 class AudioChunk(msgspec.Struct, kw_only=True):
