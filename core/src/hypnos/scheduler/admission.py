@@ -48,13 +48,15 @@ def effective_deadline_ms(explicit: int | None, implicit: int | None) -> int | N
     return min(explicit, implicit)
 
 
-def estimated_wait_ms(state: ModelState, budgets: Budgets) -> int | None:
-    """Requests ahead beyond the slots x average service time, plus a load when not resident.
+def estimated_wait_ms(state: ModelState, budgets: Budgets, priority: int = 0) -> int | None:
+    """Requests ahead beyond the slots x average service time, plus a load when not resident (for an interactive
+    request, slots held by yielding batch work and batch work queued are not ahead).
 
     None while every slot is busy and no service time was measured yet.
     """
     gate = state.gate
-    ahead = gate.in_use + gate.queued
+    yielding = gate.yieldable if priority >= 0 else 0
+    ahead = gate.in_use - yielding + gate.queued_from(priority)
     wait = 0.0
     if ahead >= gate.capacity:
         service = state.service_ms

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections import deque
+import bisect
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -33,6 +33,14 @@ class Lease:
     on_device_oom: Callable[[], Awaitable[list[str]]] | None = None
     # every modality the request was admitted for (the model serves each one)
     modalities: list[Modality] = field(default_factory=list)
+    # below 0: work that yields its slot to interactive requests (a batch line); `yielded` once it was asked to
+    priority: int = 0
+    yielded: bool = False
+
+    def give_back(self) -> None:
+        """Yield the slot to a higher-priority request: the engine stops at its next token, chunk or page."""
+        self.yielded = True
+        self.cancel.cancel()
 
     def telemetry(self, engine: EngineTiming | None = None, inference_ms: float = 0.0) -> HypnosTelemetry:
         """The hypnos_telemetry object for this request's response."""
@@ -133,33 +141,50 @@ class Lease:
 
 
 class SlotGate:
-    """FIFO slots of one model: `capacity` requests run together, the rest wait in arrival order."""
+    """Slots of one model: `capacity` requests run together, the rest wait, higher priority first and in arrival
+    order within a priority. A holder below the interactive priority (0: a batch line) that registered a yield
+    is asked to give its slot back when a request of a higher priority has to wait."""
 
-    __slots__ = ("_waiters", "capacity", "in_use")
+    __slots__ = ("_seq", "_waiters", "_yielders", "capacity", "in_use")
 
     def __init__(self, capacity: int) -> None:
         self.capacity = max(1, capacity)
         self.in_use = 0
-        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._seq = 0
+        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []  # (-priority, arrival, waiter), sorted
+        self._yielders: list[tuple[int, Callable[[], None]]] = []  # (priority, yield) of low-priority holders
 
     @property
     def queued(self) -> int:
         """Requests waiting for a slot."""
         return len(self._waiters)
 
-    def try_acquire(self) -> bool:
-        """Take a slot without waiting, when one is free and nobody is ahead."""
-        if self.in_use < self.capacity and not self._waiters:
+    def queued_from(self, priority: int) -> int:
+        """Requests waiting for a slot at `priority` or above (what a request of that priority queues behind)."""
+        return sum(1 for rank, _, _ in self._waiters if -rank >= priority)
+
+    @property
+    def yieldable(self) -> int:
+        """Slots held by low-priority work that gives them back when asked."""
+        return len(self._yielders)
+
+    def try_acquire(self, priority: int = 0) -> bool:
+        """Take a slot without waiting, when one is free and nobody of this priority or above is ahead."""
+        if self.in_use < self.capacity and not self.queued_from(priority):
             self.in_use += 1
             return True
         return False
 
-    async def acquire(self) -> None:
-        """Wait for a slot in arrival order; cancellation leaves the gate consistent."""
-        if self.try_acquire():
+    async def acquire(self, priority: int = 0) -> None:
+        """Wait for a slot (higher priority first, then arrival order); a low-priority holder below `priority` is
+        asked to yield; cancellation leaves the gate consistent."""
+        if self.try_acquire(priority):
             return
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
+        self._seq += 1
+        entry = (-priority, self._seq, waiter)
+        bisect.insort(self._waiters, entry, key=lambda item: item[:2])
+        self._ask_to_yield(priority)
         try:
             await waiter
         except asyncio.CancelledError:
@@ -167,15 +192,36 @@ class SlotGate:
                 self.release()  # the slot was handed to us as we were cancelled: pass it on
             else:
                 try:
-                    self._waiters.remove(waiter)
+                    self._waiters.remove(entry)
                 except ValueError:
                     pass
             raise
 
+    def hold_yielding(self, priority: int, give_back: Callable[[], None]) -> Callable[[], None]:
+        """Register a held slot's `give_back` (called at most once, when a higher-priority request waits); returns
+        the unregistering call for the slot's release."""
+        entry = (priority, give_back)
+        self._yielders.append(entry)
+        if any(-rank > priority for rank, _, _ in self._waiters):  # someone above already waits
+            self._ask_to_yield(-self._waiters[0][0])
+
+        def unregister() -> None:
+            if entry in self._yielders:
+                self._yielders.remove(entry)
+
+        return unregister
+
+    def _ask_to_yield(self, priority: int) -> None:
+        below = [entry for entry in self._yielders if entry[0] < priority]
+        if below:
+            entry = min(below, key=lambda item: item[0])
+            self._yielders.remove(entry)
+            entry[1]()
+
     def release(self) -> None:
         """Hand the slot to the next waiter, or free it."""
         while self._waiters:
-            waiter = self._waiters.popleft()
+            _, _, waiter = self._waiters.pop(0)
             if not waiter.done():
                 waiter.set_result(None)
                 return

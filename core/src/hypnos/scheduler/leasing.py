@@ -30,7 +30,7 @@ class Leasing(Protocol):
         """The model, checked: known, enabled, installed and serving every one of the modalities."""
         ...
 
-    def admit(self, state: ModelState, deadline_ms: int | None) -> int | None:
+    def admit(self, state: ModelState, deadline_ms: int | None, priority: int = 0) -> int | None:
         """Refuse at once (429 queue full, 503 deadline) or count the request; returns the estimated wait."""
         ...
 
@@ -50,8 +50,10 @@ class LeaseContext:
         "_modalities",
         "_model_id",
         "_next",
+        "_priority",
         "_sched",
         "_state",
+        "_unyield",
     )
 
     def __init__(
@@ -61,8 +63,11 @@ class LeaseContext:
         modalities: tuple[Modality, ...],
         deadline_ms: int | None,
         next_model: str | None,
+        priority: int = 0,
     ) -> None:
         self._sched = scheduler
+        self._priority = priority
+        self._unyield: Callable[[], None] | None = None
         self._model_id = model_id
         self._modalities = modalities
         self._deadline_ms = deadline_ms
@@ -76,12 +81,13 @@ class LeaseContext:
         sched = self._sched
         await sched.pool.wait_turn(self._model_id)  # a model being replaced or removed: wait for the change
         state = sched.serving(self._model_id, *self._modalities)
-        estimate = sched.admit(state, self._deadline_ms)
+        priority = self._priority
+        estimate = sched.admit(state, self._deadline_ms, priority)
         previous = state.tier
         self._arrived = arrived = time.perf_counter()
         gate = state.gate
-        if not gate.try_acquire():
-            await gate.acquire()
+        if not gate.try_acquire(priority):
+            await gate.acquire(priority)
         state.active_leases += 1
         self._state = state
         try:
@@ -108,6 +114,7 @@ class LeaseContext:
                 estimated_wait_ms=estimate,
                 queue_ms=(started - arrived) * 1000,
                 on_device_oom=lambda: sched.tiers.evict_idle_for_oom(state),
+                priority=priority,
             )
             if outcome is not None:
                 lease.tier_switch_latency_ms = (time.perf_counter() - started) * 1000
@@ -119,6 +126,8 @@ class LeaseContext:
         if self._next is not None and self._next != state.id:
             sched.prefetch(self._next)
         self._lease = lease
+        if priority < 0:  # low-priority work gives its slot back when an interactive request waits
+            self._unyield = gate.hold_yielding(priority, lease.give_back)
         self._held_from = time.perf_counter()
         sched.live_leases.add(lease)
         return lease
@@ -139,5 +148,8 @@ class LeaseContext:
 
     def _release(self, state: ModelState) -> None:
         self._state = None
+        if self._unyield is not None:
+            self._unyield()
+            self._unyield = None
         state.active_leases -= 1
         state.gate.release()

@@ -203,23 +203,27 @@ class Scheduler:
         *,
         deadline_ms: int | None = None,
         next_model: str | None = None,
+        priority: int = 0,
     ) -> LeaseContext:
         """Admit (429 / 503 / 404), promote to tier 1 if needed, and hold the model until the block ends.
 
         `modality` is every modality the request needs (a chat with an image and an audio part needs three): the
-        model must serve each one."""
+        model must serve each one. `priority` below 0 (a batch line): only a slot no interactive request waits
+        for, given back (the lease's cancel, `yielded` set) as soon as one waits."""
         modalities = (modality,) if isinstance(modality, Modality) else tuple(dict.fromkeys(modality))
         if not modalities:
             raise ValueError("a lease needs at least one modality")
-        return LeaseContext(self, model_id, modalities, deadline_ms, next_model)
+        return LeaseContext(self, model_id, modalities, deadline_ms, next_model, priority)
 
-    def admit(self, state: ModelState, deadline_ms: int | None) -> int | None:
-        """Refuse at once (429 queue full, 503 deadline) or count the request; returns the estimated wait."""
+    def admit(self, state: ModelState, deadline_ms: int | None, priority: int = 0) -> int | None:
+        """Refuse at once (429 queue full, 503 deadline) or count the request; returns the estimated wait (low-priority
+        work queued or holding yieldable slots is not counted ahead of a higher priority)."""
         gate = state.gate
-        if gate.in_use >= gate.capacity and gate.queued >= self.settings.limits.max_queue_per_model:
+        queued = gate.queued_from(priority)
+        if gate.in_use >= gate.capacity and queued >= self.settings.limits.max_queue_per_model:
             self.tiers.counters.admissions_rejected += 1
-            raise model_busy(f"the model `{state.id}` has {gate.queued} requests queued (limits.max_queue_per_model)")
-        estimate = estimated_wait_ms(state, self.budgets)
+            raise model_busy(f"the model `{state.id}` has {queued} requests queued (limits.max_queue_per_model)")
+        estimate = estimated_wait_ms(state, self.budgets, priority)
         deadline = effective_deadline_ms(deadline_ms, self._implicit_deadline)
         if deadline is not None and estimate is not None and estimate > deadline:
             self.tiers.counters.admissions_rejected += 1
