@@ -81,6 +81,12 @@ class ServerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # folders besides models_dir whose files the pool API (POST/PUT /v1/models) may name, directly or through a
     # symlink in models_dir (relative to the config file's folder); the config file itself may name any readable file
     model_roots: list[str] = []
+    # the Files and Batches APIs: one upload's size cap, one key's files together, the priority of batch lines (below
+    # 0: below every interactive request) and the lines run at once
+    files_max_bytes: Annotated[int, msgspec.Meta(ge=1)] = 200 * MiB
+    files_quota_bytes: Annotated[int, msgspec.Meta(ge=1)] = 2048 * MiB
+    batch_priority: Annotated[int, msgspec.Meta(lt=0)] = -1
+    batch_max_concurrent_lines: Annotated[int, msgspec.Meta(ge=1)] = 4
 
 
 class LimitsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

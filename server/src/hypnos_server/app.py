@@ -23,10 +23,13 @@ from hypnos_server.asgi.auth import AdminRoutes
 from hypnos_server.asgi.keylimits import KeyLimiter
 from hypnos_server.asgi.keys import KeyRing
 from hypnos_server.asgi.pipeline import RequestPipeline
+from hypnos_server.batches import routes as batch_routes
+from hypnos_server.batches.metrics import BatchCollector
+from hypnos_server.batches.service import BatchService
 from hypnos_server.catalog import Catalog, shipped_catalog_path
 from hypnos_server.errors import exception_handler
 from hypnos_server.lifeline import tie_to_parent
-from hypnos_server.observability import install_observability, observe_dispatch
+from hypnos_server.observability import install_observability, observability_of, observe_dispatch
 from hypnos_server.openapi import openapi_config
 from hypnos_server.plugin_loading import collect_routes, installed_plugin_manager
 from hypnos_server.pool import ModelPool
@@ -101,6 +104,7 @@ def _graceful_stop(state: HypnosState) -> GracefulStop:
     """The stop at SIGTERM: no new work, then background responses and leases in flight ended near the grace's end."""
 
     async def end_in_flight(settle_secs: float) -> None:
+        await state.batches.halt()  # a batch line ended now would be answered as cut short: it resumes at the start
         for running in list(state.background):  # background responses end as failed, stored as such
             running.cancel()
         ended = await state.scheduler.end_in_flight(settle_secs)
@@ -118,9 +122,11 @@ def _lifespan(state: HypnosState):  # type: ignore[no-untyped-def]
         stop = _graceful_stop(state)
         restore_signals = watch_stop_signals(asyncio.get_running_loop(), stop.begin)
         state.staging_task = asyncio.create_task(_stage(state), name="hypnos-staging")
+        await state.batches.start()  # unfinished batches resume (their lines wait for the staging)
         try:
             yield
         finally:
+            await state.batches.halt()
             task = state.staging_task
             if task is not None and not task.done():
                 task.cancel()
@@ -140,6 +146,7 @@ def _lifespan(state: HypnosState):  # type: ignore[no-untyped-def]
                 state.responses.close()
             if state.threads is not None:
                 state.threads.close()
+            state.batches.close()
             if restore_signals is not None:
                 restore_signals()
 
@@ -180,7 +187,7 @@ def create_app(
     # Observability (request log, /metrics, latency): registers its observer, returns its routes.
     observability_routes = install_observability(state)
     app = HypnosApp(
-        route_handlers=[*server_routes(), *observability_routes, *collect_routes(manager)],  # type: ignore[list-item]
+        route_handlers=[*server_routes(), *batch_routes.ROUTES, *observability_routes, *collect_routes(manager)],  # type: ignore[list-item]
         exception_handlers={Exception: exception_handler},
         lifespan=[_lifespan(state)],
         request_max_body_size=None,
@@ -189,7 +196,12 @@ def create_app(
     )
     app.state.hypnos = state
     # route templates, bodies at trace; the admin-only routes are those their handlers mark (plugins' included)
-    app.pipeline = RequestPipeline(state, observe_dispatch(state, app), AdminRoutes.of(app))
+    dispatch = observe_dispatch(state, app)
+    app.pipeline = RequestPipeline(state, dispatch, AdminRoutes.of(app))
+    state.batches = BatchService(state, dispatch)  # batch lines go to the routes below the HTTP layers
+    obs = observability_of(state)
+    if obs is not None:
+        obs.metrics.registry.register(BatchCollector(state.batches.counters))  # type: ignore[arg-type]
     return app
 
 

@@ -26,6 +26,7 @@ from litestar.openapi.plugins import JsonRenderPlugin
 from litestar.routes import HTTPRoute
 
 from hypnos_server.advisor import AdvisorRequest
+from hypnos_server.batches.routes import CreateBatch
 from hypnos_server.errors import render
 from hypnos_server.observability.request_log import LEVELS
 from hypnos_server.observability.routes import LevelBody
@@ -141,6 +142,9 @@ ANTHROPIC_MESSAGE = _obj("id", "type", "role", "content", "stop_reason", "usage"
 KV_PARK = _obj("enabled", "max_bytes", "used_bytes", "models", enabled={"type": "boolean"}, models={"type": "array"})
 IMAGES = _obj("created", "data", data={"type": "array", "items": _obj("b64_json", b64_json=TEXT)})
 LOG_LEVEL = _obj("level", level={"enum": list(LEVELS)})
+FILE = _obj("id", "object", "bytes", "created_at", "filename", "purpose")
+FILE_FORM = _obj("file", "purpose", file=BINARY, purpose={"enum": ["batch"]})
+BATCH = _obj("id", "object", "endpoint", "input_file_id", "status", "request_counts", request_counts=OBJECT)
 # the closed vocabularies the handlers check although the Structs type them as plain strings
 FIELD_ENUMS: dict[tuple[str, str], list[str]] = {
     ("ChatMessage", "role"): sorted(ROLES),
@@ -292,6 +296,15 @@ ROUTE_DOCS: dict[tuple[str, str], RouteDoc] = {
     ("GET", "/v1/logs/{id}"): RouteDoc(answers={JSON: _obj("id", "route", "status")}, errors=(404,)),
     ("DELETE", "/v1/logs"): RouteDoc(answers={JSON: _obj("cleared")}, errors=(403,)),
     ("POST", "/v1/logs/level"): RouteDoc(body=LevelBody, answers={JSON: LOG_LEVEL}, errors=(400, 403, 413)),
+    ("POST", "/v1/files"): RouteDoc(form=FILE_FORM, answers={JSON: FILE}, errors=(400, 413)),
+    ("GET", "/v1/files"): RouteDoc(answers={JSON: ITEM_LIST}, errors=(400,), query={**PAGE_QUERY, "purpose": TEXT}),
+    ("GET", "/v1/files/{file_id}"): RouteDoc(answers={JSON: FILE}, errors=(404,)),
+    ("GET", "/v1/files/{file_id}/content"): RouteDoc(answers={"application/octet-stream": BINARY}, errors=(404,)),
+    ("DELETE", "/v1/files/{file_id}"): RouteDoc(answers={JSON: _obj("id", "object", "deleted")}, errors=(404,)),
+    ("POST", "/v1/batches"): RouteDoc(body=CreateBatch, answers={JSON: BATCH}, errors=(400, 404, 413)),
+    ("GET", "/v1/batches"): RouteDoc(answers={JSON: ITEM_LIST}, errors=(400,), query=PAGE_QUERY),
+    ("GET", "/v1/batches/{batch_id}"): RouteDoc(answers={JSON: BATCH}, errors=(404,)),
+    ("POST", "/v1/batches/{batch_id}/cancel"): RouteDoc(answers={JSON: BATCH}, errors=(404,)),
 }
 
 

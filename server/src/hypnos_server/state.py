@@ -55,6 +55,8 @@ class RequestRecord(msgspec.Struct, kw_only=True):
     error_type: str | None = None
     workflow: str | None = None
     workflow_end: bool = False
+    # a batch line's `<batch id>/<custom_id>` (the request log shows it); None for a request a client sent
+    batch: str | None = None
     # Read by observability: the response's hypnos_telemetry (engine timings for /metrics), the text the request log
     # keeps at debug (input/output) and the bodies it keeps at trace (filled only while the log level is trace).
     telemetry: Any = None
@@ -87,6 +89,8 @@ class RequestContext:
     closers: list[Callable[[], Awaitable[Any]]] = field(default_factory=list)
     # gives the key's concurrency slot back; whoever ends the work calls it (a background run takes it along)
     release_permit: Callable[[], None] | None = None
+    # a batch line's scheduling (hypnos_server.batches.dispatch.LineLeases): its priority, the leases it got
+    batch: Any = None
 
     def take_permit(self) -> Callable[[], None] | None:
         """The concurrency slot's release, now owned by the caller (None: no slot held, or already taken)."""
@@ -149,6 +153,8 @@ class HypnosState:
     live_responses: dict[str, Any] = field(default_factory=dict)
     # the tasks running background responses (cancelled at shutdown, which stores them as failed)
     background: set[asyncio.Task[None]] = field(default_factory=set)
+    # the Files and Batches APIs (hypnos_server.batches.service.BatchService)
+    batches: Any = None
     # the realtime server VAD's detectors (built in and from plugins) and the default one; None: energy only
     speech_detectors: SpeechDetectors | None = None
 

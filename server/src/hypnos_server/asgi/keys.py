@@ -56,6 +56,10 @@ class KeyRing:
         """The key with this value, or None."""
         return self._keys.get(key_digest(value))
 
+    def labelled(self, label: str) -> ApiKey | None:
+        """The key with this label (a batch runs as the key that created it), or None."""
+        return next((key for key in self._keys.values() if key.label == label), None)
+
     def authenticate(self, header: str | None) -> ApiKey:
         """The key an Authorization header names, or the spec's 401."""
         if header is None or not header.strip():

@@ -43,6 +43,7 @@ class RequestFacts:
     error_message: str | None = None
     workflow: str | None = None
     workflow_end: bool = False
+    batch: str | None = None  # a batch line's `<batch id>/<custom_id>`
     stages_ms: dict[str, float] | None = None
     input_text: str | None = None
     output_text: str | None = None
@@ -161,6 +162,7 @@ def _from_request_record(record: RequestRecord, resolve: Callable[[str], str | N
         error_message=record.error,
         workflow=record.workflow,
         workflow_end=record.workflow_end,
+        batch=record.batch,
         stages_ms=record.stages_ms,
         input_text=record.input_text,
         output_text=record.output_text,

@@ -61,6 +61,7 @@ class LogRecord(msgspec.Struct, kw_only=True):
     level: str
     truncated: bool
     stages_ms: dict[str, float] | msgspec.UnsetType = msgspec.UNSET  # a realtime response's stage timings
+    batch: str | msgspec.UnsetType = msgspec.UNSET  # a batch line's `<batch id>/<custom_id>`
     input: str | msgspec.UnsetType = msgspec.UNSET
     output: str | msgspec.UnsetType = msgspec.UNSET
     request_payload: str | msgspec.UnsetType = msgspec.UNSET
@@ -201,6 +202,8 @@ class RequestLog:
         )
         if facts.stages_ms:
             record.stages_ms = dict(facts.stages_ms)
+        if facts.batch:
+            record.batch = facts.batch
         if _RANK[self.level] >= _RANK["debug"]:
             record.input = self._captured(record, facts.input_text, MAX_TEXT_CHARS)
             record.output = self._captured(record, facts.output_text, MAX_TEXT_CHARS)

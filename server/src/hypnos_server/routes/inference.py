@@ -203,12 +203,17 @@ class InferenceRun:
         method, argument): the stream the request will read first, started with the lease on a Ray cluster."""
         self.context.defer(self.close)
         backend = self.state.backend
-        extra = {} if stream is None or self.state.cluster is None else {"stream": stream}
+        extra: dict[str, Any] = {} if stream is None or self.state.cluster is None else {"stream": stream}
+        batch = self.context.batch
+        if batch is not None and self.state.cluster is None:  # a batch line: below every interactive request
+            extra["priority"] = batch.priority
         lease_cm = backend.lease(
             self.model, self.modalities, deadline_ms=self._deadline, next_model=self._next_model, **extra
         )
         lease = await self._unless_hung_up(self._stack.enter_async_context(lease_cm))
         self._lease = lease
+        if batch is not None:
+            batch.leases.append(lease)
         self._began = getattr(lease.engine, "began_with_lease", None)
         record = self.record
         record.model = lease.model_id
