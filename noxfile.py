@@ -103,7 +103,18 @@ def e2e(session: nox.Session) -> None:
         "--ignore=tests/playground",
         "--ignore=tests/distributed",
         "--ignore=tests/agents",
+        "--ignore=tests/batches",
     )
+
+
+@nox.session(python=PYTHON)
+def batches(session: nox.Session) -> None:
+    """The Batch API on the starter lineup (tests/batches): a 200-line chat and a 2,000-line embeddings batch through
+    the OpenAI SDK, answered as the same requests one by one. Slow on a CPU and not in `tests`."""
+    session.run("python", "plugins/hypnos-llama/prebuild.py")
+    _install(session, ["core[test]", "server[test]", "plugins/hypnos-llama[test]"])
+    session.install("--no-deps", "-r", "plugins/hypnos-llama/starter-requirements.txt")
+    _pytest(session, "tests/batches")
 
 
 @nox.session(python=PYTHON)
@@ -201,6 +212,7 @@ BENCHES: dict[str, Bench] = {
     "api_bench": Bench("plugins/hypnos-llama[test]", starter=True),
     "prefill_bench": Bench("plugins/hypnos-llama[test]", starter=True),
     "tool_calls_bench": Bench("plugins/hypnos-llama[test]", starter=True),  # issue 40's tool-call table
+    "batch_bench": Bench("plugins/hypnos-llama[test]", starter=True),  # issue 48: batches in idle capacity
     # every engine plugin with its starter weights (gliner's transformers pin: a venv of its own)
     "isolation_bench": Bench(
         "plugins/hypnos-llama[test]",
