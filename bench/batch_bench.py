@@ -9,8 +9,9 @@ One `hypnos serve`; an interactive client sends streamed chat requests one after
 so that a machine whose load drifts hits both alike).
 - TTFT p50 and decode tokens/s (median per request) of the interactive requests: targets <= 1.2x and >= 0.8x of
   the baseline.
-- idle slot-time used: during the round with the batch, the batch lines' engine time (their hypnos_telemetry) over
-  the slot-time the interactive requests left (slots x the round's wall time - their engine time); target >= 70%.
+- idle slot-time used: during the round with the batch, the engine time of the batch lines that were answered (from
+  the request log; a line that yielded its slot is void work and not counted) over the slot-time the interactive
+  requests left (slots x the round's wall time - their wall time); target >= 70%.
 """
 
 from __future__ import annotations
@@ -88,6 +89,8 @@ def batch_engine_ms(client: httpx.Client, batch_id: str, since: float, until: fl
     used = 0.0
     for record in records:
         if not str(record.get("batch", "")).startswith(batch_id) or record.get("inference_ms") is None:
+            continue
+        if record.get("error"):  # a line that yielded its slot: void work, run again
             continue
         started = datetime.fromisoformat(record["started_at"].replace("Z", "+00:00")).timestamp()
         end = started + record["duration_ms"] / 1000
