@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from hypnos.scheduler import Lease
 
+from hypnos_server.asgi.keylimits import rate_limited
 from hypnos_server.state import CONTEXT_KEY, RequestContext, RequestRecord, new_request_id
 
 if TYPE_CHECKING:
@@ -86,6 +87,11 @@ async def run_line(
         model=line.model,
         batch=f"{batch_id}/{line.custom_id}",
     )
+    if key is not None and key.tokens_per_day is not None:  # the key's day of tokens holds for its batch lines
+        spent = key.tokens_per_day - state.limiter.tokens_today(key) <= 0
+        if spent:  # 429: the line waits and retries (its requests_per_minute is left to interactive requests)
+            error = rate_limited("tokens_per_day", f"The key {key.label} used its tokens for today (UTC)", 60)
+            return LineAnswer(status=error.status, body=msgspec.to_builtins(error.body()), request_id=record.id)
     leases = LineLeases(priority=state.settings.server.batch_priority)
     context = RequestContext(record=record, key=key, batch=leases)
     sent = False
