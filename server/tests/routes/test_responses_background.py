@@ -248,3 +248,22 @@ def test_a_running_background_response_holds_its_keys_concurrency_slot(data: Pat
             except openai.RateLimitError:
                 time.sleep(0.01)
         raise AssertionError("the cancelled background response never gave its slot back")
+
+
+def test_background_requests_refused_before_they_run_give_their_concurrency_slot_back(data: Path) -> None:
+    keys = [{"key": "k", "label": "single", "max_concurrent": 2}]
+    raw = app_config(data, keys=keys)
+    raw["models"].append({"id": "text-only", "modality": "text_generation", "engine": "fake"})
+    picture = "data:image/png;base64,iVBORw0KGgo="
+    content = [{"type": "input_text", "text": "what is it?"}, {"type": "input_image", "image_url": picture}]
+    body = {"model": "text-only", "input": [{"role": "user", "content": content}], "background": True}
+    headers = {"authorization": "Bearer k"}
+    with TestClient(build_app(raw)) as client:
+        wait_ready(client)
+        for _ in range(8):  # an image for a text-only model: refused while the run is built
+            refused = client.post("/v1/responses", json=body, headers=headers)
+            assert refused.status_code == 400, refused.text
+        answered = sdk(client, "k").chat.completions.create(
+            model="fake-chat", messages=[{"role": "user", "content": "hi"}]
+        )
+        assert answered.choices[0].message.content

@@ -146,8 +146,13 @@ async def create_response(request: Request[Any, Any, Any]) -> Response[Any]:
     if body.background:
         await chat_request.load(limits)  # a bad image is the request's 400, not the background run's failure
         switch = StopSwitch()
-        caller = replace(Caller.of(request), context=detached_context(context), receive=switch.receive)
-        return await _start_background(state, ChatRun(caller, chat_request), conversation, meta, summary, switch)
+        detached = detached_context(context)
+        try:
+            caller = replace(Caller.of(request), context=detached, receive=switch.receive)
+            return await _start_background(state, ChatRun(caller, chat_request), conversation, meta, summary, switch)
+        except BaseException:  # refused before the run started (modality, disabled, store full): the slot goes back
+            context.release_permit = detached.take_permit()
+            raise
     chat_run = ChatRun(request, chat_request)
     await chat_run.open()
     live = LiveResponse(owner=conversation.owner, meta=meta, run=chat_run.run, answer=chat_run.answer)
