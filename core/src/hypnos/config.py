@@ -106,6 +106,12 @@ class LimitsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # cancelled and the request answers 504 timeout (0: no bound; the load before the call is not counted)
     engine_timeout_secs: Annotated[float, msgspec.Meta(ge=0)] = 600.0
     body_timeout_secs: float = 30.0  # the longest wait for the next part of a request body (408 past it)
+    # once a body has taken body_timeout_secs, it must have come at this many bytes per second on average (408 past
+    # it, the connection closed); 0: no minimum
+    min_body_bytes_per_sec: Annotated[float, msgspec.Meta(ge=0)] = 1024.0
+    # the longest a streamed engine call (chat, speech, documents) may run in its engine host: past it the stream ends
+    # with a 504 timeout error and the engine is stopped (0: no bound)
+    stream_timeout_secs: Annotated[float, msgspec.Meta(ge=0)] = 1800.0
     max_queue_per_model: int = 8
     max_realtime_frame_bytes: int = 15 * MiB  # one /v1/realtime WebSocket frame; a larger one closes it with 1009
     # server events a /v1/realtime client has not taken yet: past this the session is closed (1008), the server's
@@ -167,8 +173,9 @@ class ProcessConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # the host's CPU niceness (0 as the server .. 19 yields the most; below 0 needs privileges); None: the engine
     # kind's measured default (batch torch engines 10, so a chat decoding beside them keeps its cores)
     nice: Annotated[int, msgspec.Meta(ge=-20, le=19)] | None = None
-    # a request that makes no progress (no token, chunk, page or step, no cancellation check) this long kills the host
-    hang_secs: float = 300.0
+    # a request that makes no progress (no token, chunk, page or step, no cancellation check) this long kills the host;
+    # None: the engine kind's default (60 s for llama.cpp, whose steps are short; 300 s for the others)
+    hang_secs: float | None = None
     # after its client left, a request must reach a cancellation check within this many seconds, or the host is killed
     cancel_grace_secs: float = 10.0
     # after this many crashes within crash_window_secs the model stays unavailable until an admin enables it
@@ -347,7 +354,7 @@ def _check_models(settings: Settings, source: str) -> None:
 def _check_process(process: ProcessConfig, where: str) -> None:
     """The engine host's bounds: positive times, a thread count >= 1, at least one crash allowed."""
     for name in ("hang_secs", "cancel_grace_secs", "crash_window_secs", "start_timeout_secs"):
-        if not getattr(process, name) > 0:
+        if (value := getattr(process, name)) is not None and not value > 0:
             raise ConfigError(f"{where}.{name}`: expected a number > 0")
     if process.threads is not None and process.threads < 1:
         raise ConfigError(f"{where}.threads`: expected an integer >= 1")

@@ -62,9 +62,11 @@ if TYPE_CHECKING:
 class CancelToken:
     """Set when the client goes away or the server shuts down; engines check it per token, chunk, step or page."""
 
-    def __init__(self) -> None:
+    def __init__(self, owner: str | None = None) -> None:
         self._event = threading.Event()
         self._listeners: list[Callable[[], None]] = []
+        # whose request the work serves (its key's label): an engine host its work brings down is charged to it
+        self.owner = owner
 
     def cancel(self) -> None:
         """Ask the work to stop at its next check (and tell the listeners, once)."""
@@ -326,6 +328,9 @@ class EngineKind:
     architecture_of: Callable[[Path], str | None] | None = field(default=None, hash=False, compare=False)
     # how to install each library the kind's engines need, where pip is not the way (missing_library reads it)
     install_hints: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
+    # how long a request may go without progress (no item, no cancellation check) before its host is killed, unless
+    # [models.process] hang_secs says otherwise: a few times the engine's longest step
+    hang_secs: float = field(default=300.0, hash=False, compare=False)
 
     def __post_init__(self) -> None:
         check_own_methods(self.name, self.methods)

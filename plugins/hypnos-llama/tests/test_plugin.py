@@ -28,6 +28,16 @@ def test_entry_point_registers_ggml_llama(tiny_gguf: Path) -> None:
     assert engine.estimate().num_layers == 2
 
 
+def test_a_llama_host_without_progress_is_ended_within_a_minute(tiny_gguf: Path) -> None:
+    from hypnos.hosting.proxy import HostedEngine, host_factory_path
+
+    kind = collect_engine_kinds(make_plugin_manager(allow=["llama"]))["ggml_llama"]
+    model = ModelConfig(id="t", modality="text_generation", engine="ggml_llama", weights_path=str(tiny_gguf))
+    context = EngineContext(models_dir=tiny_gguf.parent, limits=LimitsConfig())
+    engine = HostedEngine(model, context, kind, host_factory_path(kind.factory) or "")
+    assert engine.hang_secs == 60.0  # the batch loop shows progress every step: 300 s would hide a wedged host
+
+
 def test_missing_library_is_a_503(monkeypatch) -> None:
     import builtins
 

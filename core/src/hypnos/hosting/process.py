@@ -1,8 +1,10 @@
 """One running engine host seen from the server: the child process, its sockets, the calls in flight, the watchdog.
 
 A host that dies is noticed at once (its socket closes; no polling), every call in flight fails with the spec's
-error, and the owner hears why. A call that makes no progress for `hang_secs` (no item, no cancellation check), or
-that has not stopped `cancel_grace_secs` after its client left, gets the host killed, which then counts as a crash.
+error, and the owner hears why and whom to blame. A call that makes no progress a few seconds beyond its step time is
+reported stalled at once; after `hang_secs` the host is killed, a crash of the model. A call that has not stopped
+`cancel_grace_secs` after its client left (or after its stream outlived `stream_timeout_secs`) gets the host killed
+too, but that is the request's failure: the owner hears the blame fall on the request's key, not on the model.
 """
 
 from __future__ import annotations
@@ -27,11 +29,12 @@ from hypnos.engine import CancelToken
 from hypnos.errors import HypnosError, clip, server_error
 from hypnos.hosting.frames import Failure, Kind, pack, payload_of, read_frame, shared_dir
 from hypnos.hosting.host import HostStart
-from hypnos.hosting.supervision import exit_reason
+from hypnos.hosting.supervision import HostBlame, exit_reason
 
 logger = logging.getLogger(__name__)
 
 WATCH_SECS = 0.25  # how often the watchdog looks at the calls in flight
+STALL_MARGIN_SECS = 3.0  # a call without progress this long beyond the model's step time is reported stalled
 _END = object()
 
 
@@ -42,13 +45,17 @@ class _Call:
     stream: asyncio.Queue[Any] | None
     future: asyncio.Future[Any] | None
     watched: bool  # request calls are watched for hangs; lifecycle calls (load, unload) are not
+    owner: str | None = None  # the key's label of the request it serves
+    started: float = field(default_factory=time.monotonic)
     last_progress: float = field(default_factory=time.monotonic)
     cancelled_at: float | None = None
+    timed_out: bool = False  # a stream past stream_timeout_secs, cancelled by the server
 
 
 class HostProcess:
     """The server's side of one engine host. `on_ask(name, payload)` answers the engine's questions (KV parking),
-    `on_note(payload)` takes its notices, `on_exit(reason)` hears of an exit the server did not ask for."""
+    `on_note(payload)` takes its notices, `on_exit(reason, blame)` hears of an exit the server did not ask for and
+    whom it falls on; `hang_secs` and `stream_timeout_secs` (0: none) bound a call's silence and a stream's life."""
 
     def __init__(
         self,
@@ -57,10 +64,15 @@ class HostProcess:
         env: dict[str, str],
         on_ask: Callable[[str, Any], Any],
         on_note: Callable[[Any], None],
-        on_exit: Callable[[str], None],
+        on_exit: Callable[[str, HostBlame], None],
+        hang_secs: float = 300.0,
+        stream_timeout_secs: float = 0.0,
     ) -> None:
         self.model_id, self.process, self.env = model_id, process, env
         self.on_ask, self.on_note, self.on_exit = on_ask, on_note, on_exit
+        self.hang_secs, self.stream_timeout_secs = hang_secs, stream_timeout_secs
+        self.step_secs = 0.0  # the model's usual time between two signs of progress of a call (a moving average)
+        self.culprit: _Call | None = None  # the call whose own fault the kill was (its client left, it ran too long)
         self.proc: subprocess.Popen[bytes] | None = None
         self.started_at = 0.0  # unix seconds
         self.share = Path(".")
@@ -122,7 +134,8 @@ class HostProcess:
     async def call(self, name: str, args: tuple[Any, ...], cancel: CancelToken | None = None) -> Any:
         """Run one engine method in the host and return its result (its HypnosError raised here)."""
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        call_id = self._open(name, args, _Call(stream=None, future=future, watched=cancel is not None))
+        owner = cancel.owner if cancel is not None else None
+        call_id = self._open(name, args, _Call(stream=None, future=future, watched=cancel is not None, owner=owner))
         if cancel is not None:
             cancel.on_cancel(lambda: self._cancel_soon(call_id))
         try:
@@ -134,7 +147,7 @@ class HostProcess:
     async def stream(self, name: str, args: tuple[Any, ...], cancel: CancelToken) -> AsyncIterator[Any]:
         """Run one streaming engine method in the host and yield its items; closing early cancels it there."""
         queue: asyncio.Queue[Any] = asyncio.Queue()
-        call_id = self._open(name, args, _Call(stream=queue, future=None, watched=True))
+        call_id = self._open(name, args, _Call(stream=queue, future=None, watched=True, owner=cancel.owner))
         cancel.on_cancel(lambda: self._cancel_soon(call_id))
         finished = False
         try:
@@ -182,13 +195,13 @@ class HostProcess:
                     now = time.monotonic()
                     for call_id in payload_of(frame) or []:
                         if (moved := self._calls.get(call_id)) is not None:
-                            moved.last_progress = now
+                            self._progressed(moved, now)
                 elif kind == Kind.NOTE:
                     self.on_note(payload_of(frame))
                 elif call is None:
                     payload_of(frame)  # a late answer to a call given up on: its shared file is removed
                 elif kind == Kind.ITEM:
-                    call.last_progress = time.monotonic()
+                    self._progressed(call, time.monotonic())
                     assert call.stream is not None
                     call.stream.put_nowait(payload_of(frame))
                 elif kind in (Kind.DONE, Kind.FAIL):
@@ -198,6 +211,21 @@ class HostProcess:
                     self._settle(call, outcome, failed=kind == Kind.FAIL)
         finally:
             await self._closed()
+
+    def _progressed(self, call: _Call, now: float) -> None:
+        """A sign of life of a call: its step time goes into the model's average."""
+        gap = now - call.last_progress
+        self.step_secs = gap if self.step_secs == 0 else 0.8 * self.step_secs + 0.2 * gap
+        call.last_progress = now
+
+    def stalled_secs(self) -> float | None:
+        """How long the quietest request call has made no progress, when that is a few seconds beyond the model's
+        step time (None: every call progresses, or none runs)."""
+        now = time.monotonic()
+        quiet = [now - call.last_progress for call in self._calls.values() if call.watched]
+        if not quiet or max(quiet) <= self.step_secs + STALL_MARGIN_SECS:
+            return None
+        return round(max(quiet), 1)
 
     def _settle(self, call: _Call, outcome: Any, failed: bool) -> None:
         if call.stream is not None:
@@ -225,22 +253,36 @@ class HostProcess:
         while self.alive:
             await asyncio.sleep(WATCH_SECS)
             now = time.monotonic()
-            for call in list(self._calls.values()):
+            for call_id, call in list(self._calls.items()):
                 if not call.watched:
                     continue
                 if call.cancelled_at is not None and now - call.cancelled_at > process.cancel_grace_secs:
                     since = now - call.cancelled_at
-                    self.kill(f"a request did not stop within {since:.1f} s after its client left")
+                    left = "it ran past stream_timeout_secs" if call.timed_out else "its client left"
+                    self.kill(f"a request did not stop within {since:.1f} s after {left}", culprit=call)
                     return
-                if now - call.last_progress > process.hang_secs:
-                    self.kill(f"a request made no progress for {process.hang_secs:g} s (hung)")
+                if now - call.last_progress > self.hang_secs:
+                    self.kill(f"a request made no progress for {self.hang_secs:g} s (hung)")
                     return
+                bound = self.stream_timeout_secs
+                if bound and call.stream is not None and not call.timed_out and now - call.started > bound:
+                    self._time_out(call_id, call, bound)
 
-    def kill(self, reason: str) -> None:
-        """Kill the host at once (it hung, or ignored a cancellation); the exit then counts as a crash."""
+    def _time_out(self, call_id: int, call: _Call, bound: float) -> None:
+        """End a stream that ran past its bound: its reader gets 504 timeout, the engine is asked to stop."""
+        call.timed_out = True
+        assert call.stream is not None
+        message = f"The model `{clip(self.model_id)}` streamed for longer than {bound:g} s (limits.stream_timeout_secs)"
+        call.stream.put_nowait(HypnosError(504, "timeout", message))
+        self._cancel(call_id)
+
+    def kill(self, reason: str, culprit: _Call | None = None) -> None:
+        """Kill the host at once: it hung (a crash of the model), or `culprit` ignored its cancellation (that
+        request's own failure, charged to its key)."""
         if self.proc is None or not self.alive:
             return
         self.kill_reason = f"was killed: {reason}"
+        self.culprit = culprit
         logger.error("killing the engine host of %s (pid %d): %s", self.model_id, self.proc.pid, reason)
         with contextlib.suppress(ProcessLookupError):
             self.proc.kill()
@@ -260,6 +302,7 @@ class HostProcess:
         model = clip(self.model_id)
         error = server_error(f"the engine host of `{model}` {reason}; the model reloads on the next request")
         calls, self._calls = self._calls, {}
+        blame = self._blame(list(calls.values()))
         for call in calls.values():
             self._settle(call, error, failed=True)
         for task in self._tasks:
@@ -271,7 +314,16 @@ class HostProcess:
         self.exited.set()
         if not self.stopping:
             logger.error("the engine host of %s %s", self.model_id, reason)
-            self.on_exit(reason)
+            self.on_exit(reason, blame)
+
+    def _blame(self, calls: list[_Call]) -> HostBlame:
+        """Whom an exit falls on: the culprit's key alone when a request brought the host down by its own fault (or
+        every request in flight had been left by its client); else the model, and the keys whose requests ran."""
+        if self.culprit is not None:
+            return HostBlame(request_fault=True, owners=_owners([self.culprit]))
+        running = [call for call in calls if call.watched]
+        left = bool(running) and all(call.cancelled_at is not None for call in running)
+        return HostBlame(request_fault=left, owners=_owners(running))
 
     async def _reap(self, wait_secs: float) -> int | None:
         proc = self.proc
@@ -298,3 +350,7 @@ class HostProcess:
                 if self.proc is not None:
                     self.proc.kill()
             await self.exited.wait()
+
+
+def _owners(calls: list[_Call]) -> frozenset[str]:
+    return frozenset(call.owner for call in calls if call.owner)

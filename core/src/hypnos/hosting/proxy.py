@@ -26,10 +26,11 @@ from hypnos.engine import (
     method_table,
 )
 from hypnos.engine_methods import forward_core_methods, forwarder
+from hypnos.errors import HypnosError, clip
 from hypnos.hardware import nvml_process_vram
 from hypnos.hosting.host import HOST_ENV, HOST_NICE_ENV, HostStart
 from hypnos.hosting.process import HostProcess
-from hypnos.hosting.supervision import CrashPolicy, EngineProcessInfo, rss_bytes
+from hypnos.hosting.supervision import CrashPolicy, EngineProcessInfo, HostBlame, rss_bytes
 from hypnos.types import LayerPlacementPlan, MemoryTier, Modality, TierSwitchPhases
 
 logger = logging.getLogger(__name__)
@@ -130,7 +131,30 @@ class HostedEngine(Engine):
             restarts=self.policy.restarts,
             started_at=round(host.started_at, 3),
             vram_bytes=vram,
+            stalled_secs=host.stalled_secs(),
         )
+
+    def refusal(self, owner: str | None) -> HypnosError | None:
+        """429 rate_limit_error for a key whose requests ended this model's host too often in the crash window
+        (refused before the model would be quarantined); None for any other caller."""
+        if not owner:
+            return None
+        wait = self.policy.key_refused_secs(owner, time.monotonic())
+        if wait is None:
+            return None
+        window = self.policy.window_secs
+        message = (
+            f"The key {owner} may not use the model `{clip(self.model.id)}` for {wait:.0f} s: its requests ended the "
+            f"model's engine host {self.policy.key_limit} times within {window:g} s (last: {self.last_exit})"
+        )
+        return HypnosError(429, "rate_limit_error", message, code="engine_crashes", retry_after=int(wait) + 1)
+
+    @property
+    def hang_secs(self) -> float:
+        """How long a request may go without progress before the host is killed: the model's [models.process]
+        hang_secs, else its engine kind's default."""
+        configured = self.model.process.hang_secs
+        return configured if configured is not None else self.kind.hang_secs
 
     def held_bytes(self, on_device: bool) -> int | None:
         """What the host holds for the model now: NVML's figure for its process with `on_device` (a GPU), else its
@@ -160,7 +184,9 @@ class HostedEngine(Engine):
             host_environment(self.model, self.kind),
             on_ask=self._answer,
             on_note=self._note,
-            on_exit=lambda reason: self._exited(host, reason),
+            on_exit=lambda reason, blame: self._exited(host, reason, blame),
+            hang_secs=self.hang_secs,
+            stream_timeout_secs=self.context.limits.stream_timeout_secs,
         )
         self.host = host
         if self.last_exit is not None:  # the last host died on its own: this one is a restart
@@ -193,15 +219,19 @@ class HostedEngine(Engine):
             methods={method.name: method.streams for method in method_table([self.kind]).values()},
         )
 
-    def _exited(self, host: HostProcess, reason: str) -> None:
-        """A host died on its own: count the crash and let the scheduler drop the model to tier 3."""
+    def _exited(self, host: HostProcess, reason: str, blame: HostBlame) -> None:
+        """A host died on its own: count the crash (unless a request's own fault brought it down), charge the keys
+        whose requests ran, and let the scheduler drop the model to tier 3."""
         if self.host is not host:
             return
         self.host = None
         self._capabilities = None
         self.last_exit = reason
         now = time.monotonic()
-        self.policy.record(now)
+        if not blame.request_fault:
+            self.policy.record(now)
+        for owner in blame.owners:
+            self.policy.charge(owner, now)
         self.quarantined = self.policy.exhausted(now)
         if self.on_exit is not None:
             self.on_exit(self.model.id, reason, self.quarantined)

@@ -23,6 +23,8 @@ class EngineProcessInfo(msgspec.Struct, kw_only=True):
     restarts: int
     started_at: float  # unix seconds
     vram_bytes: int | None = None  # what NVML reports for this process, on a GPU
+    # seconds a request has made no progress, once that is a few seconds beyond the model's step time (else None)
+    stalled_secs: float | None = None
 
 
 def rss_bytes(pid: int) -> int:
@@ -46,6 +48,15 @@ def exit_reason(returncode: int | None) -> str:
     return f"exited with status {returncode}"
 
 
+@dataclass(frozen=True)
+class HostBlame:
+    """Whom a host's exit falls on: `request_fault` when a request brought it down by its own fault (its client left
+    and it did not stop, it ran past its bounds): no crash of the model; `owners`, the keys whose requests it served."""
+
+    request_fault: bool = False
+    owners: frozenset[str] = frozenset()
+
+
 @dataclass
 class CrashPolicy:
     """Failures (a model's host crashing, or its load failing) within a sliding window: the backoff before the next
@@ -58,6 +69,8 @@ class CrashPolicy:
     free_crashes: int = 1  # failures in the window tried again at once, before any wait
     crashes: deque[float] = field(default_factory=deque)
     restarts: int = 0  # hosts started after one died on its own
+    # per key: when hosts ended with its requests in flight (its own faults and the model's crashes alike)
+    by_key: dict[str, deque[float]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, process: ProcessConfig) -> CrashPolicy:
@@ -70,8 +83,27 @@ class CrashPolicy:
         self._trim(now)
 
     def _trim(self, now: float) -> None:
-        while self.crashes and now - self.crashes[0] > self.window_secs:
-            self.crashes.popleft()
+        for times in (self.crashes, *self.by_key.values()):
+            while times and now - times[0] > self.window_secs:
+                times.popleft()
+
+    def charge(self, owner: str, now: float) -> None:
+        """Count a host's end against a key whose request was in flight."""
+        self.by_key.setdefault(owner, deque()).append(now)
+        self._trim(now)
+
+    @property
+    def key_limit(self) -> int:
+        """Host ends within the window that get a key refused: one fewer than the model's quarantine needs."""
+        return max(1, self.max_crashes - 1)
+
+    def key_refused_secs(self, owner: str, now: float) -> float | None:
+        """How long a key is still refused after its requests ended `key_limit` hosts in the window (None: not)."""
+        self._trim(now)
+        times = self.by_key.get(owner)
+        if not times or len(times) < self.key_limit:
+            return None
+        return max(1.0, self.window_secs - (now - times[-self.key_limit]))
 
     def exhausted(self, now: float) -> bool:
         """True once max_crashes happened within the window: no more restarts until an admin enables the model."""
@@ -90,3 +122,4 @@ class CrashPolicy:
     def reset(self) -> None:
         """Forget the crashes (an admin enabled the model again, or it loaded)."""
         self.crashes.clear()
+        self.by_key.clear()

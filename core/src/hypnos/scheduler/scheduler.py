@@ -157,8 +157,9 @@ class Scheduler:
             raise model_not_found(model_id)
         return state
 
-    def serving(self, model_id: str, *modalities: Modality) -> ModelState:
-        """The model, checked: known, enabled, installed and serving every one of the modalities."""
+    def serving(self, model_id: str, *modalities: Modality, owner: str | None = None) -> ModelState:
+        """The model, checked: known, enabled, installed and serving every one of the modalities; `owner` (a key's
+        label) refused with 429 while its requests keep ending the model's engine host."""
         if self.stopping:
             raise shutting_down()
         state = self.get(model_id)
@@ -169,6 +170,8 @@ class Scheduler:
                 raise invalid_request(f"the model `{model_id}` does not serve {modality.value}")
         if state.engine is None:
             raise EngineUnavailable(state.unavailable_reason or f"the model `{model_id}` cannot be served")
+        if isinstance(state.engine, HostedEngine) and (refusal := state.engine.refusal(owner)) is not None:
+            raise refusal
         if isinstance(state.engine, HostedEngine) and state.engine.quarantined:
             raise EngineUnavailable(
                 f"the model `{model_id}` is unavailable after repeated engine crashes ({state.engine.last_exit}); "

@@ -42,6 +42,7 @@ def hypnos_engine_kinds() -> list[EngineKind]:
             "a projector), and embeddings",
             # the pool API and the catalog check a GGUF's general.architecture against the catalog's tested ones
             architecture_of=gguf_architecture,
+            hang_secs=60.0,  # the batch loop reports progress per decode step and prefill chunk (seconds at most)
         )
     ]
 

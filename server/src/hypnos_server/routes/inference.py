@@ -168,7 +168,9 @@ class InferenceRun:
         self.record.model = model
         self.model = model
         self.modalities = list(dict.fromkeys(modalities))
-        self.state.scheduler.serving(model, *self.modalities)
+        key = self.context.key
+        self.owner = key.label if key is not None else None  # whose failure a host this request brings down is
+        self.state.scheduler.serving(model, *self.modalities, owner=self.owner)
         self._deadline = caller.deadline_ms
         self._next_model = caller.next_model
         self._receive = caller.receive
@@ -211,6 +213,7 @@ class InferenceRun:
             self.model, self.modalities, deadline_ms=self._deadline, next_model=self._next_model, **extra
         )
         lease = await self._unless_hung_up(self._stack.enter_async_context(lease_cm))
+        lease.cancel.owner = self.owner
         self._lease = lease
         if batch is not None:
             batch.leases.append(lease)
