@@ -76,7 +76,10 @@ class ServerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # where the server keeps its own data (stored responses); relative to the config file's folder; unset: `data`
     # next to the config file, or memory only when there is no config file
     data_dir: str | None = None
-    responses_max_count: int = 10_000  # stored /v1/responses kept (oldest dropped first)
+    # per API key: stored /v1/responses (and message threads, conversations) kept, its oldest dropped first
+    responses_max_count: int = 10_000
+    # per API key: the bytes those may hold (its oldest dropped first; a conversation growing past it alone: 400)
+    responses_max_bytes: int = 256 * MiB
     responses_max_age_secs: int = 30 * 86_400  # stored /v1/responses older than this are dropped
     # folders besides models_dir whose files the pool API (POST/PUT /v1/models) may name, directly or through a
     # symlink in models_dir (relative to the config file's folder); the config file itself may name any readable file

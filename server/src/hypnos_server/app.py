@@ -174,13 +174,17 @@ def create_app(
         catalog=catalog,
         pool=ModelPool(scheduler, overlay, catalog, cluster=cluster),
         responses=ResponseStore(
-            settings.data_path, settings.server.responses_max_count, settings.server.responses_max_age_secs
+            settings.data_path,
+            settings.server.responses_max_count,
+            settings.server.responses_max_age_secs,
+            max_bytes=settings.server.responses_max_bytes,
         ),
         threads=ResponseStore(
             settings.data_path,
             settings.server.responses_max_count,
             settings.server.responses_max_age_secs,
             file_name=THREADS_FILE,
+            max_bytes=settings.server.responses_max_bytes,
         ),
         speech_detectors=collect_speech_detectors(manager, settings.server.realtime_vad),
     )

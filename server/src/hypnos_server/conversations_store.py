@@ -1,5 +1,6 @@
 """Stored conversations (/v1/conversations and the Responses `conversation` field): in the stored responses' SQLite
-file, per API key, bounded like the responses (count and age, counted from a conversation's last change)."""
+file, per API key, bounded like the responses (count and bytes per key, age counted from a conversation's last
+change); a conversation that would outgrow the key's bytes alone is refused (400)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from typing import Any
 
 import anyio
 import msgspec
+from hypnos.errors import invalid_request
+
+from hypnos_server.storage import over_bounds, rollback, writing
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (
@@ -29,7 +33,14 @@ CREATE TABLE IF NOT EXISTS conversation_items (
     PRIMARY KEY (conversation, position)
 );
 CREATE INDEX IF NOT EXISTS conversation_items_id ON conversation_items (conversation, id);
+CREATE INDEX IF NOT EXISTS conversations_owner ON conversations (owner, updated_at);
 """
+# One conversation's stored bytes: its metadata and its items.
+CONVERSATION_BYTES = (
+    "length(metadata) + COALESCE((SELECT SUM(length(item)) FROM conversation_items i "
+    "WHERE i.conversation = conversations.id), 0)"
+)
+BEYOND_BOUNDS = over_bounds("conversations", CONVERSATION_BYTES, "updated_at")
 
 
 class StoredConversation(msgspec.Struct, kw_only=True):
@@ -49,23 +60,33 @@ class StoredConversation(msgspec.Struct, kw_only=True):
 class ConversationStore:
     """The conversations of one server, on the stored responses' connection (its lock guards every call)."""
 
-    def __init__(self, db: sqlite3.Connection, lock: threading.Lock, max_count: int, max_age_secs: int) -> None:
+    def __init__(
+        self, db: sqlite3.Connection, lock: threading.Lock, max_count: int, max_age_secs: int, max_bytes: int
+    ) -> None:
         self._db, self._lock = db, lock
-        self.max_count, self.max_age_secs = max_count, max_age_secs
+        self.max_count, self.max_age_secs, self.max_bytes = max_count, max_age_secs, max_bytes
         with lock:
-            db.executescript(SCHEMA)
+            try:
+                db.executescript(SCHEMA)
+            except sqlite3.OperationalError:  # a new index on a full disk: the tables are there, serve on
+                if not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'conversation_items'").fetchone():
+                    raise
 
-    def _bound(self) -> None:
+    def _bound(self, owner: str, conversation: str) -> None:
+        """Drop what is past the age, then the owner's oldest beyond its count and bytes; refuse (400) a
+        conversation that alone outgrows the owner's bytes."""
         db = self._db
+        size = db.execute(f"SELECT {CONVERSATION_BYTES} FROM conversations WHERE id = ?", (conversation,)).fetchone()
+        if size is not None and size[0] > self.max_bytes:
+            raise invalid_request(
+                f"the conversation would hold {size[0]} bytes, more than a key may store "
+                f"(server.responses_max_bytes = {self.max_bytes}); start a new conversation"
+            )
         db.execute("DELETE FROM conversations WHERE updated_at < ?", (time.time() - self.max_age_secs,))
-        db.execute(
-            "DELETE FROM conversations WHERE id IN (SELECT id FROM conversations ORDER BY updated_at DESC LIMIT -1 "
-            "OFFSET ?)",
-            (self.max_count,),
-        )
+        db.execute(f"DELETE FROM conversations WHERE id IN ({BEYOND_BOUNDS})", (owner, self.max_count, self.max_bytes))
 
     def _transaction(self, work: Any) -> Any:
-        with self._lock:
+        with self._lock, writing("the conversation"):
             db = self._db
             db.execute("BEGIN IMMEDIATE")
             try:
@@ -73,7 +94,7 @@ class ConversationStore:
                 db.execute("COMMIT")
                 return result
             except BaseException:
-                db.execute("ROLLBACK")
+                rollback(db)
                 raise
 
     def create(self, owner: str, metadata: dict[str, str], items: list[dict[str, Any]]) -> StoredConversation:
@@ -89,7 +110,7 @@ class ConversationStore:
                 (conversation.id, owner, now, now, msgspec.json.encode(metadata)),
             )
             self._append(db, conversation.id, items)
-            self._bound()
+            self._bound(owner, conversation.id)
             return conversation
 
         return self._transaction(work)  # type: ignore[no-any-return]
@@ -133,7 +154,7 @@ class ConversationStore:
 
     def delete(self, conversation_id: str, owner: str) -> bool:
         """Remove a conversation and its items; False when there was none."""
-        with self._lock:
+        with self._lock, writing("the deletion"):
             cursor = self._db.execute("DELETE FROM conversations WHERE id = ? AND owner = ?", (conversation_id, owner))
         return cursor.rowcount > 0
 
@@ -155,14 +176,14 @@ class ConversationStore:
             if found is None:
                 return False
             self._append(db, conversation_id, items)
-            self._bound()
+            self._bound(owner, conversation_id)
             return True
 
         return self._transaction(work)  # type: ignore[no-any-return]
 
     def delete_item(self, conversation_id: str, item_id: str) -> bool:
         """Remove one item of a conversation; False when it has no such item."""
-        with self._lock:
+        with self._lock, writing("the deletion"):
             cursor = self._db.execute(
                 "DELETE FROM conversation_items WHERE conversation = ? AND id = ?", (conversation_id, item_id)
             )

@@ -37,6 +37,7 @@ from hypnos_server.routes.responses_input import ResponsesRequest, input_items, 
 from hypnos_server.routes.responses_output import ResponseMeta, conversation_items, output_items, status_of, usage_of
 from hypnos_server.routes.responses_stream import ResponseEvents, ending_with_done
 from hypnos_server.state import HypnosState, RequestContext, hypnos_state, request_context
+from hypnos_server.storage import StorageFull
 
 logger = logging.getLogger(__name__)
 
@@ -233,6 +234,9 @@ async def _run_background(
                 log.add(live.events.event("response.failed", response=response))
             return
         status = 499 if live.cancelled else 500 if run.record.error else 200
+    except StorageFull as error:  # its end could not be stored: the store reports it failed (and writes it later)
+        logger.error("background response %s could not be stored: %s", meta.id, error.message)
+        status = 507
     except asyncio.CancelledError:
         shutdown, status = True, 503
         live.cancelled = True
@@ -255,6 +259,8 @@ async def _run_background(
                     await conversation.save(meta, meta.response("failed", output, error=stopped))
                 if state.responses is not None:
                     await state.responses.aput_events(meta.id, log.events)
+            except StorageFull as error:
+                logger.error("background response %s: its end or events could not be stored: %s", meta.id, error)
             finally:  # even when the store cannot be written: followers end, GET reads the store
                 log.close()
                 state.live_responses.pop(meta.id, None)
@@ -305,7 +311,13 @@ async def events_body(chat_run: ChatRun, live: LiveResponse, conversation: Conve
         yield chunk
     usage = usage_of(finished)
     response = meta.response(status, events.output, usage, incomplete=reason, hypnos_telemetry=telemetry)
-    await conversation.save(meta, response)
+    try:
+        await conversation.save(meta, response)
+    except StorageFull as error:  # the answer is out, but not stored: the stream says so
+        record.error, record.error_type = error.message, error.type
+        failed = meta.response("failed", events.output, usage, error={"code": error.type, "message": error.message})
+        yield events.event("response.failed", response=failed)
+        return
     kind = {"completed": "response.completed", "incomplete": "response.incomplete"}.get(status, "response.failed")
     yield events.event(kind, response=response)
 
