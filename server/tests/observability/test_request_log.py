@@ -181,6 +181,17 @@ def test_ring_buffer_keeps_the_newest() -> None:
     assert log.get("r1") is None and log.get("r3") is not None
 
 
+def test_one_keys_calls_never_push_another_keys_records_out() -> None:
+    log = RequestLog(capacity=3)
+    log.capture(call(0, id="audit", key_label="bob"))
+    for n in range(1, 50):
+        log.capture(call(n, id=f"cheap{n}", key_label="mallory"))
+    assert log.get("audit", tenant="bob") is not None and log.get("audit") is not None
+    assert [r.id for r in log.query(tenant="mallory").records] == ["cheap49", "cheap48", "cheap47"]
+    assert [r.id for r in log.query().records] == ["cheap49", "cheap48", "cheap47", "audit"]  # newest first
+    assert log.stored == 4
+
+
 def test_zero_capacity_stores_nothing() -> None:
     log = RequestLog(capacity=0)
     assert log.capture(call()) is None

@@ -1,8 +1,9 @@
-"""The request log of spec section 15: a ring buffer of recent calls, capture levels, filters and redaction."""
+"""The request log of spec section 15: a ring buffer of recent calls per key, capture levels, filters, redaction."""
 
 from __future__ import annotations
 
 import codecs
+import itertools
 import re
 import threading
 from collections import deque
@@ -133,14 +134,23 @@ def _payload_text(body: bytes | str | None, limit: int) -> tuple[str | None, boo
 
 
 class RequestLog:
-    """A bounded, newest-first log of recent calls at a changeable capture level."""
+    """A bounded, newest-first log of recent calls at a changeable capture level: a ring of `capacity` records per
+    key (and one for calls without a key), so one key's calls never push another key's records out."""
 
     def __init__(self, capacity: int = 200, level: str = "info", redact: list[str] | None = None) -> None:
         self.capacity = max(0, capacity)
         self.level = check_level(level)
         self.redactor = Redactor(list(redact or []))
-        self._records: deque[LogRecord] = deque(maxlen=self.capacity or None)
+        self._rings: dict[str | None, deque[tuple[int, LogRecord]]] = {}
+        self._sequence = itertools.count()
         self._lock = threading.Lock()
+
+    def _records(self, tenant: str | None = None) -> list[LogRecord]:
+        """The stored records, oldest first: one key's (`tenant`), else every key's (call with the lock held)."""
+        if tenant is not None:
+            return [record for _, record in self._rings.get(tenant, ())]
+        merged = sorted(itertools.chain.from_iterable(self._rings.values()), key=lambda entry: entry[0])
+        return [record for _, record in merged]
 
     def set_level(self, level: str) -> str:
         """Change what the next calls capture; 400 on an unknown level."""
@@ -150,12 +160,13 @@ class RequestLog:
     def clear(self) -> None:
         """Drop every stored record."""
         with self._lock:
-            self._records.clear()
+            self._rings.clear()
 
     @property
     def stored(self) -> int:
-        """How many records are stored."""
-        return len(self._records)
+        """How many records are stored (every key's)."""
+        with self._lock:
+            return sum(len(ring) for ring in self._rings.values())
 
     def capture(self, facts: RequestFacts) -> LogRecord | None:
         """Store a record for a finished call when the level asks for it (never for the log's own routes)."""
@@ -166,7 +177,8 @@ class RequestLog:
             return None
         record = self._build(facts, severity)
         with self._lock:
-            self._records.append(record)
+            ring = self._rings.setdefault(record.key, deque(maxlen=self.capacity))
+            ring.append((next(self._sequence), record))
         return record
 
     def _build(self, facts: RequestFacts, severity: str) -> LogRecord:
@@ -232,7 +244,7 @@ class RequestLog:
     def get(self, request_id: str, tenant: str | None = None) -> LogRecord | None:
         """The record with this x-request-id, or None (also when `tenant` is given and the record is another key's)."""
         with self._lock:
-            records = list(self._records)
+            records = self._records(tenant)
         for record in reversed(records):
             if record.id == request_id and (tenant is None or record.key == tenant):
                 return record
@@ -257,7 +269,7 @@ class RequestLog:
         if limit is not None and limit < 1:
             raise invalid_request(f"limit must be a positive integer, got {limit}")
         with self._lock:
-            records = [record for record in self._records if tenant is None or record.key == tenant]
+            records = self._records(tenant)
         stored = len(records)
         selected: list[LogRecord] = []
         for record in reversed(records):
