@@ -23,6 +23,7 @@ from hypnos_server.asgi.auth import AdminRoutes
 from hypnos_server.asgi.keylimits import KeyLimiter
 from hypnos_server.asgi.keys import KeyRing
 from hypnos_server.asgi.pipeline import RequestPipeline
+from hypnos_server.asgi.usage_file import UsageFile
 from hypnos_server.batches import routes as batch_routes
 from hypnos_server.batches.metrics import BatchCollector
 from hypnos_server.batches.service import BatchService
@@ -147,6 +148,7 @@ def _lifespan(state: HypnosState):  # type: ignore[no-untyped-def]
             if state.threads is not None:
                 state.threads.close()
             state.batches.close()
+            state.limiter.save()
             if restore_signals is not None:
                 restore_signals()
 
@@ -169,7 +171,7 @@ def create_app(
         scheduler=scheduler,
         plugin_manager=manager,
         keys=KeyRing(settings),
-        limiter=KeyLimiter(),
+        limiter=KeyLimiter(store=UsageFile(settings.data_path) if settings.data_path is not None else None),
         version=server_version(),
         catalog=catalog,
         pool=ModelPool(scheduler, overlay, catalog, cluster=cluster),

@@ -120,3 +120,34 @@ def test_sliding_window_frees_slots_after_60_seconds():
         assert error.retry_after == 30  # type: ignore[attr-defined]
     clock[0] += 31
     limiter.admit(key).release()
+
+
+def test_a_keys_day_of_tokens_and_minute_of_requests_survive_a_restart(tmp_path):
+    data = tmp_path / "data"
+    keys = [
+        {"key": "tokens", "label": "tokens", "tokens_per_day": 4},
+        {"key": "rpm", "label": "rpm", "requests_per_minute": 2},
+    ]
+    raw = config(server={"keys": keys, "data_dir": str(data)})
+    with TestClient(build_app(raw)) as client:
+        wait_ready(client)
+        assert client.post("/v1/chat/completions", json=CHAT, headers={"Authorization": "Bearer tokens"}).is_success
+        for _ in range(2):
+            assert client.get("/v1/models", headers={"Authorization": "Bearer rpm"}).is_success
+    with TestClient(build_app(raw)) as client:  # a new worker over the same data dir
+        wait_ready(client)
+        spent = client.post("/v1/chat/completions", json=CHAT, headers={"Authorization": "Bearer tokens"})
+        assert_rate_limited(spent, "tokens_per_day")
+        assert_rate_limited(client.get("/v1/models", headers={"Authorization": "Bearer rpm"}), "requests_per_minute")
+
+
+def test_usage_saved_by_one_limiter_is_restored_by_the_next(tmp_path):
+    from hypnos_server.asgi.usage_file import UsageFile
+
+    key = ApiKey(label="k", admin=False, tokens_per_day=10, requests_per_minute=1)
+    first = KeyLimiter(store=UsageFile(tmp_path))
+    first.admit(key).release()
+    first.charge(key, 10)
+    second = KeyLimiter(store=UsageFile(tmp_path))
+    assert second.tokens_today(key) == 10
+    assert [name for name, _limit, left, _reset in second.remaining(key) if left == 0] == ["requests", "tokens"]

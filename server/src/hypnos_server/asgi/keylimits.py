@@ -1,7 +1,9 @@
-"""Per-key limits of section 2: requests_per_minute (sliding 60 s), max_concurrent, tokens_per_day (UTC day)."""
+"""Per-key limits of section 2: requests_per_minute (sliding 60 s), max_concurrent, tokens_per_day (UTC day); the
+minute and the day survive a restart of the worker when a UsageFile keeps them."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import math
 import time
@@ -12,10 +14,13 @@ from typing import TYPE_CHECKING
 
 from hypnos.errors import HypnosError
 
+from hypnos_server.asgi.usage_file import KeyUsage, UsageFile
+
 if TYPE_CHECKING:
     from hypnos_server.asgi.keys import ApiKey
 
 WINDOW_SECS = 60.0
+SAVE_SECS = 1.0  # a change of usage is saved within this long
 
 
 def rate_limited(code: str, message: str, retry_after: int) -> HypnosError:
@@ -51,10 +56,56 @@ class KeyLimiter:
         self,
         monotonic: Callable[[], float] = time.monotonic,
         today: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+        store: UsageFile | None = None,
     ) -> None:
         self._monotonic = monotonic
         self._now = today
         self._usage: dict[str, _Usage] = {}
+        self._store = store
+        self._save_pending = False
+        if store is not None:
+            self._restore(store.load())
+
+    def _restore(self, saved: dict[str, KeyUsage]) -> None:
+        """Take back the usage a previous worker saved (request times moved onto this process's clock)."""
+        now, wall = self._monotonic(), self._now().timestamp()
+        for label, kept in saved.items():
+            try:
+                day = dt.date.fromisoformat(kept.day)
+            except ValueError:
+                continue
+            recent = deque(sorted(now - (wall - at) for at in kept.recent if 0 <= wall - at < WINDOW_SECS))
+            self._usage[label] = _Usage(recent=recent, day=day, tokens=max(0, kept.tokens))
+
+    def _changed(self) -> None:
+        """Save the usage within SAVE_SECS (at once when no event loop runs)."""
+        if self._store is None or self._save_pending:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.save()
+            return
+        self._save_pending = True
+        loop.call_later(SAVE_SECS, self.save)
+
+    def save(self) -> None:
+        """Write every key's usage now (a full disk is logged, and the next change tries again)."""
+        self._save_pending = False
+        if self._store is None:
+            return
+        now, wall = self._monotonic(), self._now().timestamp()
+        self._store.save(
+            {
+                label: KeyUsage(
+                    day=usage.day.isoformat(),
+                    tokens=usage.tokens,
+                    recent=[round(wall - (now - at), 3) for at in usage.recent],
+                )
+                for label, usage in self._usage.items()
+                if usage.day is not None and (usage.tokens or usage.recent)
+            }
+        )
 
     def _for(self, key: ApiKey) -> _Usage:
         usage = self._usage.setdefault(key.label, _Usage())
@@ -92,6 +143,7 @@ class KeyLimiter:
             )
         if key.requests_per_minute is not None:  # only a limited key keeps its last minute of request times
             usage.recent.append(now)
+            self._changed()
         if not concurrent:
             return Permit(None)
         usage.in_flight += 1
@@ -101,6 +153,7 @@ class KeyLimiter:
         """Add a finished request's tokens to its key's UTC day."""
         if tokens > 0:
             self._for(key).tokens += tokens
+            self._changed()
 
     def remaining(self, key: ApiKey) -> list[tuple[str, int, int, float]]:
         """The key's limited budgets as (name, limit, remaining, seconds to reset): `requests` (requests_per_minute)
