@@ -74,3 +74,30 @@ def test_stalled_bodies_give_their_keys_permits_back(server: str) -> None:
     assert all(answer.startswith(b"HTTP/1.1 408") for answer in answers)
     embedded = httpx.post(f"{server}/v1/embeddings", json={"model": "embed", "input": "hi"}, headers=AUTH, timeout=30)
     assert embedded.status_code == 200, embedded.text
+
+
+def test_a_body_trickling_below_the_minimum_rate_is_cut_and_its_permit_freed(server: str) -> None:
+    """A byte every 0.3 s never stalls for body_timeout_secs, but averages far below min_body_bytes_per_sec."""
+    with ExitStack() as stack:
+        socks = [stalled_post(server, stack) for _ in range(2)]  # the key's two permits
+        answers = [b"", b""]
+        for _ in range(int(PATIENCE_SECS / 0.3)):
+            for index, sock in enumerate(socks):
+                if answers[index]:
+                    continue
+                try:
+                    sock.sendall(b" ")
+                    sock.settimeout(0.15)
+                    first = sock.recv(65536)
+                    sock.settimeout(PATIENCE_SECS)
+                    answers[index] = first + read_all(sock) if first else b"closed"
+                except TimeoutError:
+                    continue
+                except OSError:
+                    answers[index] = b"closed"
+            if all(answers):
+                break
+    assert all(answer.startswith(b"HTTP/1.1 408") for answer in answers), answers
+    assert b"min_body_bytes_per_sec" in answers[0]
+    embedded = httpx.post(f"{server}/v1/embeddings", json={"model": "embed", "input": "hi"}, headers=AUTH, timeout=30)
+    assert embedded.status_code == 200, embedded.text

@@ -47,6 +47,18 @@ def body_timeout(seconds: float) -> PlainTextError:
     return error
 
 
+def slow_body(rate: float, grace_secs: float) -> PlainTextError:
+    """408: the request body came slower than limits.min_body_bytes_per_sec; the connection is closed."""
+    error = PlainTextError(
+        408,
+        "request_timeout",
+        f"Request timeout: the request body came slower than {rate:g} bytes/s after its first {grace_secs:g} s "
+        "(limits.min_body_bytes_per_sec)",
+    )
+    error.headers["Connection"] = "close"
+    return error
+
+
 def payload_too_large(limit: int, multipart: bool) -> HypnosError:
     """413: plain text for JSON bodies, the JSON error naming the limit for multipart uploads."""
     message = f"The request body is larger than limits.max_body_bytes ({limit} bytes)"

@@ -1,12 +1,15 @@
-"""The body-size layer (413), the body read timeout (408) and the timeout layer (408 until the headers are sent)."""
+"""The body-size layer (413), the body read timeout and minimum rate (408) and the timeout layer (408 until the
+headers are sent)."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
+from hypnos.errors import HypnosError
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
-from hypnos_server.errors import body_timeout, payload_too_large, request_timeout, send_error
+from hypnos_server.errors import body_timeout, payload_too_large, request_timeout, send_error, slow_body
 
 
 def _is_multipart(scope: Scope) -> bool:
@@ -79,32 +82,43 @@ class TimeoutLayer:
 
 
 class BodyTimeoutLayer:
-    """Answers 408 (plain text, Connection: close) when a request body stalls for limits.body_timeout_secs.
+    """Answers 408 (plain text, Connection: close) when a request body stalls for limits.body_timeout_secs, or
+    comes slower than limits.min_body_bytes_per_sec on average once it has taken that long.
 
     Each wait for the next part of the body is bounded; the handler's read fails, so the request ends and its key's
     concurrency permit is given back. When the handler swallowed the failure, the 408 is still sent here.
     """
 
-    def __init__(self, app: ASGIApp, timeout_secs: float) -> None:
+    def __init__(self, app: ASGIApp, timeout_secs: float, min_bytes_per_sec: float = 0.0) -> None:
         self.app = app
         self.timeout_secs = timeout_secs
+        self.min_rate = min_bytes_per_sec
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Pass the request on with a receive whose body reads are bounded."""
         body_done = False
-        stalled = False
+        stalled: Callable[[], HypnosError] | None = None  # the 408 of a body that stalled or came too slowly
         started = False
+        loop = asyncio.get_running_loop()
+        began, received = loop.time(), 0
 
         async def bounded_receive() -> Message:
-            nonlocal body_done, stalled
-            if body_done or stalled:
+            nonlocal body_done, stalled, received
+            if body_done or stalled is not None:
                 return await receive()
+            wait, slow = self.timeout_secs, False
+            if self.min_rate > 0:  # past the grace, the body must have come at min_rate on average
+                due = began + self.timeout_secs + received / self.min_rate - loop.time()
+                if due < wait * 0.9:  # (about as soon as the stall bound: a stall, no slow body)
+                    wait, slow = max(0.0, due), True
             try:
-                async with asyncio.timeout(self.timeout_secs):
+                async with asyncio.timeout(wait):
                     message = await receive()
             except TimeoutError:
-                stalled = True
-                raise body_timeout(self.timeout_secs) from None
+                rate, secs = self.min_rate, self.timeout_secs
+                stalled = (lambda: slow_body(rate, secs)) if slow else (lambda: body_timeout(secs))
+                raise stalled() from None
+            received += len(message.get("body", b""))
             if message["type"] != "http.request" or not message.get("more_body", False):
                 body_done = True
             return message
@@ -116,5 +130,5 @@ class BodyTimeoutLayer:
             await send(message)
 
         await self.app(scope, bounded_receive, send_marking)
-        if stalled and not started:
-            await send_error(scope, send, body_timeout(self.timeout_secs))
+        if stalled is not None and not started:
+            await send_error(scope, send, stalled())

@@ -35,7 +35,7 @@ class RequestPipeline:
         app: ASGIApp = AuthLayer(inner, settings, state.keys, state.limiter, admin)
         app = TimeoutLayer(app, settings.limits.request_timeout_secs)
         app = BodyLimitLayer(app, settings.limits.max_body_bytes)
-        app = BodyTimeoutLayer(app, settings.limits.body_timeout_secs)
+        app = BodyTimeoutLayer(app, settings.limits.body_timeout_secs, settings.limits.min_body_bytes_per_sec)
         self.app: ASGIApp = CorsLayer(app, OriginPolicy(settings.server.allowed_origins))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
