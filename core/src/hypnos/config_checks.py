@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from typing import Any, Protocol
 
+from hypnos.errors import clip
+
 # Model ids: letters, digits, `.`, `_`, `-` and `:`, starting with a letter or digit. No `/`: the routes
 # (`/v1/models/{id}`) address one path segment and refuse an encoded `/`, so such a model could never be replaced.
 MODEL_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*")
@@ -139,3 +141,30 @@ def raw_model_problem(entry: Any) -> str | None:
     if nesting_depth(entry, MAX_NESTING) > MAX_NESTING:
         return f"tables and arrays nest more than {MAX_NESTING} deep"
     return None
+
+
+# [models.process] env a block sent to the pool API may set: device selection and thread tuning. The config file
+# itself may set any variable; over HTTP, LD_PRELOAD, PYTHONPATH and the like would run code in the engine host.
+POOL_ENV_NAMES = frozenset(
+    {
+        "CUDA_VISIBLE_DEVICES",
+        "CUDA_DEVICE_ORDER",
+        "HIP_VISIBLE_DEVICES",
+        "ROCR_VISIBLE_DEVICES",
+        "TOKENIZERS_PARALLELISM",
+        "PYTORCH_CUDA_ALLOC_CONF",
+    }
+)
+POOL_ENV_PREFIXES = ("OMP_", "MKL_", "OPENBLAS_", "GOMP_", "KMP_", "GGML_CUDA_")
+
+
+def pool_env_problems(env: dict[str, str]) -> list[str]:
+    """The `process.env` names a pool API block may not set (any name outside the allow-list)."""
+    refused = sorted(name for name in env if name not in POOL_ENV_NAMES and not name.startswith(POOL_ENV_PREFIXES))
+    if not refused:
+        return []
+    allowed = ", ".join([*sorted(POOL_ENV_NAMES), *(f"{prefix}*" for prefix in POOL_ENV_PREFIXES)])
+    names = ", ".join(f"`{clip(name, 64)}`" for name in refused[:5])
+    return [
+        f"`process.env`: {names} may not be set through the pool API (allowed: {allowed}); set it in the config file"
+    ]

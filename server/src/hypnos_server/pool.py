@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from hypnos.config import ConfigError, ModelConfig
+from hypnos.config_checks import pool_env_problems
 from hypnos.engine import EngineKind
 from hypnos.errors import invalid_request
 from hypnos.overlay import PoolOverlay, atomic_write, parse_model_block, validate_model_block
@@ -100,7 +101,7 @@ class ModelPool:
             raise invalid_request(f"the model failed the config validation: {error}") from None
         settings = self.scheduler.settings
         models_dir = settings.models_path
-        reasons = []
+        reasons = pool_env_problems(model.process.env)
         kinds = self.scheduler.engine_kinds
         if model.engine not in kinds:
             reasons.append(f"the engine kind `{model.engine}` is not installed (installed: {', '.join(sorted(kinds))})")

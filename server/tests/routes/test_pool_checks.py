@@ -82,3 +82,17 @@ def test_an_id_with_a_slash_could_never_be_removed_so_it_is_refused(pool: TestCl
     assert pool.post("/v1/models", json={"config": block("a/b")}).status_code == 400
     assert pool.delete("/v1/models/a/b").status_code == 404  # one path segment only
     assert pool.delete("/v1/models/a%2Fb").status_code == 404  # an encoded separator is never routed
+
+
+@pytest.mark.parametrize("name", ["LD_PRELOAD", "PYTHONPATH", "LD_LIBRARY_PATH", "PATH"])
+def test_process_env_from_the_pool_api_is_limited_to_an_allow_list(pool: TestClient, name: str) -> None:
+    hostile = block() + f'[models.process]\nenv = {{ {name} = "/tmp/evil", OMP_NUM_THREADS = "2" }}\n'
+    for response in (
+        pool.post("/v1/models", json={"config": hostile}),
+        pool.put("/v1/models/base", json={"config": hostile}),
+    ):
+        assert response.status_code == 400, response.text
+        assert f"`{name}`" in error_of(response)["message"] and "process.env" in error_of(response)["message"]
+    assert pool.get("/v1/models/added").status_code == 404
+    allowed = block() + '[models.process]\nenv = { CUDA_VISIBLE_DEVICES = "", OMP_NUM_THREADS = "2" }\n'
+    assert pool.post("/v1/models", json={"config": allowed}).status_code == 201
