@@ -32,3 +32,44 @@ def test_rejects_a_file_that_is_not_gguf(tmp_path: Path) -> None:
     path.write_bytes(b"not a gguf at all")
     with pytest.raises(GgufError):
         read_gguf(path)
+
+
+def cut(path: Path, keep: int) -> None:
+    path.write_bytes(path.read_bytes()[:keep])
+
+
+def test_a_file_cut_in_its_tensors_is_refused_naming_the_missing_bytes(tiny_gguf: Path, tmp_path: Path) -> None:
+    whole = read_gguf(tiny_gguf)
+    last = max(whole.tensors, key=lambda tensor: tensor.offset)
+    for keep in (
+        tiny_gguf.stat().st_size - last.nbytes // 2 - 1,
+        tiny_gguf.stat().st_size - sum(tensor.nbytes for tensor in whole.tensors) // 2,
+    ):
+        copy = tmp_path / "cut.gguf"
+        copy.write_bytes(tiny_gguf.read_bytes())
+        cut(copy, keep)
+        with pytest.raises(GgufError, match="truncated"):
+            read_gguf(copy)
+
+
+def test_the_pool_api_refuses_a_gguf_cut_in_its_tensors(tmp_path: Path) -> None:
+    from hypnos.config import settings_from_mapping
+    from hypnos.plugins import make_plugin_manager
+    from hypnos_llama import plugin as llama_plugin
+    from hypnos_llama.testing import write_tiny_llama
+    from hypnos_server.app import create_app
+    from litestar.testing import TestClient
+
+    models = tmp_path / "models"
+    models.mkdir()
+    weights = models / "cut.gguf"
+    write_tiny_llama(weights, seed=1)
+    cut(weights, weights.stat().st_size - 64)
+    settings = settings_from_mapping({"models_dir": "models"}, str(tmp_path / "hypnos.toml"))
+    app = create_app(settings, make_plugin_manager(autoload=False, plugins=[llama_plugin]))
+    block = '[[models]]\nid = "cut"\nmodality = "text_generation"\nengine = "ggml_llama"\nweights_path = "cut.gguf"\n'
+    with TestClient(app) as client:
+        response = client.post("/v1/models", json={"config": block})
+        assert response.status_code == 400, response.text
+        assert "truncated" in response.json()["error"]["message"]
+        assert client.get("/v1/models/cut").status_code == 404

@@ -12,6 +12,14 @@ _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<
 _STRING, _ARRAY = 8, 9
 # Arrays longer than this (vocabularies, merges) are skipped and recorded as their length only.
 _MAX_KEPT_ARRAY = 4096
+# ggml type -> (elements per block, bytes per block), for the types whose layout is fixed (ggml.c's type traits)
+_BLOCKS = {
+    0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34), 9: (32, 36),
+    10: (256, 84), 11: (256, 110), 12: (256, 144), 13: (256, 176), 14: (256, 210), 15: (256, 292),
+    16: (256, 66), 17: (256, 74), 18: (256, 98), 19: (256, 50), 20: (32, 18), 21: (256, 110), 22: (256, 82),
+    23: (256, 136), 24: (1, 1), 25: (1, 2), 26: (1, 4), 27: (1, 8), 28: (1, 8), 29: (256, 56), 30: (1, 2),
+    34: (256, 54), 35: (256, 66),
+}  # fmt: skip
 
 
 class GgufError(ValueError):
@@ -135,9 +143,36 @@ def read_gguf(path: str | Path) -> GgufFile:
         data_start = -(-handle.tell() // alignment) * alignment
     # Byte sizes from the offsets: exact for every ggml type, including ones this reader has never heard of.
     ordered = sorted(raw, key=lambda item: item[3])
+    _check_complete(path, ordered, file_size - data_start)
     ends = [item[3] for item in ordered[1:]] + [file_size - data_start]
     tensors = [
         GgufTensor(name=name, ggml_type=kind, shape=shape, offset=offset, nbytes=max(0, end - offset))
         for (name, kind, shape, offset), end in zip(ordered, ends, strict=True)
     ]
     return GgufFile(path=path, version=version, metadata=metadata, tensors=tensors, array_lengths=lengths)
+
+
+def _declared_nbytes(ggml_type: int, shape: tuple[int, ...]) -> int | None:
+    """A tensor's byte size from its type and shape (None for a type whose layout this reader does not know)."""
+    layout = _BLOCKS.get(ggml_type)
+    if layout is None:
+        return None
+    elements = 1
+    for size in shape:
+        elements *= size
+    per_block, block_bytes = layout
+    return -(-elements // per_block) * block_bytes
+
+
+def _check_complete(path: Path, ordered: list[tuple[str, int, tuple[int, ...], int]], data_bytes: int) -> None:
+    """GgufError when the file ends before its tensor table says its data does (a cut download or copy): llama.cpp
+    would refuse it on every load."""
+    if not ordered:
+        return
+    name, ggml_type, shape, offset = ordered[-1]
+    needed = offset + (_declared_nbytes(ggml_type, shape) or 1)
+    if needed > data_bytes:
+        raise GgufError(
+            f"{path.name} is truncated: its tensor table needs {needed} bytes of tensor data (up to the end of "
+            f"`{name[:64]}`), the file holds {max(0, data_bytes)}; download it again"
+        )
