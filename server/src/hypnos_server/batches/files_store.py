@@ -15,6 +15,9 @@ from typing import Any
 
 import msgspec
 from hypnos.errors import HypnosError, clip, not_found
+from hypnos.overlay import atomic_write
+
+from hypnos_server.storage import writing
 
 FOLDER = "files"
 PURPOSES = ("batch", "batch_output")
@@ -56,29 +59,12 @@ def owner_folder(root: Path, owner: str) -> Path:
     return root / hashlib.sha256(owner.encode()).hexdigest()[:24]
 
 
-def fsync_folder(folder: Path) -> None:
-    """Make a rename or a new file in `folder` durable."""
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def write_atomically(path: Path, data: bytes) -> None:
-    """Write `data` to `path` through a temporary file, fsynced and renamed (a reader sees all of it or nothing)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
-    fsync_folder(path.parent)
+    """Write `data` to `path` through a temporary file, fsynced and renamed (a reader sees all of it or nothing); a
+    full disk is a 507 insufficient_storage, as for the server's other stores."""
+    with writing(f"the file {path.name}"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, data)
 
 
 def quota_exceeded(quota: int, used: int, size: int) -> HypnosError:
