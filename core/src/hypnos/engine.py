@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import msgspec
 
 from hypnos.chat import ChatInput
-from hypnos.engine_io import (  # noqa: F401  the per-modality inputs and results are part of this contract
+from hypnos.engine_io import (  # the per-modality inputs and results are part of this contract (__all__)
     AudioChunk,
     ChatAccepted,
     ChatEvent,
@@ -37,7 +37,7 @@ from hypnos.engine_io import (  # noqa: F401  the per-modality inputs and result
     TranscriptionResult,
     TranscriptionSegment,
 )
-from hypnos.engine_methods import (  # noqa: F401  the method table is part of this contract
+from hypnos.engine_methods import (  # the method table is part of this contract (__all__)
     ENGINE_METHODS,
     EngineMethod,
     check_own_methods,
@@ -57,6 +57,50 @@ from hypnos.types import (
 
 if TYPE_CHECKING:
     from hypnos.config import LimitsConfig, ModelConfig
+
+__all__ = [  # the contract: what a plugin imports from here (the inputs, results and method table re-exported)
+    "ENGINE_METHODS",
+    "AudioChunk",
+    "CancelToken",
+    "ChatAccepted",
+    "ChatEvent",
+    "ChatFinished",
+    "ChatInput",
+    "ContentDelta",
+    "DeviceOutOfMemory",
+    "DocumentInput",
+    "EmbeddingInput",
+    "EmbeddingResult",
+    "Engine",
+    "EngineCapabilities",
+    "EngineContext",
+    "EngineFactory",
+    "EngineKind",
+    "EngineMethod",
+    "EngineUnavailable",
+    "Entity",
+    "EntityInput",
+    "EntityResult",
+    "GeneratedImage",
+    "ImageInput",
+    "ImageResult",
+    "KvPark",
+    "MemoryEstimate",
+    "ParkedSlot",
+    "ReasoningDelta",
+    "RerankInput",
+    "RerankResult",
+    "SpeechInput",
+    "TokenLogprob",
+    "ToolCallEvent",
+    "TopLogprob",
+    "TranscriptionInput",
+    "TranscriptionResult",
+    "TranscriptionSegment",
+    "engine_method",
+    "method_table",
+    "missing_library",
+]
 
 
 class CancelToken:

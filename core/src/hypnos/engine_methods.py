@@ -96,7 +96,7 @@ def method_table(kinds: Iterable[DeclaresMethods] = ()) -> dict[str, EngineMetho
 
 def engine_method(engine: Any, name: str) -> Callable[..., Any]:
     """`engine.<name>` (a core method or a kind's own), or a 400 when this model's engine has no such method."""
-    method = getattr(engine, name, None)
+    method: Callable[..., Any] | None = getattr(engine, name, None)
     if method is None or not callable(method):
         model = getattr(getattr(engine, "model", None), "id", None) or getattr(engine, "model_id", "?")
         raise HypnosError(400, "invalid_request_error", f"the model `{model}` does not serve `{name}`")

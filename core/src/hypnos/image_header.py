@@ -13,9 +13,9 @@ def image_size(data: bytes) -> tuple[int, int] | None:
     """(width, height) from the header; None for a format this reader does not know or a header it cannot find."""
     try:
         if data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR":
-            return struct.unpack(">II", data[16:24])  # type: ignore[return-value]
+            return struct.unpack(">II", data[16:24])
         if data[:6] in (b"GIF87a", b"GIF89a"):
-            return struct.unpack("<HH", data[6:10])  # type: ignore[return-value]
+            return struct.unpack("<HH", data[6:10])
         if data[:2] == b"BM":
             width, height = struct.unpack("<ii", data[18:26])
             return abs(width), abs(height)

@@ -8,6 +8,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
+from types import ModuleType
 
 import msgspec
 import pluggy
@@ -95,7 +96,7 @@ def load_plugins(
     allow: Iterable[str] | None = None,
     autoload: bool = True,
     plugins: Iterable[object] = (),
-    specs: Iterable[object] = (),
+    specs: Iterable[ModuleType | type] = (),
 ) -> PluginLoad:
     """The plugins of entry-point group `hypnos` (only `allow`ed ones when given) plus `plugins`, registered in a
     fresh manager with core's hookspecs and the extra spec modules `specs` (the server's routes hook); one that fails
@@ -135,7 +136,7 @@ def make_plugin_manager(
     allow: Iterable[str] | None = None,
     autoload: bool = True,
     plugins: Iterable[object] = (),
-    specs: Iterable[object] = (),
+    specs: Iterable[ModuleType | type] = (),
 ) -> pluggy.PluginManager:
     """A fresh plugin manager as load_plugins() builds it; each problem is logged as a warning (`hypnos serve`
     stops on them first, unless server.plugin_errors = "warn")."""

@@ -63,7 +63,8 @@ def resolve_factory(path: str) -> Callable[..., Engine]:
     target: Any = importlib.import_module(module_name)
     for part in qualname.split("."):
         target = getattr(target, part)
-    return target
+    factory: Callable[..., Engine] = target
+    return factory
 
 
 class AskChannel:
@@ -111,7 +112,7 @@ class WatchedToken(CancelToken):
         self.checked = False
 
     @property
-    def cancelled(self) -> bool:  # type: ignore[override]
+    def cancelled(self) -> bool:
         """True once cancelled; every read counts as progress."""
         self.checked = True
         return self._event.is_set()

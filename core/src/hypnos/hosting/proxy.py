@@ -171,9 +171,9 @@ class HostedEngine(Engine):
     # ---- lifecycle --------------------------------------------------------------------------------------------------
 
     async def _ensure_host(self) -> HostProcess:
-        host = self.host
-        if host is not None and host.alive:
-            return host
+        running = self.host
+        if running is not None and running.alive:
+            return running
         wait = self.policy.backoff_secs(time.monotonic())
         if wait > 0:
             logger.info("restarting the engine host of %s in %.1f s", self.model.id, wait)
@@ -260,7 +260,7 @@ class HostedEngine(Engine):
     async def load(self, plan: LayerPlacementPlan) -> TierSwitchPhases:
         """Start a host when none runs, and load the model there as the plan says."""
         host = await self._ensure_host()
-        phases = await host.call("load", (plan,))
+        phases: TierSwitchPhases = await host.call("load", (plan,))
         self._capabilities = await host.call("capabilities", ())
         return phases
 

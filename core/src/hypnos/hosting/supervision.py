@@ -116,7 +116,7 @@ class CrashPolicy:
         if len(self.crashes) <= self.free_crashes:
             return 0.0
         since = now - self.crashes[-1]
-        wait = min(self.max_secs, self.base_secs * 2 ** (len(self.crashes) - self.free_crashes - 1))
+        wait = min(self.max_secs, self.base_secs * 2.0 ** (len(self.crashes) - self.free_crashes - 1))
         return max(0.0, wait - since)
 
     def reset(self) -> None:

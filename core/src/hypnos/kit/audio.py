@@ -181,7 +181,8 @@ def resample(samples: np.ndarray, rate: int, target: int) -> np.ndarray:
     except ImportError:
         count = max(1, round(samples.size * target / rate))
         positions = np.linspace(0, samples.size - 1, count)
-        return np.interp(positions, np.arange(samples.size), samples).astype(np.float32)
+        linear: np.ndarray = np.interp(positions, np.arange(samples.size), samples).astype(np.float32)
+        return linear
     frame = av.AudioFrame.from_ndarray(
         (np.clip(samples, -1.0, 1.0) * 32767.0).astype(np.int16).reshape(1, -1), format="s16", layout="mono"
     )
@@ -249,7 +250,7 @@ def _container(data: bytes, *, sample_rate: int, max_seconds: float) -> DecodedA
 def _declared_seconds(container: Any) -> float | None:
     """The container's or the audio stream's declared duration, when either declares one."""
     if container.duration:
-        return container.duration / 1_000_000
+        return float(container.duration) / 1_000_000
     stream = container.streams.audio[0]
     if stream.duration and stream.time_base:
         return float(stream.duration * stream.time_base)
@@ -299,4 +300,5 @@ def to_pcm16(audio: np.ndarray) -> bytes:
     """Float audio in [-1, 1] as 16-bit little-endian PCM bytes (clipped)."""
     import numpy as np
 
-    return (np.clip(audio, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
+    pcm: bytes = (np.clip(audio, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
+    return pcm

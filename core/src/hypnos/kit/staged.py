@@ -118,7 +118,8 @@ class StagedEngine(Engine):
 
     async def load(self, plan: LayerPlacementPlan) -> TierSwitchPhases:
         """Bring the model to plan.primary_tier through the hooks it still needs; the phases they took."""
-        return await self.worker.run(self._load_blocking, plan)
+        phases: TierSwitchPhases = await self.worker.run(self._load_blocking, plan)
+        return phases
 
     async def demote(self, tier: MemoryTier) -> None:
         """Move down to tier 2 or 3 through the release hooks (after any call queued on the worker)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from types import MappingProxyType
+from typing import Any
 
 from hypnos.config import LimitsConfig, ProfileObjective, ServerConfig
 from hypnos.errors import HypnosError
@@ -28,7 +29,8 @@ def profile_objective(name: str | None) -> ProfileObjective | None:
     known = PROFILES.get(name) if name is not None else None
     if known is None:
         return None
-    return ProfileObjective(metric=known[0], target_ms=known[1])
+    metric: Any = known[0]  # one of ProfileObjective's metrics, as PROFILES lists them
+    return ProfileObjective(metric=metric, target_ms=known[1])
 
 
 def implicit_deadline_ms(server: ServerConfig, limits: LimitsConfig) -> int | None:

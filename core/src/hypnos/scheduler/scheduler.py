@@ -31,7 +31,8 @@ from hypnos.scheduler.measure_store import MeasuredStore, measured_path
 from hypnos.scheduler.pool import PoolChanges
 from hypnos.scheduler.records import EvictionRecord, SchedulerCounters
 from hypnos.scheduler.state import ModelState, failure_reason
-from hypnos.scheduler.status import MemoryStatus, build_status
+from hypnos.scheduler.status import build_status
+from hypnos.scheduler.status_types import MemoryStatus
 from hypnos.scheduler.stopping import end_in_flight, shutting_down, unload_all
 from hypnos.scheduler.tiers import TierManager
 from hypnos.types import MemoryTier, Modality, MoeOffload
@@ -70,7 +71,7 @@ class Scheduler:
         )
         self.latency_provider = latency_provider
         self._implicit_deadline = implicit_deadline_ms(settings.server, settings.limits)
-        self._background: set[asyncio.Task] = set()
+        self._background: set[asyncio.Task[Any]] = set()
         self.stopping = False  # set when the server stops: no new leases
         self.live_leases: set[Lease] = set()  # the leases in flight (ended at shutdown when the grace runs short)
         self._loop: asyncio.AbstractEventLoop | None = None  # the loop serving the scheduler (set when staging)

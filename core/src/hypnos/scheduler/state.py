@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
+from typing import Any
 
 from hypnos.config import ModelConfig
 from hypnos.engine import Engine, EngineKind, MemoryEstimate
@@ -61,7 +62,7 @@ class ModelState:
     service_ms_avg: float | None = None
     last_used: float = 0.0
     gate: SlotGate = field(default_factory=lambda: SlotGate(1))
-    transition: asyncio.Task | None = None
+    transition: asyncio.Task[Any] | None = None
     estimate_cache: MemoryEstimate | None = None  # the estimate the planner uses: the engine's, corrected
     raw_estimate: MemoryEstimate | None = None  # the engine's own estimate
     # measured placement (measured.py): what its host held / the estimate booked at the last load, and the factor

@@ -13,6 +13,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Iterable
+from typing import Any
 
 from hypnos.errors import HypnosError
 from hypnos.hosting import HostedEngine
@@ -66,7 +67,7 @@ def _moving(state: ModelState) -> bool:
 
 
 async def unload_all(
-    models: list[ModelState], tiers: TierManager, background: set[asyncio.Task], within: float
+    models: list[ModelState], tiers: TierManager, background: set[asyncio.Task[Any]], within: float
 ) -> None:
     """Stop the background moves (prefetches), then unload every model to tier 3, within `within` seconds; the
     engine hosts still running after it are killed."""
@@ -78,7 +79,7 @@ async def unload_all(
     await asyncio.gather(*(engine.kill() for engine in hosted), return_exceptions=True)
 
 
-async def _unload(models: list[ModelState], tiers: TierManager, background: set[asyncio.Task]) -> None:
+async def _unload(models: list[ModelState], tiers: TierManager, background: set[asyncio.Task[Any]]) -> None:
     for task in list(background):
         task.cancel()
     if background:

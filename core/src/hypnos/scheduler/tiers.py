@@ -143,7 +143,7 @@ class TierManager(TierBooks):
 
     # ---- transitions --------------------------------------------------------------------------------------------
 
-    def _start_transition(self, state: ModelState, work: Coroutine[Any, Any, LoadOutcome]) -> asyncio.Task:
+    def _start_transition(self, state: ModelState, work: Coroutine[Any, Any, LoadOutcome]) -> asyncio.Task[Any]:
         async def run() -> LoadOutcome:
             try:
                 return await work
@@ -154,7 +154,7 @@ class TierManager(TierBooks):
         task = asyncio.get_running_loop().create_task(run())
         state.transition = task
 
-        def finished(done: asyncio.Task) -> None:
+        def finished(done: asyncio.Task[Any]) -> None:
             if state.transition is done:
                 state.transition = None
             if not done.cancelled():

@@ -259,7 +259,7 @@ class HostedConformanceSuite:
         async def walk() -> int:
             await engine.load(target.plan(engine, MemoryTier.TIER1))
             await target.request(engine, CancelToken())
-            resident = engine.process_info().rss_bytes  # type: ignore[attr-defined]
+            resident: int = engine.process_info().rss_bytes  # type: ignore[attr-defined]
             await engine.unload()
             return resident
 

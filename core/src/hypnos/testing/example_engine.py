@@ -32,7 +32,7 @@ class MiniLMEngine(EmbeddingEngine):
         except ImportError:
             raise missing_library("tokenizers") from None
         folder, self.encode = self.model_path(), sentence_vectors
-        self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self.tokenizer: Any = Tokenizer.from_file(str(folder / "tokenizer.json"))
         self.tokenizer.no_padding()  # the tokenizer.json pads and cuts; the kit refuses an input past max_tokens
         self.tokenizer.no_truncation()
         self.config = json.loads((folder / "config.json").read_text())

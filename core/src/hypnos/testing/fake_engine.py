@@ -51,8 +51,7 @@ from hypnos.errors import HypnosError, server_error
 from hypnos.hosting.host import HOST_ENV
 from hypnos.kit.audio import audio_file
 from hypnos.openai import ToolCall, ToolCallFunction
-from hypnos.types import EngineTiming, LayerPlacementPlan, MemoryTier, Modality, TierSwitchPhases
-from hypnos.wire_kind import SPEC_KIND_BY_MODALITY
+from hypnos.types import SPEC_KIND_BY_MODALITY, EngineTiming, LayerPlacementPlan, MemoryTier, Modality, TierSwitchPhases
 
 
 class FakeOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -287,7 +286,7 @@ class FakeEngine(Engine):
             self._oom_pending = False
             raise DeviceOutOfMemory("fake device out of memory")
 
-    async def chat(self, request: ChatInput, cancel: CancelToken) -> AsyncIterator[ChatEvent]:  # type: ignore[override]
+    async def chat(self, request: ChatInput, cancel: CancelToken) -> AsyncIterator[ChatEvent]:
         """ChatAccepted, then thoughts when thinking is on, a call of the chosen tool when tools are offered, else
         words, one per token, up to max_tokens or a word that is a `stop` string; ends "cancelled" when cancelled."""
         self._maybe_oom()
@@ -372,7 +371,7 @@ class FakeEngine(Engine):
         data, _ = audio_file(audio)
         return TranscriptionResult(text=f"fake transcript of {len(data)} bytes", duration_secs=None)
 
-    async def speak(self, speech: SpeechInput, cancel: CancelToken) -> AsyncIterator[AudioChunk]:  # type: ignore[override]
+    async def speak(self, speech: SpeechInput, cancel: CancelToken) -> AsyncIterator[AudioChunk]:
         """A 440 Hz tone per phrase, 0.1 s per word."""
         pace = self._pace()
         for phrase in [p for p in speech.text.replace("!", ".").split(".") if p.strip()] or [speech.text]:
@@ -394,7 +393,7 @@ class FakeEngine(Engine):
         ]
         return ImageResult(images=images)
 
-    async def convert_document(self, document: DocumentInput, cancel: CancelToken) -> AsyncIterator[dict]:  # type: ignore[override]
+    async def convert_document(self, document: DocumentInput, cancel: CancelToken) -> AsyncIterator[dict[str, Any]]:
         """One page whose markdown is the decoded text."""
         await self._pace().tick()
         yield {"page": 1, "markdown": document.data.decode("utf-8", "replace")}

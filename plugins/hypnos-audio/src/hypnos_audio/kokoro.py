@@ -178,7 +178,7 @@ class KokoroEngine(OnnxVoiceEngine):
         )
         return fallback
 
-    async def speak(self, speech: SpeechInput, cancel: CancelToken) -> AsyncIterator[AudioChunk]:  # type: ignore[override]
+    async def speak(self, speech: SpeechInput, cancel: CancelToken) -> AsyncIterator[AudioChunk]:
         """One AudioChunk per phrase chunk, each yielded as soon as it is synthesized; the next runs meanwhile."""
         self.require_ready()
         voice = self.pick_voice(speech.voice)

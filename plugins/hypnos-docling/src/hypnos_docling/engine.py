@@ -115,9 +115,7 @@ class DoclingEngine(StagedEngine):
         """Drop the converter and its OCR sessions."""
         self._converter = None
 
-    async def convert_document(  # type: ignore[override]
-        self, document: DocumentInput, cancel: CancelToken
-    ) -> AsyncIterator[Any]:
+    async def convert_document(self, document: DocumentInput, cancel: CancelToken) -> AsyncIterator[Any]:
         """DocumentStarted, then one PageDone per page in order, each as soon as the conversion finishes it."""
         self.require_ready()
         loop = asyncio.get_running_loop()
