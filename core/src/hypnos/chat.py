@@ -91,6 +91,9 @@ class ChatInput(msgspec.Struct, kw_only=True):
     n: int = 1
     logprobs: bool = False
     top_logprobs: int | None = None
+    # whose saved prompt states may serve this request (the prompt cache): None anyone's; the server sets the API
+    # key's label with server.prompt_cache_isolation = "key"
+    cache_scope: str | None = None
 
     @property
     def wants_tools(self) -> bool:

@@ -90,6 +90,9 @@ class ServerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     files_quota_bytes: Annotated[int, msgspec.Meta(ge=1)] = 2048 * MiB
     batch_priority: Annotated[int, msgspec.Meta(lt=0)] = -1
     batch_max_concurrent_lines: Annotated[int, msgspec.Meta(ge=1)] = 4
+    # whose cached prompt states a request may restore: "model" (any caller's: a prefix is the same computation whoever
+    # sent it) or "key" (only those of the same API key, slots included)
+    prompt_cache_isolation: Literal["model", "key"] = "model"
 
 
 class LimitsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -188,6 +191,18 @@ class ProcessConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     start_timeout_secs: float = 120.0
 
 
+class PromptCacheConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """[models.prompt_cache]: a chat model's saved prompt states (KV) in host RAM and on disk, restored by prefix."""
+
+    enabled: bool = True
+    # a slot's state is saved only when it holds at least this many tokens (shorter prompts prefill fast enough)
+    min_tokens: Annotated[int, msgspec.Meta(ge=1)] = 512
+    # host RAM the model's saved states may hold (counted in tier 2 and the process cap; less when those leave less)
+    ram_bytes: Annotated[int, msgspec.Meta(ge=0)] = 1 * GiB
+    # bytes of saved states under server.data_dir (0 or no data_dir: no disk tier)
+    disk_bytes: Annotated[int, msgspec.Meta(ge=0)] = 4 * GiB
+
+
 class ModelConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """[[models]]: one model in the pool; paths are relative to models_dir."""
 
@@ -209,6 +224,7 @@ class ModelConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # "process" or "thread" (see [server] isolation); None: the server's
     isolation: Literal["process", "thread"] | None = None
     process: ProcessConfig = msgspec.field(default_factory=ProcessConfig)
+    prompt_cache: PromptCacheConfig = msgspec.field(default_factory=PromptCacheConfig)
     arch: dict[str, Any] = {}
     # Engine-specific tables ([models.image], [models.llama], ...), checked against the engine kind's config_keys.
     engine_options: dict[str, dict[str, Any]] = {}

@@ -222,6 +222,30 @@ class KvPark(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class CachedPrompt:
+    """A saved prompt state found by prefix: the tokens its KV holds, the engine's sequence state, and its tier."""
+
+    tokens: list[int]
+    state: bytes
+    tier: str = "ram"  # where it was found: "ram" or "disk"
+
+
+class PromptCache(Protocol):
+    """What an engine may use of the prompt cache (the scheduler's store; thread-safe). Entries are keyed by the
+    chain hashes of a prompt's fixed-size token blocks (hypnos.kit.prompt_cache), under a namespace that names the
+    model file, the context layout and the isolation scope."""
+
+    def save(self, model_id: str, namespace: str, tokens: list[int], state: bytes, files: list[str]) -> bool:
+        """Keep a sequence state for `tokens` (`files`: the model files it depends on; a changed file drops it)."""
+        ...
+
+    def lookup(self, model_id: str, namespace: str, tokens: list[int], longer_than: int) -> CachedPrompt | None:
+        """The saved state sharing the longest block prefix with `tokens` when longer than `longer_than` tokens (what
+        a slot already holds: counted as a slot hit), else None."""
+        ...
+
+
 @dataclass
 class EngineContext:
     """What an engine gets besides its model config: where models live, the limits, the device."""
@@ -233,6 +257,8 @@ class EngineContext:
     extra: dict[str, Any] = field(default_factory=dict)
     # KV parking (section 14): where engines park their slots' KV states when leaving tier 1; None = no parking
     kv_park: KvPark | None = None
+    # The prompt cache (section 14): saved prompt states by prefix in host RAM and on disk; None = no prompt cache
+    prompt_cache: PromptCache | None = None
     # Called (from any thread) when an engine grows a loaded model's context to `cells` in all: the scheduler books
     # the larger KV cache (model id, cells) and funds it again when the model returns from tier 2 (not tier 3)
     context_resized: Callable[[str, int], None] | None = None

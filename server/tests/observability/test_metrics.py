@@ -9,6 +9,7 @@ from hypnos.hardware import GpuSample
 from hypnos.scheduler import Scheduler
 from hypnos.scheduler.records import SchedulerCounters
 from hypnos.scheduler.status import MemoryStatus
+from hypnos.scheduler.status_types import PromptCacheStatus
 from hypnos.testing.fake_engine import fake_engine_kind
 from hypnos.types import EngineTiming, MemoryTier
 from hypnos_server.observability.facts import RequestFacts
@@ -266,3 +267,14 @@ def test_workflow_histogram() -> None:
     families = scrape(metrics)
     assert value(families, "hypnos_workflow_e2e_ms_count", workflow="voice") == 1
     assert value(families, "hypnos_workflow_e2e_ms_sum", workflow="voice") == 1000.0
+
+
+def test_prompt_cache_families_by_tier() -> None:
+    cache = PromptCacheStatus(ram_bytes=4096, disk_bytes=9000, hits={"slots": 5, "ram": 3, "disk": 1}, misses=2)
+    families = scrape(make(status_of(prompt_cache=cache)))
+    assert value(families, "hypnos_prompt_cache_hits_total", tier="ram") == 3
+    assert value(families, "hypnos_prompt_cache_hits_total", tier="disk") == 1
+    assert value(families, "hypnos_prompt_cache_hits_total", tier="slots") == 5
+    assert value(families, "hypnos_prompt_cache_misses_total") == 2
+    assert value(families, "hypnos_prompt_cache_bytes", tier="ram") == 4096
+    assert value(families, "hypnos_prompt_cache_bytes", tier="disk") == 9000

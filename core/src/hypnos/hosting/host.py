@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from hypnos.config import LimitsConfig, ModelConfig
-from hypnos.engine import CancelToken, Engine, EngineContext, ParkedSlot, method_table
+from hypnos.engine import CachedPrompt, CancelToken, Engine, EngineContext, ParkedSlot, method_table
 from hypnos.engine_methods import LIFECYCLE_METHODS
 from hypnos.errors import HypnosError, clip, server_error
 from hypnos.hosting.frames import Failure, Kind, decode_frame, failure_of, pack, payload_of, read_frame
@@ -51,6 +51,7 @@ class HostStart:
     options: dict[str, Any]
     share_dir: str
     kv_park: bool = True  # whether the server offers KV parking
+    prompt_cache: bool = False  # whether the server offers a prompt cache
     cache_dir: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     # the request methods the host serves, name -> streams (the core's and the kind's own); None: the core's
@@ -102,6 +103,22 @@ class RemoteKvPark:
     def take(self, model_id: str, layout: Hashable) -> list[ParkedSlot]:
         """The model's parked slots, removed from the server's store."""
         return list(self._channel.ask("kv_take", (model_id, layout)) or [])
+
+
+class RemotePromptCache:
+    """The server's prompt cache, asked through the ask channel (states travel through shared memory)."""
+
+    def __init__(self, channel: AskChannel) -> None:
+        self._channel = channel
+
+    def save(self, model_id: str, namespace: str, tokens: list[int], state: bytes, files: list[str]) -> bool:
+        """Save a prompt state at the server."""
+        return bool(self._channel.ask("pc_save", (model_id, namespace, tokens, state, files)))
+
+    def lookup(self, model_id: str, namespace: str, tokens: list[int], longer_than: int) -> CachedPrompt | None:
+        """The server's saved state with the longest shared block prefix, when longer than `longer_than`."""
+        found = self._channel.ask("pc_lookup", (model_id, namespace, tokens, longer_than))
+        return found if isinstance(found, CachedPrompt) else None
 
 
 class WatchedToken(CancelToken):
@@ -213,6 +230,7 @@ class EngineHost:
             cache_dir=Path(start.cache_dir) if start.cache_dir else None,
             extra=start.extra,
             kv_park=RemoteKvPark(channel) if start.kv_park else None,
+            prompt_cache=RemotePromptCache(channel) if start.prompt_cache else None,
             context_resized=lambda model_id, cells: self._send(Kind.NOTE, 0, ("context_resized", model_id, cells)),
             kv_idle_timeout_secs=start.kv_idle_timeout_secs,
             options={start.model.id: start.options},

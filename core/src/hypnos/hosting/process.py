@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import itertools
 import logging
 import shutil
@@ -241,6 +242,8 @@ class HostProcess:
         while (frame := await read_frame(reader)) is not None:
             try:
                 answer = self.on_ask(frame.name, payload_of(frame))
+                if inspect.isawaitable(answer):
+                    answer = await answer
             except Exception:
                 logger.exception("answering %s of %s failed", frame.name, self.model_id)
                 answer = None

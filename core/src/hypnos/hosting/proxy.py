@@ -214,6 +214,7 @@ class HostedEngine(Engine):
             options=dict(context.options.get(self.model.id, {})),
             share_dir="",
             kv_park=context.kv_park is not None,
+            prompt_cache=context.prompt_cache is not None,
             cache_dir=str(context.cache_dir) if context.cache_dir else None,
             extra=dict(context.extra),
             methods={method.name: method.streams for method in method_table([self.kind]).values()},
@@ -237,7 +238,13 @@ class HostedEngine(Engine):
             self.on_exit(self.model.id, reason, self.quarantined)
 
     def _answer(self, name: str, payload: Any) -> Any:
-        """The engine's questions, answered from the server's side (KV parking)."""
+        """The engine's questions, answered from the server's side (KV parking, the prompt cache: a coroutine that
+        saves or looks up on a thread, the disk tier's reads kept off the event loop)."""
+        cache = self.context.prompt_cache
+        if name in ("pc_save", "pc_lookup"):
+            if cache is None:
+                return None
+            return asyncio.to_thread(cache.save if name == "pc_save" else cache.lookup, *payload)
         store = self.context.kv_park
         if store is None:
             return None if name != "kv_take" else []

@@ -4,6 +4,8 @@ Engines park when a model leaves tier 1 and take their states back when it retur
 The store caps the bytes held (the least recently parked models go first) and is safe to call from worker threads.
 Parked bytes are host memory: the scheduler counts them in tier 2 and against the process cap, tells the store how
 much of those budgets its bookings leave (`budget`), and drops parked states (`release`) before it evicts a model.
+The prompt cache's RAM tier is booked through this store too: its bytes count in `used_bytes`, it gets the room the
+models and the parked states leave, and `release` drops its RAM copies (they stay on disk) before parked states.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 
 from hypnos.config import KvParkConfig
 from hypnos.engine import ParkedSlot
+from hypnos.scheduler.prompt_cache import PromptCacheStore
 from hypnos.scheduler.status_types import KvParkedModel, KvParkStatus
 
 logger = logging.getLogger(__name__)
@@ -48,6 +51,7 @@ class KvParkStore:
         self._clock = clock
         self._budget = budget
         self._models: dict[str, ParkedModel] = {}
+        self.prompt_cache: PromptCacheStore | None = None
         # Held by the scheduler while it books, so that a park from a worker thread sees whole bookings.
         self.lock = threading.RLock()
 
@@ -55,11 +59,29 @@ class KvParkStore:
         """Where the host bytes left for parked state come from (the scheduler's tier-2 and process books)."""
         self._budget = budget
 
+    def attach_prompt_cache(self, cache: PromptCacheStore) -> None:
+        """Book the prompt cache's RAM tier with the parked states (see the module's docstring)."""
+        self.prompt_cache = cache
+        cache.bind_room(self._prompt_cache_room)
+
+    def _prompt_cache_room(self) -> int:
+        """What the budgets leave the prompt cache (read without the lock: the cache may hold its own)."""
+        parked = sum(parked.bytes for parked in list(self._models.values()))
+        budget = self._budget() if self._budget is not None else 1 << 62
+        return max(0, budget - parked)
+
     @property
-    def used_bytes(self) -> int:
+    def parked_bytes(self) -> int:
         """Bytes of parked state held now."""
         with self.lock:
             return sum(parked.bytes for parked in self._models.values())
+
+    @property
+    def used_bytes(self) -> int:
+        """Host bytes booked here: parked states plus the prompt cache's RAM tier."""
+        with self.lock:
+            cache = self.prompt_cache.ram_bytes if self.prompt_cache is not None else 0
+            return self.parked_bytes + cache
 
     def park(self, model_id: str, layout: Hashable, slots: list[ParkedSlot]) -> bool:
         """Keep these slots for the model (replacing what it had parked); False when off, empty, or larger than the
@@ -85,14 +107,22 @@ class KvParkStore:
         return parked.slots
 
     def drop(self, model_id: str) -> None:
-        """Forget a model's parked state (a disabled model)."""
+        """Forget a model's parked state and saved prompt states (a disabled or deleted model)."""
         with self.lock:
             self._models.pop(model_id, None)
+            if self.prompt_cache is not None:
+                self.prompt_cache.drop(model_id)
 
     def release(self, num_bytes: int) -> list[str]:
-        """Drop the least recently parked models until `num_bytes` are freed (or none is left); their ids."""
+        """Drop the prompt cache's RAM copies, then the least recently parked models, until `num_bytes` are freed (or
+        none is left); the parked models' ids (and "prompt cache" when it gave way)."""
         dropped = []
         with self.lock:
+            if self.prompt_cache is not None and num_bytes > 0:
+                freed = self.prompt_cache.release_ram(num_bytes)
+                num_bytes -= freed
+                if freed:
+                    dropped.append("prompt cache")
             while num_bytes > 0 and self._models:
                 oldest = self._oldest()
                 num_bytes -= self._models.pop(oldest).bytes

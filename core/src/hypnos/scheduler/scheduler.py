@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from hypnos.config import ModelConfig, Settings
+from hypnos.config import ModelConfig, PromptCacheConfig, Settings
 from hypnos.engine import Engine, EngineContext, EngineKind, EngineUnavailable
 from hypnos.errors import HypnosError, invalid_request, model_busy, model_disabled, model_not_found
 from hypnos.hardware import HardwareProbe, SystemHardware
@@ -29,6 +29,7 @@ from hypnos.scheduler.leasing import LeaseContext
 from hypnos.scheduler.load_backoff import backoff_left, forget_load_failures, refuse_while_backing_off
 from hypnos.scheduler.measure_store import MeasuredStore, measured_path
 from hypnos.scheduler.pool import PoolChanges
+from hypnos.scheduler.prompt_cache import PromptCacheStore
 from hypnos.scheduler.records import EvictionRecord, SchedulerCounters
 from hypnos.scheduler.state import ModelState, failure_reason
 from hypnos.scheduler.status import build_status
@@ -61,11 +62,15 @@ class Scheduler:
         self.hardware: HardwareProbe = hardware or SystemHardware(settings.hardware)
         self.budgets = compute_budgets(settings.hardware, self.hardware.info())
         self.kv_park = KvParkStore(settings.hardware.kv_park, clock=clock)
+        data = settings.data_path
+        self.prompt_cache = PromptCacheStore(data / "prompt-cache" if data else None, self._prompt_cache_config)
+        self.kv_park.attach_prompt_cache(self.prompt_cache)
         self.context = EngineContext(
             models_dir=settings.models_path,
             limits=settings.limits,
             accelerator=self.hardware.info().accelerator,
             kv_park=self.kv_park,
+            prompt_cache=self.prompt_cache,
             context_resized=self.context_resized,
             kv_idle_timeout_secs=settings.server.kv_idle_timeout_secs,
         )
@@ -83,6 +88,11 @@ class Scheduler:
             self._models, settings, self.budgets, self.hardware, clock, self.kv_park, measured=self.measured
         )
         self.pool = PoolChanges(self._models, self.tiers, self.kv_park, self._make_state)
+
+    def _prompt_cache_config(self, model_id: str) -> PromptCacheConfig | None:
+        """A model's [models.prompt_cache] (None: not in the pool), for the prompt cache store."""
+        state = self._models.get(model_id)
+        return state.config.prompt_cache if state is not None else None
 
     def _make_state(self, model: ModelConfig) -> ModelState:
         """The model's state; an engine whose options, factory or estimate fail leaves the model unavailable
@@ -195,6 +205,7 @@ class Scheduler:
                 self.settings,
                 self.clock(),
                 kv_park=self.kv_park.status(),
+                prompt_cache=self.prompt_cache.status(),
                 latency=provider() if provider is not None else msgspec.UNSET,
             )
 
@@ -397,3 +408,4 @@ class Scheduler:
         self.stopping = True
         grace = self.settings.server.shutdown_grace_secs if within is None else within
         await unload_all(self.models(), self.tiers, self._background, grace)
+        await asyncio.to_thread(self.prompt_cache.flush)  # the states saved last reach the disk tier

@@ -14,7 +14,14 @@ from hypnos.scheduler.books import TierBooks
 from hypnos.scheduler.load_backoff import load_failure_reason
 from hypnos.scheduler.planner import total_weight_bytes
 from hypnos.scheduler.state import ModelState
-from hypnos.scheduler.status_types import Capabilities, KvParkStatus, MemoryStatus, ModelMemoryStatus, ProfileStatus
+from hypnos.scheduler.status_types import (
+    Capabilities,
+    KvParkStatus,
+    MemoryStatus,
+    ModelMemoryStatus,
+    ProfileStatus,
+    PromptCacheStatus,
+)
 
 
 def model_status(state: ModelState, tiers: TierBooks, now: float) -> ModelMemoryStatus:
@@ -70,6 +77,7 @@ def build_status(
     now: float,
     *,
     kv_park: KvParkStatus,
+    prompt_cache: PromptCacheStatus | None = None,
     latency: Any = msgspec.UNSET,
 ) -> MemoryStatus:
     """The full snapshot; `latency` comes from the observability layer when it provides one."""
@@ -101,7 +109,7 @@ def build_status(
         tier1_vram_real_total_bytes=tier1.real_total,
         tier1_vram_unaccounted_bytes=tier1.unaccounted,
         tier1_vram_effective_free_bytes=tier1.effective_free,
-        tier2_pinned_ram_used_bytes=tiers.used_tier2,  # parked KV states included
+        tier2_pinned_ram_used_bytes=tiers.used_tier2,  # parked KV states and the prompt cache's RAM tier included
         tier2_pinned_ram_free_bytes=max(0, budgets.tier2_bytes - tiers.used_tier2),
         physical_pool_free_bytes=None if budgets.discrete else max(0, info.physical_memory_bytes - tiers.used_process),
         process_footprint_bytes=footprint,
@@ -110,6 +118,7 @@ def build_status(
         models=[model_status(state, tiers, now) for state in models],
         recent_evictions=list(reversed(tiers.recent_evictions)),
         kv_park=kv_park,
+        prompt_cache=prompt_cache if prompt_cache is not None else PromptCacheStatus(),
         gpu=gpu if gpu is not None else msgspec.UNSET,
         profile=profile,
         latency=latency,

@@ -91,6 +91,25 @@ class KvParkStatus(msgspec.Struct, kw_only=True):
     models: list[KvParkedModel] = []
 
 
+class PromptCacheModel(msgspec.Struct, kw_only=True):
+    """One model's saved prompt states."""
+
+    model: str
+    entries: int = 0
+    ram_bytes: int = 0
+    disk_bytes: int = 0
+
+
+class PromptCacheStatus(msgspec.Struct, kw_only=True):
+    """The prompt_cache object: saved prompt states in RAM (tier 2) and on disk (tier 3), lookups by tier."""
+
+    ram_bytes: int = 0
+    disk_bytes: int = 0
+    hits: dict[str, int] = {}  # by tier: slots, ram, disk
+    misses: int = 0
+    models: list[PromptCacheModel] = []
+
+
 class ProfileStatus(msgspec.Struct, kw_only=True):
     """The configured workload profile and its objective."""
 
@@ -117,6 +136,7 @@ class MemoryStatus(msgspec.Struct, kw_only=True):
     models: list[ModelMemoryStatus]
     recent_evictions: list[EvictionRecord]
     kv_park: KvParkStatus
+    prompt_cache: PromptCacheStatus = msgspec.field(default_factory=PromptCacheStatus)
     gpu: GpuSample | msgspec.UnsetType = msgspec.UNSET
     profile: ProfileStatus | msgspec.UnsetType = msgspec.UNSET
     latency: Any | msgspec.UnsetType = msgspec.UNSET

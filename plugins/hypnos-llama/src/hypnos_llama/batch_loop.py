@@ -16,10 +16,11 @@ from hypnos.kit.device_oom import llama_status_out_of_memory
 
 from hypnos_llama.choice_output import ChoiceOutput, token_logprob
 from hypnos_llama.prefill_pace import PrefillPace
+from hypnos_llama.prompt_states import PromptStates, shared_prefix
 from hypnos_llama.runtime import ContextShape, LlamaContext, LlamaModel
 from hypnos_llama.sampling import SlotSampler
 from hypnos_llama.slot_cache import clear_idle_caches, make_room, prefill_media, reuse_media_head
-from hypnos_llama.slots import ChatJob, Slot, common_prefix, finished_event
+from hypnos_llama.slots import ChatJob, Slot, finished_event
 
 logger = logging.getLogger(__name__)
 _STOP = object()
@@ -55,6 +56,7 @@ class BatchLoop:
         self.max_concurrent = 0
         self.max_prefill_beside_streams = 0
         self._ended: BaseException | None = None
+        self.states: PromptStates | None = None  # the prompt cache, when the model uses one
 
     # ---- called from other threads ---------------------------------------------------------------------------
 
@@ -117,7 +119,9 @@ class BatchLoop:
             try:
                 return self._inbox.get(timeout=self.idle_timeout_s / 4)
             except queue.Empty:
-                clear_idle_caches(self.context, self.slots, used_before=time.perf_counter() - self.idle_timeout_s)
+                clear_idle_caches(
+                    self.context, self.slots, used_before=time.perf_counter() - self.idle_timeout_s, save=self._save
+                )
 
     def _drop_cancelled(self) -> None:
         for job in [j for j in self._waiting if j.stopped()]:
@@ -153,15 +157,15 @@ class BatchLoop:
                 continue
             if not self.context.unified:  # every sequence has its own cells
                 self._waiting.popleft()
-                self._start(max(idle, key=lambda s: (common_prefix(s.cached, job.prompt), -s.last_used)), job)
+                self._start(max(idle, key=lambda s: (shared_prefix(s, job), -s.last_used)), job)
                 continue
             capacity = self.context.shape.n_ctx
             committed = sum(s.job.reserve for s in self._active() if s.job is not None)
             if committed + job.reserve > capacity:
                 return
             self._waiting.popleft()
-            slot = max(idle, key=lambda s: (common_prefix(s.cached, job.prompt), -s.last_used))
-            make_room(self.context, self.slots, job, slot, capacity - committed)
+            slot = max(idle, key=lambda s: (shared_prefix(s, job), -s.last_used))
+            make_room(self.context, self.slots, job, slot, capacity - committed, save=self._save)
             self._start(slot, job)
 
     @property
@@ -170,23 +174,32 @@ class BatchLoop:
         shape = self.context.shape
         return shape.n_ctx if self.context.unified else shape.n_ctx // shape.n_seq
 
+    def _save(self, slot: Slot) -> None:
+        """Save an idle slot's state to the prompt cache before its cells are cleared."""
+        if self.states is not None:
+            self.states.save(self.context, slot)
+
     def _start(self, slot: Slot, job: ChatJob) -> None:
         slot.admitted = time.perf_counter()
-        if job.media is not None and reuse_media_head(self.context, slot, job):
+        if job.media is not None and slot.scope == job.scope and reuse_media_head(self.context, slot, job):
             reuse = len(slot.cached)  # the slot already holds this prompt's media (an earlier turn)
         else:
-            reuse = 0 if job.media is not None else min(common_prefix(slot.cached, job.prompt), len(job.prompt) - 1)
+            if self.states is not None:  # save what the slot would lose; restore a saved state that shares more
+                self.states.prepare(self.context, slot, job)
+            reuse = 0 if job.media is not None else min(shared_prefix(slot, job), len(job.prompt) - 1)
             if not self.context.seq_trim(slot.seq_id, reuse):
                 self.context.seq_trim(slot.seq_id, 0)
                 reuse = 0
             slot.cached = job.prompt[:reuse]
             slot.pending = job.prompt[reuse:]
+            slot.saved = min(slot.saved, reuse)
             slot.pos_offset = 0
             slot.media = job.media is not None
             if job.media is not None and (failed := prefill_media(self.context, slot, job)) is not None:
                 _send(job, failed)
                 return
         slot.job = job
+        slot.scope = job.scope
         slot.reused = reuse
         slot.next_token = None
         slot.completion = 0
@@ -337,6 +350,8 @@ class BatchLoop:
         finished = finished_event(slot, job, reason)
         self._release(slot)
         _send(job, finished)
+        if self.states is not None and reason != "cancelled":  # a long new prompt is kept (disk: past a restart)
+            self.states.finished(self.context, slot)
 
     def _release(self, slot: Slot) -> None:
         if slot.sampler is not None:

@@ -39,6 +39,7 @@ from hypnos_llama.kv_parking import context_layout, park_slots, restore_slots
 from hypnos_llama.moe_offload import expert_layers, expert_pattern
 from hypnos_llama.multimodal import Projector, load_projector, media_kinds, media_prompt, projector_modalities_of
 from hypnos_llama.options import LlamaOptions
+from hypnos_llama.prompt_states import PromptStates
 from hypnos_llama.sampling import SamplingParams
 from hypnos_llama.slots import ChatJob
 from hypnos_llama.template import CHATML_FALLBACK, ChatTemplate
@@ -97,6 +98,7 @@ class LlamaEngine(StagedEngine):
         )
         self._runtime_model = None
         self._batch: BatchLoop | None = None
+        self._states: PromptStates | None = None
         self._template: ChatTemplate | None = None
 
     def served_modalities(self) -> list[Modality]:
@@ -163,7 +165,7 @@ class LlamaEngine(StagedEngine):
     def release_device(self) -> None:
         """Tier 1 -> 2: stop the batch loop, park the idle slots' KV, free the context, projector and model."""
         batch, model, projector = self._batch, self._runtime_model, self._projector
-        self._batch = self._runtime_model = self._projector = None
+        self._batch = self._runtime_model = self._projector = self._states = None
         if batch is not None:
             self._teardown(batch, model, projector)
 
@@ -239,6 +241,9 @@ class LlamaEngine(StagedEngine):
             prefill_step_secs=self.options.prefill_step_secs,
         )
         self._kv_restored = restore_slots(self.context.kv_park, self.model.id, self._layout(context), batch)
+        store, cache = self.context.prompt_cache, self.model.prompt_cache
+        if store is not None and cache.enabled and self.projector_path is None:  # media cells are not saved
+            batch.states = self._states = PromptStates(store, self.model.id, cache, self.path, self.options)
         batch.start()
         self._runtime_model, self._template, self._batch = model, template, batch
         self._projector = projector
@@ -255,10 +260,15 @@ class LlamaEngine(StagedEngine):
 
     def _teardown(self, batch: BatchLoop, model, projector=None) -> None:  # type: ignore[no-untyped-def]
         batch.stop()
+        parked = 0
         try:  # KV parking: the idle slots' conversations wait in host memory for the model's return
-            park_slots(self.context.kv_park, self.model.id, self._layout(batch.context), batch)
+            parked = park_slots(self.context.kv_park, self.model.id, self._layout(batch.context), batch)
         except Exception as error:  # parking is an optimisation: a failure only costs a prefill later
             logger.warning("could not park the KV states of %s: %s", self.model.id, error)
+        if batch.states is not None:  # else the prompt cache keeps them (RAM, then disk), found again by prefix
+            if not parked:
+                batch.states.save_idle(batch.context, batch.slots)
+            batch.states.close()
         batch.context.close()
         if projector is not None:  # before the model it was built on
             projector.close()
@@ -340,12 +350,15 @@ class LlamaEngine(StagedEngine):
                 index=index,
                 stop=list(request.stop),
                 top_logprobs=top,
+                scope=request.cache_scope,
             )
             job.thinking_guard = thinking_guard(
                 plan, prompt_text, lambda text: model.tokenize(text, add_special=False, parse_special=True)
             )
             jobs.append(job)
         readers = [ChoiceReader(plan.output_parser(prompt_text), index) for index in range(choices)]
+        if self._states is not None and media is None:  # a saved state sharing more of the prompt than any slot
+            await self._states.find(batch.context, batch.slots, jobs)
         for job in jobs:
             batch.submit(job)
         try:

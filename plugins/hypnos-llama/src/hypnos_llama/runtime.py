@@ -173,7 +173,7 @@ class LlamaContext:
         size = self.lib.llama_state_seq_get_size(self.pointer, seq_id)
         buffer = (ctypes.c_uint8 * size)()
         written = self.lib.llama_state_seq_get_data(self.pointer, buffer, size, seq_id)
-        return bytes(buffer)[:written]
+        return ctypes.string_at(buffer, written)
 
     def set_seq_state(self, seq_id: int, state: bytes) -> bool:
         """Load a sequence's state saved by seq_state into `seq_id`; False when llama.cpp refuses it."""

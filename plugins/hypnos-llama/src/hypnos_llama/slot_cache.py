@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from hypnos.errors import HypnosError, server_error
 
@@ -12,25 +13,43 @@ from hypnos_llama.slots import ChatJob, Slot, common_prefix
 logger = logging.getLogger(__name__)
 
 
-def make_room(context: LlamaContext, slots: list[Slot], job: ChatJob, chosen: Slot, free: int) -> None:
-    """Clear idle slots' caches, least recently used first, until the job fits beside them."""
+def make_room(
+    context: LlamaContext,
+    slots: list[Slot],
+    job: ChatJob,
+    chosen: Slot,
+    free: int,
+    save: Callable[[Slot], None] | None = None,
+) -> None:
+    """Clear idle slots' caches, least recently used first, until the job fits beside them (`save` sees each slot
+    before its cells go: the prompt cache)."""
     reuse = common_prefix(chosen.cached, job.prompt)
     others = sorted((s for s in slots if s.job is None and s is not chosen and s.cached), key=lambda s: s.last_used)
     held = sum(len(s.cached) for s in others)
     for slot in others:
         if held + job.reserve - reuse <= free:
             break
+        if save is not None:
+            save(slot)
         context.seq_trim(slot.seq_id, 0)
         held -= len(slot.cached)
         slot.cached = []
 
 
-def clear_idle_caches(context: LlamaContext, slots: list[Slot], *, used_before: float | None = None) -> bool:
-    """Drop the cached prefixes of idle slots (only those last used before `used_before` when given); True when
-    any cells were freed."""
+def clear_idle_caches(
+    context: LlamaContext,
+    slots: list[Slot],
+    *,
+    used_before: float | None = None,
+    save: Callable[[Slot], None] | None = None,
+) -> bool:
+    """Drop the cached prefixes of idle slots (only those last used before `used_before` when given, each shown to
+    `save` first); True when any cells were freed."""
     freed = False
     for slot in slots:
         if slot.job is None and slot.cached and (used_before is None or slot.last_used < used_before):
+            if save is not None:
+                save(slot)
             context.seq_trim(slot.seq_id, 0)
             slot.cached = []
             freed = True

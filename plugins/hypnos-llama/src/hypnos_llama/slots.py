@@ -9,9 +9,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hypnos.engine import CancelToken, ChatEvent, ChatFinished
+from hypnos.kit.prompt_cache import common_prefix
 from hypnos.types import EngineTiming
 
 from hypnos_llama.sampling import SamplingParams
+
+__all__ = ["ChatJob", "Slot", "common_prefix", "finished_event"]
 
 
 @dataclass
@@ -35,6 +38,8 @@ class ChatJob:
     index: int = 0  # which of the request's `n` choices this job decodes
     stop: list[str] = field(default_factory=list)  # strings that end the answer (not sent)
     top_logprobs: int | None = None  # None: no log probabilities; else how many alternatives per token
+    restore: Any = None  # a CachedPrompt the prompt cache found: restored into the slot when it beats the slot's
+    scope: str | None = None  # the prompt cache's isolation scope (ChatInput.cache_scope)
 
     def inject(self, tokens: list[int], text: str) -> None:
         """Insert `tokens` into the answer after the next sampled token (thread-safe)."""
@@ -76,15 +81,8 @@ class Slot:
     last_used: float = 0.0
     pos_offset: int = 0  # position minus cell index after media (M-RoPE images take fewer positions than cells)
     media: bool = False  # the cells hold media embeddings (`cached` has their content ids; positions: pos_offset)
-
-
-def common_prefix(a: list[int], b: list[int]) -> int:
-    """Length of the shared prefix of two token lists."""
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
+    saved: int = 0  # how many of `cached` the prompt cache holds (a save is skipped while nothing was added)
+    scope: str | None = None  # the isolation scope of the request that filled the cells
 
 
 def finished_event(slot: Slot, job: ChatJob, reason: str) -> ChatFinished:

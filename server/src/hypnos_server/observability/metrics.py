@@ -230,6 +230,7 @@ class _ScrapeCollector(Collector):
         yield from self._scheduler(m, models)
         yield from _models(models)
         yield from _memory(status)
+        yield from _prompt_cache(status)
         if status is not None and isinstance(status.gpu, GpuSample):
             yield from _gpu(status.gpu)
         today = GaugeMetricFamily("hypnos_api_key_tokens_today", "Tokens charged today (UTC) per key.", labels=["key"])
@@ -327,6 +328,20 @@ def _memory(status: MemoryStatus | None) -> Iterator[Any]:
     ]:
         pinned.add_metric([kind], used)
     yield from (vram, pinned)
+
+
+def _prompt_cache(status: MemoryStatus | None) -> Iterator[Any]:
+    hits = CounterMetricFamily("hypnos_prompt_cache_hits", "Long chat prompts served by a saved prompt state, by tier.",
+                               labels=["tier"])  # fmt: skip
+    size = GaugeMetricFamily("hypnos_prompt_cache_bytes", "Saved prompt states by tier (bytes).", labels=["tier"])
+    cache = status.prompt_cache if status is not None else None
+    misses = cache.misses if cache is not None else 0
+    for tier in ("slots", "ram", "disk"):
+        hits.add_metric([tier], cache.hits.get(tier, 0) if cache is not None else 0)
+    size.add_metric(["ram"], cache.ram_bytes if cache is not None else 0)
+    size.add_metric(["disk"], cache.disk_bytes if cache is not None else 0)
+    yield from (hits, size)
+    yield CounterMetricFamily("hypnos_prompt_cache_misses", "Long chat prompts no saved state served.", value=misses)
 
 
 def _gpu(gpu: GpuSample) -> Iterator[Any]:

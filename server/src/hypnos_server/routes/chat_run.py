@@ -25,6 +25,9 @@ class ChatRun:
         self.request = request
         self.chat: ChatInput = request.chat
         self.run = InferenceRun(caller, request.model, request.modalities)
+        if self.run.state.settings.server.prompt_cache_isolation == "key":  # cached prompts stay with their key
+            key = self.run.context.key
+            self.chat.cache_scope = key.label if key is not None else ""
         self.answer = ChatAccumulator(request.model)
 
     @property

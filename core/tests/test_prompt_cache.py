@@ -1,0 +1,182 @@
+"""The prompt cache store: the longest prefix found across RAM and disk, caps that spill RAM to disk, a disk tier
+indexed again at start, and cache files that are torn, truncated, foreign or of a changed model refused and dropped."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import pytest
+from hypnos.config import KvParkConfig, PromptCacheConfig
+from hypnos.kit.prompt_cache import BLOCK_TOKENS, cache_namespace, file_identity
+from hypnos.scheduler.kv_park import KvParkStore
+from hypnos.scheduler.prompt_cache import PromptCacheStore
+
+NS = cache_namespace("weights", "f16", 4096)
+SYSTEM = list(range(1000, 1000 + 3 * BLOCK_TOKENS))  # three blocks every conversation shares
+
+
+def conversation(n: int, blocks: int = 2) -> list[int]:
+    return SYSTEM + [n] * (blocks * BLOCK_TOKENS + 5)
+
+
+def make_store(folder: Path | None, **config: int) -> PromptCacheStore:
+    settings = PromptCacheConfig(**{"min_tokens": 1, **config})  # type: ignore[arg-type]
+    return PromptCacheStore(folder, lambda model_id: settings if model_id in ("chat", "other") else None)
+
+
+@pytest.fixture
+def weights(tmp_path: Path) -> list[str]:
+    path = tmp_path / "model.gguf"
+    path.write_bytes(b"weights")
+    return [file_identity(path)]
+
+
+def state_of(tokens: list[int]) -> bytes:
+    return bytes(t % 251 for t in tokens) * 4
+
+
+def test_the_longest_shared_prefix_is_found(tmp_path: Path, weights: list[str]) -> None:
+    store = make_store(None)
+    assert store.lookup("chat", NS, conversation(1), 0) is None  # nothing saved: a miss
+    store.save("chat", NS, SYSTEM, state_of(SYSTEM), weights)
+    store.save("chat", NS, conversation(1), state_of(conversation(1)), weights)
+    hit = store.lookup("chat", NS, [*conversation(1), 7, 7, 7], 0)
+    assert hit is not None and hit.tokens == conversation(1) and hit.state == state_of(conversation(1))
+    assert hit.tier == "ram"
+    shared = store.lookup("chat", NS, conversation(2), 0)  # another conversation: the shared system prompt
+    assert shared is not None and shared.tokens[: len(SYSTEM)] == SYSTEM
+    assert store.lookup("chat", cache_namespace("other layout"), conversation(1), 0) is None
+    assert store.lookup("chat", NS, conversation(1), len(conversation(1))) is None  # a slot holds it already
+    assert store.hits == {"slots": 1, "ram": 2, "disk": 0} and store.misses == 2
+
+
+def test_a_longer_save_of_the_same_conversation_replaces_the_shorter(weights: list[str]) -> None:
+    store = make_store(None)
+    store.save("chat", NS, conversation(1, 1), state_of(conversation(1, 1)), weights)
+    store.save("chat", NS, conversation(1, 2), state_of(conversation(1, 2)), weights)
+    (model,) = store.status().models
+    assert model.entries == 1 and model.ram_bytes == len(state_of(conversation(1, 2)))
+
+
+def test_ram_over_its_cap_spills_to_disk_and_a_restart_finds_it_there(tmp_path: Path, weights: list[str]) -> None:
+    size = len(state_of(conversation(1)))
+    store = make_store(tmp_path / "cache", ram_bytes=size)
+    for n in (1, 2):
+        assert store.save("chat", NS, conversation(n), state_of(conversation(n)), weights)
+    store.flush()
+    status = store.status()
+    assert status.ram_bytes == size and status.disk_bytes > 2 * size  # one in RAM, both on disk
+    hit = store.lookup("chat", NS, conversation(1), 0)  # the least recently used went out of RAM
+    assert hit is not None and hit.tier == "disk" and hit.state == state_of(conversation(1))
+    restarted = make_store(tmp_path / "cache")
+    assert restarted.status().ram_bytes == 0 and restarted.status().models[0].entries == 2
+    hit = restarted.lookup("chat", NS, [*conversation(2), 1, 2, 3], 0)
+    assert hit is not None and hit.tier == "disk" and hit.tokens == conversation(2)
+    assert restarted.hits["disk"] == 1
+
+
+def test_the_disk_cap_drops_the_least_recently_used_file(tmp_path: Path, weights: list[str]) -> None:
+    settings = PromptCacheConfig(min_tokens=1)
+    store = PromptCacheStore(tmp_path / "cache", lambda model_id: settings)
+    store.save("chat", NS, conversation(1), state_of(conversation(1)), weights)
+    store.flush()
+    (first,) = (tmp_path / "cache").glob("*/*.hpc")
+    settings.disk_bytes = first.stat().st_size * 3 // 2  # room for one file, not two
+    store.save("chat", NS, conversation(2), state_of(conversation(2)), weights)
+    store.flush()
+    assert [p.name for p in (tmp_path / "cache").glob("*/*.hpc")] != [first.name] and not first.exists()
+    restarted = make_store(tmp_path / "cache")
+    assert restarted.lookup("chat", NS, conversation(1), 0).tokens == conversation(2)  # type: ignore[union-attr]
+
+
+def saved_file(tmp_path: Path, weights: list[str]) -> tuple[PromptCacheStore, Path]:
+    store = make_store(tmp_path / "cache")
+    store.save("chat", NS, conversation(1), state_of(conversation(1)), weights)
+    store.flush()
+    store.release_ram(1 << 30)  # only the disk copy is left
+    (path,) = (tmp_path / "cache").glob("*/*.hpc")
+    return store, path
+
+
+@pytest.mark.parametrize("damage", ["torn", "truncated", "foreign"])
+def test_a_damaged_or_foreign_file_is_refused_and_dropped(
+    tmp_path: Path, weights: list[str], damage: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    store, path = saved_file(tmp_path, weights)
+    data = bytearray(path.read_bytes())
+    if damage == "torn":  # same length, a page of the state never written
+        data[-100:-40] = bytes(60)
+    elif damage == "truncated":
+        del data[-500:]
+    else:  # a valid file of another model, put where this model's file was
+        other = make_store(tmp_path / "elsewhere")
+        other.save("other", NS, conversation(1), state_of(conversation(1)), weights)
+        other.flush()
+        (theirs,) = (tmp_path / "elsewhere").glob("*/*.hpc")
+        data = bytearray(theirs.read_bytes())
+    path.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING):
+        assert store.lookup("chat", NS, conversation(1), 0) is None
+    assert not path.exists() and "dropping prompt cache file" in caplog.text
+    assert store.status().models == [] and store.misses == 1
+
+
+@pytest.mark.parametrize("damage", ["truncated", "foreign magic", "stale temp file"])
+def test_a_restart_drops_files_it_cannot_trust(
+    tmp_path: Path, weights: list[str], damage: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    _, path = saved_file(tmp_path, weights)
+    if damage == "truncated":
+        path.write_bytes(path.read_bytes()[:-1])
+    elif damage == "foreign magic":
+        path.write_bytes(b"GGUF" + path.read_bytes()[4:])
+    else:
+        path = path.with_name(".tmp-abc.hpc")
+        path.write_bytes(b"half a write")
+    with caplog.at_level(logging.WARNING):
+        restarted = make_store(tmp_path / "cache")
+    assert not path.exists()
+    if damage != "stale temp file":
+        assert "dropping prompt cache file" in caplog.text and restarted.status().models == []
+
+
+def test_a_changed_model_file_invalidates_its_saved_states(tmp_path: Path, weights: list[str]) -> None:
+    _, path = saved_file(tmp_path, weights)
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"other weights")
+    os.utime(model, ns=(1, 1))
+    restarted = make_store(tmp_path / "cache")
+    assert restarted.status().models == [] and not path.exists()
+
+
+def test_dropping_a_model_deletes_its_files(tmp_path: Path, weights: list[str]) -> None:
+    store, _ = saved_file(tmp_path, weights)
+    store.save("chat", NS, conversation(2), state_of(conversation(2)), weights)
+    store.flush()
+    store.drop("chat")
+    assert store.status().models == [] and list((tmp_path / "cache").glob("*/*.hpc")) == []
+
+
+def test_off_or_unknown_models_save_nothing(weights: list[str]) -> None:
+    store = PromptCacheStore(None, lambda model_id: PromptCacheConfig(enabled=False))
+    assert not store.save("chat", NS, SYSTEM, state_of(SYSTEM), weights)
+    assert not make_store(None).save("unknown", NS, SYSTEM, state_of(SYSTEM), weights)
+    assert not make_store(None).save("chat", NS, SYSTEM[:10], b"short", weights)  # less than a block
+
+
+def test_ram_copies_are_booked_with_parked_kv_and_released_first(weights: list[str]) -> None:
+    room = [10_000]
+    park = KvParkStore(KvParkConfig(enabled=True, max_bytes=1 << 30), budget=lambda: room[0])
+    store = make_store(None)
+    park.attach_prompt_cache(store)
+    size = len(state_of(conversation(1)))
+    store.save("chat", NS, conversation(1), state_of(conversation(1)), weights)
+    assert park.used_bytes == size == store.ram_bytes
+    room[0] = size // 2  # the budgets leave less: a new save keeps only what fits
+    store.save("chat", NS, conversation(2), state_of(conversation(2)), weights)
+    assert store.ram_bytes == 0
+    room[0] = 10_000
+    store.save("chat", NS, conversation(3), state_of(conversation(3)), weights)
+    assert park.release(1) == ["prompt cache"] and store.ram_bytes == 0 and park.used_bytes == 0
