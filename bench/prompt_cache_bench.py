@@ -84,6 +84,12 @@ def hwm(pid: int) -> int:
     return 0
 
 
+def worker_of(host: int) -> int:
+    """The server process holding the scheduler and the prompt cache store: the engine host's parent (granian's
+    worker, not the process `hypnos serve` started)."""
+    return int(Path(f"/proc/{host}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
 def rss(pid: int) -> int:
     """A process's resident set in bytes."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -119,7 +125,10 @@ def run_side(work: Path, gguf: Path, tiny: Path, cached: bool, args: argparse.Na
              for c in range(args.conversations)]  # fmt: skip
     out: dict[str, Any] = {"ttft": [], "later": [], "cached": []}
     long_chat = [{"role": "user", "content": history_text(99, args.long_tokens)}]
-    with serve(config) as (base, pid):
+    with serve(config) as (base, _):
+        first = httpx.get(f"{base}/v1/memory/status", timeout=30).json()
+        host = next(m for m in first["models"] if m["id"] == MODEL)["engine_process"]["pid"]
+        pid = worker_of(host)
         start_rss = rss(pid)
         for turn in range(args.turns):
             for chat in chats:
@@ -138,7 +147,7 @@ def run_side(work: Path, gguf: Path, tiny: Path, cached: bool, args: argparse.Na
         status = httpx.get(f"{base}/v1/memory/status", timeout=30).json()
         model = next(m for m in status["models"] if m["id"] == MODEL)
         host = (model.get("engine_process") or {}).get("pid")
-        out["host_hwm"] = hwm(host) if host else 0
+        out["host_hwm"] = hwm(host) if host else 0  # a host started again at the swap counts from its start
         out["server_growth"] = hwm(pid) - start_rss
         out["booked"] = model["booked_bytes"]
         out["cache_ram"] = status["prompt_cache"]["ram_bytes"]
