@@ -23,14 +23,17 @@ REFUSED_GROWTH_MIB = 64  # a refused file costs at most this above the loaded li
 
 @pytest.mark.parametrize(
     "name",
-    ["page_200000pt", "image_12000px", "flate_bomb_600mib", "text_operators_200k"],
-)
+    ["page_200000pt", "image_12000px", "flate_bomb_600mib", "text_operators_200k", "inline_image_20000px",
+     "hex_flate_bomb_600mib"],
+)  # fmt: skip
 def test_a_hostile_pdf_is_refused_before_it_is_decoded(tmp_path: Path, name: str) -> None:
     make = {
         "page_200000pt": lambda: hostile.giant_page(200_000),
         "image_12000px": lambda: hostile.giant_image(12_000),
         "flate_bomb_600mib": hostile.flate_bomb,
         "text_operators_200k": hostile.text_operators,
+        "inline_image_20000px": lambda: hostile.inline_image(20_000),
+        "hex_flate_bomb_600mib": lambda: hostile.chained_bomb([b"/ASCIIHexDecode", b"/FlateDecode"], 600 * MiB),
     }[name]
     path = tmp_path / f"{name}.pdf"
     path.write_bytes(make())
@@ -95,3 +98,57 @@ def test_a_data_url_image_in_html_is_checked_from_its_header() -> None:
 
     page = b'<html><img src="data:image/png;base64,' + base64.b64encode(hostile.png_header(12_000, 12_000)) + b'">'
     assert "max_image_pixels" in refused("html", page).message
+
+
+SIDE = 20_000  # 400 M pixels declared: above the 32 Mi bound in every spelling
+H3_VARIANTS = {
+    "inline_image": lambda: hostile.inline_image(SIDE),
+    "inline_image_long_keys": lambda: hostile.inline_image(SIDE, key_w=b"/Width", key_h=b"/Height"),
+    "inline_image_escaped_signed": lambda: hostile.inline_image(SIDE, key_w=b"/#57", key_h=b"/H", spell=b"+%d.0"),
+    "indirect_size": lambda: hostile.indirect_size_image(SIDE),
+    "signed_size": lambda: hostile.signed_size_image(SIDE),
+    "escaped_names": lambda: hostile.escaped_names_image(SIDE),
+    "jpeg_junk_before_dqt": lambda: hostile.jpeg_xobject_page(SIDE),
+    "hex_around_flate_bomb": lambda: hostile.chained_bomb([b"/ASCIIHexDecode", b"/FlateDecode"]),
+    "a85_around_flate_bomb": lambda: hostile.chained_bomb([b"/ASCII85Decode", b"/FlateDecode"]),
+    "flate_in_flate_bomb": lambda: hostile.chained_bomb([b"/FlateDecode", b"/FlateDecode"]),
+    "hex_text_operators": lambda: hostile.encoded_text_operators(MAX_TEXT_OPERATORS + 1000, [b"/ASCIIHexDecode"]),
+    "run_length_text_operators": lambda: hostile.encoded_text_operators(
+        MAX_TEXT_OPERATORS + 1000, [b"/RunLengthDecode"]
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(H3_VARIANTS))
+def test_every_spelling_of_a_hostile_pdf_is_refused_from_its_object_model(name: str) -> None:
+    data = H3_VARIANTS[name]()
+    assert len(data) < 2 * MiB
+    message = refused("pdf", data).message
+    assert "max_image_pixels" in message or "max_document_inflated_bytes" in message or "text operators" in message
+
+
+def test_the_same_spellings_within_the_bounds_pass() -> None:
+    BOUNDS.check_document("pdf", hostile.inline_image(100, key_w=b"/#57", spell=b"+%d"))
+    BOUNDS.check_document("pdf", hostile.indirect_size_image(100))
+    BOUNDS.check_document("pdf", hostile.escaped_names_image(100))
+    BOUNDS.check_document("pdf", hostile.jpeg_xobject_page(100))
+    BOUNDS.check_document("pdf", hostile.chained_bomb([b"/ASCIIHexDecode", b"/FlateDecode"], inflated=2 * MiB))
+    BOUNDS.check_document("pdf", hostile.encoded_text_operators(1000, [b"/ASCII85Decode", b"/FlateDecode"]))
+
+
+def test_a_jpeg_with_junk_before_its_tables_is_checked_from_its_frame_header() -> None:
+    assert "20000x20000" in refused("image", hostile.jpeg_junk(SIDE, SIDE)).message
+    BOUNDS.check_document("image", hostile.jpeg_junk(640, 480))
+
+
+def test_an_unreadable_pdf_is_refused_rather_than_unbounded() -> None:
+    assert "could not be read" in refused("pdf", b"%PDF-1.7\n" + b"\0" * 100).message
+
+
+def test_html_nested_past_the_depth_bound_is_refused_before_docling() -> None:
+    from hypnos_docling.html_bounds import MAX_HTML_DEPTH
+
+    nested = b"<html><body>" + b"<div>" * 200_000 + b"x" + b"</div>" * 200_000 + b"</body></html>"
+    assert len(nested) > MiB
+    assert f"more than {MAX_HTML_DEPTH} deep" in refused("html", nested).message
+    BOUNDS.check_document("html", b"<html><body>" + b"<div><p>x" * 100 + b"</div>" * 100 + b"</body></html>")

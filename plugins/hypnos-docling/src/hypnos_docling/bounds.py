@@ -1,34 +1,30 @@
 """Bounded decoding of a document before and while it converts: pixels, inflated bytes and time per page.
 
-Every check reads headers and dictionaries or inflates with the output thrown away, so a hostile file is refused
-before docling, pdfium or Pillow allocates what it declares (limits.max_image_pixels,
-limits.max_document_inflated_bytes); pages rendered for OCR get the DPI that keeps them under max_image_pixels.
+Every check parses the document's structure (a PDF's object model, an HTML's tree, a container's directory) and
+decodes with the output thrown away, so a hostile file is refused before docling, pdfium or Pillow allocates what it
+declares (limits.max_image_pixels, limits.max_document_inflated_bytes); pages rendered for OCR get the DPI that keeps
+them under max_image_pixels.
 """
 
 from __future__ import annotations
 
-import base64
 import io
 import math
-import re
 import time
 import zipfile
-import zlib
 from dataclasses import dataclass
 
 from hypnos.errors import HypnosError, invalid_request
-from hypnos.image_header import check_image_pixels, check_pixel_count
+from hypnos.image_header import check_image_pixels
+
+from hypnos_docling.html_bounds import check_html
+from hypnos_docling.pdf_bounds import MAX_TEXT_OPERATORS, check_pdf
+
+__all__ = ["MAX_TEXT_OPERATORS", "DocumentBounds"]
 
 OCR_SCALE = 2.0  # 144 DPI: what a page without a text layer is rendered at when it fits
 MIN_OCR_SCALE = 0.25  # 18 DPI: below it a page's text is no longer readable, so the page is refused instead
 INFLATE_CHUNK = 1 << 20
-# Text-showing operators one content stream may hold: a dense real page has a few thousand; docling-parse spends
-# minutes and a GiB on 200k (measured), and cannot be interrupted mid-page, so such a page is refused up front.
-MAX_TEXT_OPERATORS = 20_000
-_TEXT_OPERATOR = re.compile(rb"(?<![A-Za-z])T[jJ](?![A-Za-z])")
-_STREAM = re.compile(rb"<<((?:[^<>]|<<(?:[^<>]|<<[^<>]*>>)*>>|<[^<>]*>)*)>>\s*stream\r?\n", re.S)
-_NUMBER = rb"\s*(\d+)(?!\d)"
-_DATA_IMAGE = re.compile(rb"data:image/[a-z+]+;base64,([A-Za-z0-9+/=\s]{16,128})", re.I)
 _ZIP_IMAGE = (".png", ".jpg", ".jpeg", ".webp")
 
 
@@ -51,52 +47,13 @@ class DocumentBounds:
     def check_document(self, kind: str, data: bytes) -> None:
         """400 before any conversion when the file declares an image or inflates beyond the limits."""
         if kind == "pdf":
-            self._check_pdf(data)
+            check_pdf(data, self.max_image_pixels, self.max_inflated_bytes)
         elif kind == "image":
             check_image_pixels(data, self.max_image_pixels, "the image")
         elif kind in ("docx", "pptx", "xlsx", "odt", "ods", "odp"):
             self._check_zip(data)
         elif kind == "html":
-            for match in _DATA_IMAGE.finditer(data):
-                head = re.sub(rb"\s", b"", match.group(1))
-                head = head[: len(head) // 4 * 4]
-                check_image_pixels(base64.b64decode(head), self.max_image_pixels, "an image in the document")
-
-    def _check_pdf(self, data: bytes) -> None:
-        """Every stream's dictionary: images by their /Width x /Height, the others inflated (output discarded)."""
-        for match in _STREAM.finditer(data):
-            dictionary = match.group(1)
-            if re.search(rb"/Subtype\s*/Image", dictionary):
-                width, height = _dict_int(dictionary, b"Width"), _dict_int(dictionary, b"Height")
-                if width is not None and height is not None:
-                    check_pixel_count(width, height, self.max_image_pixels, "an image in the document")
-                continue
-            length = _dict_int(dictionary, b"Length")
-            start = match.end()
-            raw = data[start : start + length] if length is not None else data[start : data.find(b"endstream", start)]
-            if re.search(rb"/FlateDecode|/Fl\b", dictionary):
-                self._inflate_bounded(raw)
-            else:
-                _check_text_operators(len(_TEXT_OPERATOR.findall(raw)))
-
-    def _inflate_bounded(self, raw: bytes) -> None:
-        """Inflate one stream a chunk at a time (output discarded), counting bytes and text operators."""
-        inflater = zlib.decompressobj()
-        inflated = operators = 0
-        try:
-            for offset in range(0, len(raw), INFLATE_CHUNK):
-                piece = raw[offset : offset + INFLATE_CHUNK]
-                while piece:
-                    out = inflater.decompress(piece, INFLATE_CHUNK)
-                    inflated += len(out)
-                    operators += len(_TEXT_OPERATOR.findall(out))
-                    piece = inflater.unconsumed_tail
-                    self._check_inflated(inflated)
-                    _check_text_operators(operators)
-        except zlib.error:
-            return  # a damaged stream: the PDF reader decides what it makes of it
-        inflated += len(inflater.flush())
-        self._check_inflated(inflated)
+            check_html(data, self.max_image_pixels)
 
     def _check_inflated(self, inflated: int) -> None:
         if inflated > self.max_inflated_bytes:
@@ -147,16 +104,3 @@ class DocumentBounds:
                 f"page {page_no} took longer than {self.page_timeout_secs:g} s to convert "
                 "([models.docling] page_timeout_secs); the conversion stopped there",
             )
-
-
-def _check_text_operators(count: int) -> None:
-    if count > MAX_TEXT_OPERATORS:
-        raise invalid_request(
-            f"a page's content has more than {MAX_TEXT_OPERATORS} text operators; split the document or send it "
-            "as images"
-        )
-
-
-def _dict_int(dictionary: bytes, key: bytes) -> int | None:
-    found = re.search(rb"/" + key + _NUMBER + rb"(?!\s+\d+\s+R)", dictionary)
-    return int(found.group(1)) if found else None
