@@ -119,7 +119,8 @@ def batches(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def fuzz(session: nox.Session) -> None:
-    """Schemathesis over the served OpenAPI schema and a hostile-input corpus, against a real server (fake engines)."""
+    """Schemathesis over the served OpenAPI schema and a hostile-input corpus, against a real server (fake engines);
+    then the starter models and hostile documents (the document bounds' fuzzer) when those plugins' venvs exist."""
     _install(session, ["core[test]", "server[test]", "tests/fake-plugin"])
     session.install(OPENAI_PIN, SCHEMATHESIS_PIN)
     _pytest(session, "tests/fuzz")
@@ -127,6 +128,10 @@ def fuzz(session: nox.Session) -> None:
     if os.path.exists(starter):  # a second, smaller pass with the server on the starter models, when their venv exists
         env = {**OFFLINE, "HYPNOS_FUZZ_SERVER_PYTHON": starter, "HYPNOS_FUZZ_EXAMPLES": "5"}
         session.run("python", "-m", "pytest", "-q", "tests/fuzz/test_schemathesis.py", *session.posargs, env=env)
+    docling = os.path.abspath(os.path.join(".nox", "package-package-plugins-hypnos-docling", "bin", "python"))
+    if os.path.exists(docling):  # hostile PDFs (the document bounds' spellings) against docling, in its own venv
+        fuzzed = "plugins/hypnos-docling/tests/test_fuzz_documents.py"
+        session.run(docling, "-m", "pytest", "-q", fuzzed, env=OFFLINE, external=True)
 
 
 @nox.session(python=PYTHON)
