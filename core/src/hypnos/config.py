@@ -123,6 +123,9 @@ class LimitsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # server events a /v1/realtime client has not taken yet: past this the session is closed (1008), the server's
     # memory stays bounded when a client stops reading
     max_realtime_pending_bytes: int = 32 * MiB
+    # a /v1/realtime session with no client event and nothing running for this long is closed (0: never)
+    realtime_idle_timeout_secs: Annotated[float, msgspec.Meta(ge=0)] = 600.0
+    max_rerank_documents: int = 1000  # documents one rerank request may score
     allow_remote_image_urls: bool = True
     allow_private_urls: bool = False
     overload: Literal["queue", "shed"] = "queue"
@@ -189,6 +192,11 @@ class ProcessConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     crash_window_secs: float = 600.0
     # how long a new host may take to start (import the plugin, build the engine) before it counts as failed
     start_timeout_secs: float = 120.0
+    # the host's memory wall: a request that takes it past this fails with 400 host_memory_limit (the host may be
+    # restarted; never counted as the model's crash). None: what the host held at start, plus the model's booking,
+    # plus memory_headroom_bytes; 0: no wall
+    memory_limit_bytes: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    memory_headroom_bytes: Annotated[int, msgspec.Meta(ge=0)] = 2 * GiB
 
 
 class PromptCacheConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

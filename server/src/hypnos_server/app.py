@@ -13,6 +13,7 @@ from pathlib import Path
 import msgspec
 import pluggy
 from hypnos.config import ClusterConfig, Settings, load_settings
+from hypnos.image_header import limit_image_decoders
 from hypnos.overlay import load_pool
 from hypnos.plugins import collect_engine_kinds
 from hypnos.scheduler import Scheduler
@@ -162,6 +163,8 @@ def create_app(
     installed plugins when none is given); the catalog is the shipped one unless `catalog_path` names another."""
     manager = plugin_manager if plugin_manager is not None else installed_plugin_manager()
     settings, overlay = load_pool(settings)
+    if any((model.isolation or settings.server.isolation) == "thread" for model in settings.models):
+        limit_image_decoders(settings.limits.max_image_pixels)  # engines in this process decode images here
     scheduler = Scheduler(settings, collect_engine_kinds(manager))
     catalog = Catalog.load(catalog_path or shipped_catalog_path(), manager)
     cluster = _cluster_backend(settings, scheduler)

@@ -28,6 +28,8 @@ from hypnos.engine import CachedPrompt, CancelToken, Engine, EngineContext, Park
 from hypnos.engine_methods import LIFECYCLE_METHODS
 from hypnos.errors import HypnosError, clip, server_error
 from hypnos.hosting.frames import Failure, Kind, decode_frame, failure_of, pack, payload_of, read_frame
+from hypnos.hosting.memory_wall import memory_limit_error, take_data_limit
+from hypnos.image_header import image_bomb_error, limit_image_decoders
 from hypnos.kit.device_oom import out_of_memory
 
 logger = logging.getLogger("hypnos.hosting.host")
@@ -146,6 +148,8 @@ class EngineHost:
         self._share = Path(".")
         self._tasks: set[asyncio.Task[None]] = set()
         self.methods = {method.name: method.streams for method in method_table().values()}  # name -> streams
+        self.data_limit: int | None = None  # the RLIMIT_DATA this host took (its memory wall)
+        self.max_image_pixels = LimitsConfig().max_image_pixels
 
     async def serve(self) -> None:
         """Read frames until the server goes away, then leave at once (the server owns this process's life)."""
@@ -203,13 +207,22 @@ class EngineHost:
             self._send(Kind.FAIL, call_id, failure_of(error))
         except Exception as error:
             failure: Failure
-            if self.engine is not None and self.engine.device_oom(error):  # the library's own OOM: 507, retried
+            model_id = self.engine.model.id if self.engine is not None else "?"
+            request_error = image_bomb_error(error, self.max_image_pixels)
+            serving = name not in LIFECYCLE_METHODS and name != "start"
+            if request_error is None and serving and isinstance(error, MemoryError) and self.data_limit is not None:
+                request_error = memory_limit_error(model_id, self.data_limit)  # the wall: this request's failure
+            if request_error is not None:
+                logger.warning("the engine's %s refused a request: %s", name, request_error.message)
+                failure = failure_of(request_error)
+            elif self.engine is not None and self.engine.device_oom(error):  # the library's own OOM: 507, retried
                 logger.warning("the engine's %s ran out of device memory: %s", name, error)
                 failure = failure_of(out_of_memory(self.engine.model.id, error))
             else:
                 logger.exception("the engine's %s failed", name)
-                model = self.engine.model.id if self.engine is not None else "?"
-                message = f"the engine of `{clip(model)}` failed while serving {name}; the server log has the details"
+                message = (
+                    f"the engine of `{clip(model_id)}` failed while serving {name}; the server log has the details"
+                )
                 failure = failure_of(server_error(message))
             self._send(Kind.FAIL, call_id, failure)
         finally:
@@ -222,6 +235,8 @@ class EngineHost:
         self._share = Path(start.share_dir)
         if start.methods is not None:
             self.methods = dict(start.methods)
+        self.max_image_pixels = start.limits.max_image_pixels
+        limit_image_decoders(start.limits.max_image_pixels)  # whatever decodes an image in this host
         channel = AskChannel(self._ask_sock, self._share)
         context = EngineContext(
             models_dir=Path(start.models_dir),
@@ -270,4 +285,6 @@ def main(argv: list[str]) -> None:
     main_sock = socket.socket(fileno=int(argv[1]))
     ask_sock = socket.socket(fileno=int(argv[2]))
     ask_sock.setblocking(True)
-    asyncio.run(EngineHost(main_sock, ask_sock).serve())
+    host = EngineHost(main_sock, ask_sock)
+    host.data_limit = take_data_limit()
+    asyncio.run(host.serve())

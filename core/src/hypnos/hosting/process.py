@@ -5,6 +5,8 @@ error, and the owner hears why and whom to blame. A call that makes no progress 
 reported stalled at once; after `hang_secs` the host is killed, a crash of the model. A call that has not stopped
 `cancel_grace_secs` after its client left (or after its stream outlived `stream_timeout_secs`) gets the host killed
 too, but that is the request's failure: the owner hears the blame fall on the request's key, not on the model.
+A host whose resident set passes its memory wall while it serves is killed too: the request's failure
+(400 host_memory_limit), never the model's crash.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from hypnos.engine import CancelToken
 from hypnos.errors import HypnosError, clip, server_error
 from hypnos.hosting.frames import Failure, Kind, pack, payload_of, read_frame, shared_dir
 from hypnos.hosting.host import HostStart
-from hypnos.hosting.supervision import HostBlame, exit_reason
+from hypnos.hosting.memory_wall import memory_limit_error
+from hypnos.hosting.supervision import HostBlame, exit_reason, rss_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +83,8 @@ class HostProcess:
         self.alive = False
         self.stopping = False
         self.kill_reason: str | None = None
+        self.memory_limit: int | None = None  # the resident set the host may reach while serving (None: no wall)
+        self.memory_killed = False  # the memory wall killed the host (its culprit gets 400 host_memory_limit)
         self._calls: dict[int, _Call] = {}
         self._ids = itertools.count(1)
         self._writer: asyncio.StreamWriter | None = None
@@ -270,6 +275,16 @@ class HostProcess:
                 bound = self.stream_timeout_secs
                 if bound and call.stream is not None and not call.timed_out and now - call.started > bound:
                     self._time_out(call_id, call, bound)
+            if self.memory_limit is not None and any(call.watched for call in self._calls.values()):
+                self._check_memory(self.memory_limit)
+
+    def _check_memory(self, limit: int) -> None:
+        """Kill the host when its resident set is past the wall while it serves: the latest request's failure."""
+        if self.proc is None or (rss := rss_bytes(self.proc.pid)) <= limit:
+            return
+        self.memory_killed = True
+        latest = max((call for call in self._calls.values() if call.watched), key=lambda call: call.started)
+        self.kill(f"a request took its resident memory to {rss} bytes, past its limit of {limit} bytes", latest)
 
     def _time_out(self, call_id: int, call: _Call, bound: float) -> None:
         """End a stream that ran past its bound: its reader gets 504 timeout, the engine is asked to stop."""
@@ -306,8 +321,10 @@ class HostProcess:
         error = server_error(f"the engine host of `{model}` {reason}; the model reloads on the next request")
         calls, self._calls = self._calls, {}
         blame = self._blame(list(calls.values()))
+        walled = self.memory_limit is not None and self.memory_killed
         for call in calls.values():
-            self._settle(call, error, failed=True)
+            culprit = walled and call is self.culprit
+            self._settle(call, memory_limit_error(self.model_id, self.memory_limit or 0) if culprit else error, True)
         for task in self._tasks:
             if task is not asyncio.current_task():
                 task.cancel()

@@ -29,6 +29,7 @@ from hypnos.engine_methods import forward_core_methods, forwarder
 from hypnos.errors import HypnosError, clip
 from hypnos.hardware import nvml_process_vram
 from hypnos.hosting.host import HOST_ENV, HOST_NICE_ENV, HostStart
+from hypnos.hosting.memory_wall import BASE_GUESS_BYTES, DATA_SLACK, MEMORY_LIMIT_ENV, memory_limit
 from hypnos.hosting.process import HostProcess
 from hypnos.hosting.supervision import CrashPolicy, EngineProcessInfo, HostBlame, rss_bytes
 from hypnos.types import LayerPlacementPlan, MemoryTier, Modality, TierSwitchPhases
@@ -178,10 +179,15 @@ class HostedEngine(Engine):
         if wait > 0:
             logger.info("restarting the engine host of %s in %.1f s", self.model.id, wait)
             await asyncio.sleep(wait)
+        env = host_environment(self.model, self.kind)
+        estimate = self._estimate_or_none()
+        wall = memory_limit(self.model.process, estimate, BASE_GUESS_BYTES)
+        if wall is not None and self.context.accelerator == "Cpu":  # a GPU runtime's host mappings: the watch alone
+            env[MEMORY_LIMIT_ENV] = str(wall + DATA_SLACK)
         host = HostProcess(
             self.model.id,
             self.model.process,
-            host_environment(self.model, self.kind),
+            env,
             on_ask=self._answer,
             on_note=self._note,
             on_exit=lambda reason, blame: self._exited(host, reason, blame),
@@ -200,7 +206,14 @@ class HostedEngine(Engine):
             raise
         self.last_exit = None
         self.base_rss = rss_bytes(host.pid) if host.pid is not None else 0
+        host.memory_limit = memory_limit(self.model.process, estimate, self.base_rss)
         return host
+
+    def _estimate_or_none(self) -> MemoryEstimate | None:
+        try:
+            return self.local.estimate()
+        except Exception:  # the load itself says what is wrong with the model's files
+            return None
 
     def _start_message(self) -> HostStart:
         context = self.context

@@ -86,8 +86,12 @@ class FakeOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     voices: list[str] | None = None  # a speech model's voices, reported as a capability (GET /v1/models lists them)
     # faults of an engine host process (isolation "process"; in the server's own process they raise instead):
     crash_after_tokens: int = 0  # SIGKILL itself after this many chat tokens (0: never), as a native crash does
+    crash_after_chunks: int = 0  # the same after this many speech chunks (in the server's process: raises)
     exit_on_load: bool = False  # exit (status 3) while loading
     hang_after_tokens: int = 0  # block the host in a call that never checks cancellation after this many tokens
+    # a chat allocates (and touches) this many bytes after its first token and holds them to its end: a request
+    # whose input makes the library allocate more than its host may take (in a host only; raises elsewhere)
+    grab_bytes: int = 0
     # bytes the engine really holds at tier 1 (allocated and touched by the load, freed below tier 1), whatever its
     # estimate says: an estimate that is off, for measured placement
     hold_bytes: int = 0
@@ -274,6 +278,13 @@ class FakeEngine(Engine):
             os._exit(3)
         time.sleep(24 * 3600)  # "hang": the whole host stops, as in a stuck native call holding the GIL
 
+    @staticmethod
+    def _grab(size: int) -> bytearray:
+        """`size` bytes allocated and touched (MemoryError past the host's RLIMIT_DATA), in an engine host only."""
+        if not os.environ.get(HOST_ENV):
+            raise RuntimeError("fake engine grab_bytes outside an engine host")
+        return bytearray(size)
+
     def device_oom(self, error: BaseException) -> bool:
         """FakeLibraryOutOfMemory is this engine's library's device OOM."""
         return isinstance(error, FakeLibraryOutOfMemory)
@@ -316,12 +327,15 @@ class FakeEngine(Engine):
             return
         options = self.options
         stopped_at: str | None = None
+        grabbed: list[bytearray] = []  # held to the chat's end
         for index, word in enumerate(_words(prompt + str(request.sampling.seed or 0), count)):
             if word in request.stop:  # a stop string that is a whole word ends the answer before it
                 stopped_at = word
                 break
             if options.crash_after_tokens and index == options.crash_after_tokens:
                 self._fault("crash")
+            if options.grab_bytes and index == 1:
+                grabbed.append(self._grab(options.grab_bytes))
             if options.hang_after_tokens and index == options.hang_after_tokens:
                 self._fault("hang")
             if cancel.cancelled:
@@ -374,9 +388,12 @@ class FakeEngine(Engine):
     async def speak(self, speech: SpeechInput, cancel: CancelToken) -> AsyncIterator[AudioChunk]:
         """A 440 Hz tone per phrase, 0.1 s per word."""
         pace = self._pace()
-        for phrase in [p for p in speech.text.replace("!", ".").split(".") if p.strip()] or [speech.text]:
+        phrases = [p for p in speech.text.replace("!", ".").split(".") if p.strip()] or [speech.text]
+        for index, phrase in enumerate(phrases):
             if cancel.cancelled:
                 return
+            if self.options.crash_after_chunks and index == self.options.crash_after_chunks:
+                self._fault("crash")
             await pace.tick()
             samples = int(24000 * 0.1 * max(1, len(phrase.split())) / max(speech.speed, 0.1))
             buffer = io.BytesIO()
