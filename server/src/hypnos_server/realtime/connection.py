@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -12,7 +13,7 @@ from hypnos.errors import HypnosError
 from hypnos.types import Modality
 
 from hypnos_server.observability import observability_of
-from hypnos_server.realtime.conversation import MAX_ITEMS, Item
+from hypnos_server.realtime.conversation import MAX_ITEMS, Item, item_chars
 from hypnos_server.realtime.detectors import SpeechDetectors
 from hypnos_server.realtime.events import RealtimeError, error_event, event_name, new_id
 from hypnos_server.realtime.handlers import HANDLERS
@@ -58,6 +59,9 @@ class RealtimeSession(InputAudio):
             speech_detector=self.detectors.default,
         )
         self.max_frame = state.settings.limits.max_realtime_frame_bytes
+        self.max_chars = state.settings.limits.max_prompt_chars  # what the conversation's items may hold together
+        self.idle_secs = state.settings.limits.realtime_idle_timeout_secs
+        self.last_event = time.monotonic()
         self.max_pending = state.settings.limits.max_realtime_pending_bytes  # events the client has not taken
         self.items: list[Item] = []
         self.buffer = bytearray()
@@ -125,6 +129,7 @@ class RealtimeSession(InputAudio):
         writer = asyncio.ensure_future(self._write())
         reader = asyncio.ensure_future(self._read())
         ended = asyncio.ensure_future(self.gone.wait())
+        idle = asyncio.ensure_future(self._watch_idle())
         if self.metrics is not None:
             self.metrics.session_opened()
         try:
@@ -144,9 +149,9 @@ class RealtimeSession(InputAudio):
             if not self.client_left and not writer.done():  # what was said before the end still goes out
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._drained(), FLUSH_SECS)
-            for task in (reader, writer, ended):
+            for task in (reader, writer, ended, idle):
                 task.cancel()
-            await asyncio.gather(reader, writer, ended, return_exceptions=True)
+            await asyncio.gather(reader, writer, ended, idle, return_exceptions=True)
             if self.metrics is not None:
                 self.metrics.session_closed()
         if not self.client_left:
@@ -158,9 +163,25 @@ class RealtimeSession(InputAudio):
     async def _drained(self) -> None:
         await self.outgoing.join()
 
+    async def _watch_idle(self) -> None:
+        """End the session once the client sent nothing for realtime_idle_timeout_secs while nothing ran for it."""
+        if not self.idle_secs:
+            return
+        while True:
+            await asyncio.sleep(max(0.05, self.idle_secs - (time.monotonic() - self.last_event)))
+            if self.response is not None or self.transcriptions:
+                self.last_event = time.monotonic()  # work in progress is no idleness
+            elif time.monotonic() - self.last_event >= self.idle_secs:
+                message = f"The session was idle for {self.idle_secs:g} s (limits.realtime_idle_timeout_secs)"
+                await self.send_error(message, "session_expired")
+                await asyncio.sleep(0)  # let the writer send it before the close
+                self.end(1000, "idle timeout")
+                return
+
     async def _read(self) -> None:
         while True:
             message = await self.socket.receive()
+            self.last_event = time.monotonic()
             if message["type"] == "websocket.disconnect":
                 self.client_left = True
                 self.gone.set()
@@ -209,13 +230,19 @@ class RealtimeSession(InputAudio):
     # ---- conversation ----------------------------------------------------------------------------------------
 
     def add_item(self, item: Item, after: str | None = None) -> None:
-        """Append an item (or insert it after `after`), dropping the oldest past MAX_ITEMS."""
+        """Append an item (or insert it after `after`), dropping the oldest past MAX_ITEMS or once the items hold
+        more than max_prompt_chars together; an item alone above it is refused."""
+        size = item_chars(item)
+        if size > self.max_chars:
+            message = f"The item holds {size} characters, above limits.max_prompt_chars ({self.max_chars})"
+            raise RealtimeError(message, "item_too_large", "item")
         index = len(self.items)
         if after is not None:
             index = 0 if after == "root" else self.index_of(after) + 1
         self.items.insert(index, item)
-        if len(self.items) > MAX_ITEMS:
-            del self.items[0]
+        total = sum(item_chars(kept) for kept in self.items)
+        while len(self.items) > 1 and (len(self.items) > MAX_ITEMS or total > self.max_chars):
+            total -= item_chars(self.items.pop(0) if self.items[0] is not item else self.items.pop(1))
 
     def index_of(self, item_id: Any) -> int:
         """The position of the item with this id; item_not_found when there is none."""

@@ -72,6 +72,25 @@ class Item:
         self.status = "incomplete"
 
 
+def output_limit(options: dict[str, Any], default: int | None) -> int | None:
+    """A response.create's `max_output_tokens` (or the beta `max_response_output_tokens`): an integer >= 1, "inf"
+    (None), or absent (the session's)."""
+    limit = options.get("max_output_tokens", options.get("max_response_output_tokens"))
+    if limit is None:
+        return default
+    if limit == "inf":
+        return None
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        message = 'Invalid value for `response.max_output_tokens`: an integer >= 1 or "inf"'
+        raise RealtimeError(message, param="response.max_output_tokens")
+    return limit
+
+
+def item_chars(item: Item) -> int:
+    """The characters an item holds (what it adds to the prompt, and to the session's memory)."""
+    return len(item.text) + len(item.arguments) + len(item.output) + len(item.name or "")
+
+
 def parse_item(raw: Any) -> Item:
     """The item of a conversation.item.create: a text message or a function call's output (or call)."""
     if not isinstance(raw, dict):

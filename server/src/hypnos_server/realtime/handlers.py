@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from hypnos_server.realtime.conversation import parse_item
+from hypnos_server.realtime.conversation import output_limit, parse_item
 from hypnos_server.realtime.events import RealtimeError
 from hypnos_server.realtime.session import apply_update, is_ga, render
 from hypnos_server.realtime.stage import decode_audio
@@ -81,8 +81,9 @@ async def _response_create(session: SessionSurface, event: dict[str, Any]) -> No
         raise RealtimeError(
             "The conversation already has an active response", "conversation_already_has_active_response"
         )
-    options = event.get("response")
-    session.start_response(options if isinstance(options, dict) else {})
+    options = event.get("response") if isinstance(event.get("response"), dict) else {}
+    output_limit(options, None)  # a bad max_output_tokens is refused before the key's limits count the response
+    session.start_response(options)
 
 
 async def _response_cancel(session: SessionSurface, _: dict[str, Any]) -> None:

@@ -15,7 +15,7 @@ from hypnos.errors import HypnosError
 from hypnos.openai import ToolCall
 
 from hypnos_server.observability.realtime import FIRST_AUDIO
-from hypnos_server.realtime.conversation import Item, add_items, chat_tools
+from hypnos_server.realtime.conversation import Item, add_items, chat_tools, output_limit
 from hypnos_server.realtime.events import new_id
 from hypnos_server.realtime.phrases import PhraseSplitter
 from hypnos_server.realtime.session import SAMPLE_RATE
@@ -47,6 +47,7 @@ class Response:
         self.id = new_id("resp")
         self.instructions = options.get("instructions") if isinstance(options.get("instructions"), str) else None
         self.metadata = options.get("metadata") if isinstance(options.get("metadata"), dict) else None
+        self.max_output_tokens = output_limit(options, self.config.max_output_tokens)
         modalities = options.get("output_modalities", options.get("modalities"))
         audio = self.config.audio_out if not isinstance(modalities, list) else "audio" in modalities
         self.audio = audio and self.config.speech_model is not None  # no speech model in the pool: text only
@@ -79,7 +80,7 @@ class Response:
     def render(self, status: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
         """The response object of response.created / response.done: the beta fields (`modalities`, `voice`,
         `output_audio_format`) and the GA ones (`output_modalities`, `audio.output`) side by side."""
-        limit = self.config.max_output_tokens if self.config.max_output_tokens is not None else "inf"
+        limit = self.max_output_tokens if self.max_output_tokens is not None else "inf"
         return {
             "id": self.id,
             "object": "realtime.response",
@@ -181,7 +182,7 @@ class Response:
         tool_choice, forced = tool_choice_of(choice, tools, forced)
         chat = ChatInput(
             messages=messages,
-            max_tokens=max_tokens_of(config.max_output_tokens, limits),
+            max_tokens=max_tokens_of(self.max_output_tokens, limits),
             sampling=sampling_of(temperature=config.temperature),
             tools=tools,
             tool_choice=tool_choice,
