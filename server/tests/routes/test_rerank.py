@@ -92,3 +92,14 @@ def test_cohere_v2_errors_are_cohere_shaped_400s_and_404s() -> None:
             assert answer["error"]["type"] == "invalid_request_error"
         missing = client.post("/v2/rerank", json={"model": "nope", "query": "q", "documents": ["a"]})
         assert missing.status_code == 404 and "nope" in missing.json()["message"]
+
+
+def test_documents_are_capped_in_count_and_in_characters() -> None:
+    with TestClient(build_app(config(limits={"max_rerank_documents": 50, "max_prompt_chars": 2000}))) as client:
+        wait_ready(client)
+        many = client.post("/v1/rerank", json={"model": "fake-embed", "query": "q", "documents": ["d"] * 51})
+        assert many.status_code == 400 and "max_rerank_documents (50)" in error_of(many)["message"]
+        long = client.post("/v1/rerank", json={"model": "fake-embed", "query": "q", "documents": ["d" * 1000] * 3})
+        assert long.status_code == 400 and "max_prompt_chars (2000)" in error_of(long)["message"]
+        fits = client.post("/v1/rerank", json={"model": "fake-embed", "query": "q", "documents": ["d"] * 50})
+        assert fits.status_code == 200

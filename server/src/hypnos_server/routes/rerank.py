@@ -47,12 +47,20 @@ async def ranked(request: Request[Any, Any, Any], api_version: str) -> Response[
     record.model = body.model
     if not body.documents:
         raise invalid_request("`documents` must be a non-empty array")
+    if len(body.documents) > limits.max_rerank_documents:
+        raise invalid_request(
+            f"`documents` holds {len(body.documents)} entries, above limits.max_rerank_documents "
+            f"({limits.max_rerank_documents})"
+        )
     if body.top_n is not None and body.top_n < 1:
         raise invalid_request("Invalid value for `top_n`: expected an integer >= 1")
     texts = document_texts(body.documents)
     chars = len(body.query) + sum(len(text) for text in texts)
     if chars > limits.max_prompt_chars:
-        raise invalid_request(f"The query and documents hold {chars} characters, above limits.max_prompt_chars")
+        most = limits.max_prompt_chars
+        raise invalid_request(
+            f"The query and documents hold {chars} characters, above limits.max_prompt_chars ({most})"
+        )
     job = RerankInput(query=body.query, documents=texts)
     async with InferenceRun(request, body.model, [Modality.EMBEDDINGS]) as run:
         result = await run.call(lambda engine: engine.rerank(job, run.lease.cancel))
