@@ -197,14 +197,16 @@ async def _speech_stream(run: InferenceRun, job: SpeechInput, fmt: str) -> Async
                 yield wav_header(None, chunk.sample_rate) + chunk.pcm16
             else:
                 yield chunk.pcm16
-    except Exception as error:  # the headers are out: the body simply ends early (section 10)
+    except Exception as error:  # the headers are out: the connection is aborted, no clean end (section 10)
         logger.error("speech stream on %s failed", run.model, exc_info=error)
         run.record.error = f"{type(error).__name__}: {error}"
         run.record.error_type = getattr(error, "type", "server_error")
-    if ttfa_ms is not None:  # observability
-        elapsed = (time.perf_counter() - started) * 1000
-        rtf = elapsed / 1000 / (samples / rate) if samples else None
-        run.telemetry(EngineTiming(ttfa_ms=round(ttfa_ms, 3), rtf=rtf))
+        raise  # the body ends without its chunked terminator: a client tells truncated audio from a whole answer
+    finally:
+        if ttfa_ms is not None:  # observability
+            elapsed = (time.perf_counter() - started) * 1000
+            rtf = elapsed / 1000 / (samples / rate) if samples else None
+            run.telemetry(EngineTiming(ttfa_ms=round(ttfa_ms, 3), rtf=rtf))
 
 
 ROUTES = [transcriptions, speech]
