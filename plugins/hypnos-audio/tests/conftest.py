@@ -14,7 +14,7 @@ from hypnos.config import Settings, settings_from_mapping
 from hypnos.engine import EngineContext
 from hypnos.types import LayerPlacementPlan, MemoryTier
 from hypnos_audio.kokoro import KokoroEngine
-from hypnos_audio.plugin import make_kokoro_engine, make_whisper_engine
+from hypnos_audio.plugin import make_kokoro_engine, make_piper_engine, make_whisper_engine
 from hypnos_audio.starter import starter_models
 from hypnos_audio.whisper import WhisperEngine
 
@@ -70,7 +70,8 @@ def _context(settings: Settings) -> EngineContext:
 def make_engine(settings: Settings, model_id: str):  # type: ignore[no-untyped-def]
     """A fresh engine (tier 3) for one of the starter models."""
     model = next(m for m in settings.models if m.id == model_id)
-    factory = make_kokoro_engine if model.engine == "kokoro_onnx" else make_whisper_engine
+    factories = {"kokoro_onnx": make_kokoro_engine, "piper": make_piper_engine}
+    factory = factories.get(model.engine, make_whisper_engine)
     return factory(model, _context(settings))
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import numpy as np
@@ -54,6 +54,7 @@ class PiperEngine(OnnxVoiceEngine):
         self.config_file = self.companion_file
         self._config: dict[str, Any] | None = None
         self._voice: Any = None
+        self.sentences_synthesized = 0
 
     def _read_config(self) -> dict[str, Any]:
         if self._config is None:
@@ -95,22 +96,26 @@ class PiperEngine(OnnxVoiceEngine):
         return EngineCapabilities(voices=voices, voice_languages=languages, voice_aliases=aliases or None)
 
     async def speak(self, speech: SpeechInput, cancel: CancelToken) -> AsyncIterator[AudioChunk]:  # type: ignore[override]
-        """One AudioChunk per sentence, 16-bit mono 24 kHz, sentences after the first led by a pause."""
+        """One AudioChunk per sentence as soon as Piper has it (16-bit mono 24 kHz), the next one synthesized after
+        it is handed out; sentences after the first led by a pause."""
         self.require_ready()
-        sentences = await self.run_blocking(self._synthesize, speech, cancel)
+        sentences = await self.run_blocking(self._sentences, speech)
         pause = np.zeros(SAMPLE_RATE * self.options.phrase_pause_ms // 1000, dtype="<i2").tobytes()
         produced = 0
-        for audio in sentences:
-            if cancel.cancelled:
-                return
+        while not cancel.cancelled:
+            audio = await self.run_blocking(self._next_sentence, sentences)
+            if audio is None:
+                break
+            if not audio.size:
+                continue
             pcm = to_pcm16(audio)
             yield AudioChunk(pcm16=pause + pcm if produced else pcm, sample_rate=SAMPLE_RATE)
             produced += 1
-        if not produced:
+        if not produced and not cancel.cancelled:
             raise invalid_request("`input` has nothing Piper can pronounce")
 
-    def _synthesize(self, speech: SpeechInput, cancel: CancelToken) -> list[np.ndarray]:
-        """Every sentence as float audio at 24 kHz (worker thread)."""
+    def _sentences(self, speech: SpeechInput) -> Iterator[Any]:
+        """Piper's sentence-by-sentence synthesis of the input, not started yet (worker thread)."""
         if self._voice is None:
             raise ModelNotLoaded(self.model.id)
         from piper.config import SynthesisConfig
@@ -123,15 +128,18 @@ class PiperEngine(OnnxVoiceEngine):
             noise_scale=self.options.noise_scale,
             noise_w_scale=self.options.noise_w_scale,
         )
-        out = []
+        return iter(self._voice.synthesize(speech.text, syn_config=config))
+
+    def _next_sentence(self, sentences: Iterator[Any]) -> np.ndarray | None:
+        """The next sentence as float audio at 24 kHz, None after the last (worker thread)."""
         try:
-            for chunk in self._voice.synthesize(speech.text, syn_config=config):
-                out.append(resample(np.asarray(chunk.audio_float_array, dtype=np.float32).ravel(), chunk.sample_rate))
-                if cancel.cancelled:
-                    break
+            chunk = next(sentences, None)
         except Exception as error:
             if self.device_oom(error):  # ONNX Runtime could not allocate: 507, idle models evicted and retried
                 raise out_of_memory(self.model.id, error) from error
             logger.exception("Piper inference failed on %s", self.model.id)
             raise server_error(f"Piper inference failed on `{self.model.id}`; the server log has the cause") from error
-        return [audio for audio in out if audio.size]
+        if chunk is None:
+            return None
+        self.sentences_synthesized += 1
+        return resample(np.asarray(chunk.audio_float_array, dtype=np.float32).ravel(), chunk.sample_rate)

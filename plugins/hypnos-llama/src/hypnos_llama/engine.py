@@ -43,6 +43,7 @@ from hypnos_llama.prompt_states import PromptStates
 from hypnos_llama.sampling import SamplingParams
 from hypnos_llama.slots import ChatJob
 from hypnos_llama.template import CHATML_FALLBACK, ChatTemplate
+from hypnos_llama.tokenize_bound import check_chars, tokenize_chars_cap, tokenize_stoppable
 from hypnos_llama.transcription import transcription_chat
 
 logger = logging.getLogger(__name__)
@@ -282,10 +283,21 @@ class LlamaEngine(StagedEngine):
         text = self._template.render(plan.render_request(request), extra=plan.template_variables)
         return plan.finish_prompt(text)
 
-    def _tokenize_prompt(self, request: ChatInput, plan: ChatPlan) -> tuple[list[int], str]:
-        assert self._runtime_model is not None
+    def _tokenize_prompt(
+        self, request: ChatInput, plan: ChatPlan, cancel: CancelToken | None = None
+    ) -> tuple[list[int], str]:
+        model, batch = self._runtime_model, self._batch
+        assert model is not None and batch is not None
         text = self._render_prompt(request, plan)
-        return self._runtime_model.tokenize(text, add_special=True, parse_special=True), text
+        context = int(model.n_ctx_train or batch.context.shape.n_ctx)
+        check_chars(text, tokenize_chars_cap(self.options.max_tokenize_chars, context), self.model.id)
+        tokens = tokenize_stoppable(
+            lambda piece, first: model.tokenize(piece, add_special=first, parse_special=True),
+            text,
+            model.vocab_type,
+            cancel,
+        )
+        return tokens, text
 
     async def chat(self, request: ChatInput, cancel: CancelToken) -> AsyncIterator[ChatEvent]:  # type: ignore[override]
         """Stream the answer: ChatAccepted once a slot takes it (before its prefill), content deltas as tokens decode,
@@ -314,7 +326,7 @@ class LlamaEngine(StagedEngine):
         elif short_prompt(request):  # rendered and tokenized in less time than a hop to a thread and back takes
             prompt, prompt_text = self._tokenize_prompt(request, plan)
         else:
-            prompt, prompt_text = await asyncio.to_thread(self._tokenize_prompt, request, plan)
+            prompt, prompt_text = await asyncio.to_thread(self._tokenize_prompt, request, plan, cancel)
         max_tokens = max(1, request.max_tokens)
         limit = int(model.n_ctx_train or batch.context.shape.n_ctx)
         if len(prompt) >= limit:

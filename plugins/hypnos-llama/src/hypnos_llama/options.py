@@ -46,6 +46,8 @@ class LlamaOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     type_v: str = "f16"
     kv_idle_timeout_secs: float | None = None
     chat_template: str | None = None
+    # the characters one prompt or input may hold before it is tokenized (400 past it); None: 8 a context token
+    max_tokenize_chars: int | None = None
     verbose: bool = False
 
     def threads(self) -> int:

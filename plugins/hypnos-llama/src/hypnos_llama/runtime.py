@@ -62,6 +62,7 @@ class LlamaModel:
         self.vocab = lib.llama_model_get_vocab(self.pointer)
         self.n_vocab = lib.llama_vocab_n_tokens(self.vocab)
         self.n_ctx_train = lib.llama_model_n_ctx_train(self.pointer)
+        self.vocab_type = int(lib.llama_vocab_type(self.vocab)) if hasattr(lib, "llama_vocab_type") else 0
         self._piece_buffer = ctypes.create_string_buffer(256)
         self._eog: dict[int, bool] = {}
         self._control: dict[int, bool] = {}

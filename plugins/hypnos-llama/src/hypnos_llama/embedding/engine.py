@@ -29,6 +29,7 @@ from hypnos_llama.estimate import estimate_gguf
 from hypnos_llama.gguf_meta import GgufFile, read_gguf
 from hypnos_llama.options import LlamaOptions
 from hypnos_llama.runtime import import_llama_cpp
+from hypnos_llama.tokenize_bound import check_chars, tokenize_chars_cap
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +73,8 @@ class EmbeddingContext:
         self.lib = lib
         trained = int(gguf.arch_value("context_length", 512) or 512)
         self.max_tokens = int(gguf.metadata.get(MAX_SEQUENCE_KEY) or trained)
+        self.chars_cap = tokenize_chars_cap(options.max_tokenize_chars, self.max_tokens)
+        self.model_id = path.name
         self.normalize = bool(gguf.metadata.get(NORMALIZE_KEY, True))
         n_batch = max(options.n_batch, self.max_tokens)
         self.rank = is_reranker(gguf)
@@ -105,7 +108,9 @@ class EmbeddingContext:
         self.llama.close()
 
     def tokens(self, text: str) -> list[int]:
-        """Tokens of one text, as the model reads an embedding input (BOS/CLS and the vocabulary's end tokens)."""
+        """Tokens of one text, as the model reads an embedding input (BOS/CLS and the vocabulary's end tokens); 400
+        before tokenizing a text past the characters cap."""
+        check_chars(text, self.chars_cap, self.model_id, "an input")
         return self.llama.tokenize(text.encode("utf-8"), add_bos=True, special=False)
 
     def embed(self, sequences: list[list[int]]) -> Any:
@@ -116,8 +121,9 @@ class EmbeddingContext:
     def pair_tokens(self, query: str, document: str, index: int) -> list[int]:
         """One (query, document) input as llama.cpp's server builds it: the GGUF's rerank template when it has
         one, else BOS query EOS SEP document EOS as the vocabulary adds them (BERT: [CLS] q [SEP] d); 400 when
-        longer than the model's sequence length."""
+        longer than the model's sequence length (or, before tokenizing, than its characters cap)."""
         llama, lib = self.llama, self.lib
+        check_chars(query + document, self.chars_cap, self.model_id, f"The query with `documents[{index}]`")
         if self.rerank_template:
             prompt = self.rerank_template.replace("{query}", query).replace("{document}", document)
             tokens = llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
