@@ -19,7 +19,11 @@ LIMIT = 256 * MiB
 async def test_a_request_past_the_resident_wall_gets_400_and_its_host_kill_is_not_a_crash() -> None:
     # the chat touches 384 MiB and holds it while it streams: the watch sees the resident set past 256 MiB
     model = hosted_model(
-        "m", grab_bytes=384 * MiB, tokens=40, token_ms=50, process={"memory_limit_bytes": LIMIT, "max_crashes": 1}
+        "m",
+        grab_bytes=384 * MiB,
+        tokens=40,
+        token_ms=50,
+        process={"memory_limit_bytes": LIMIT, "max_crashes": 1, "hang_secs": 60},
     )
     scheduler = hosted_scheduler([model])
     try:

@@ -66,7 +66,9 @@ def test_qwen_tokens_in_pieces_are_the_tokens_of_the_whole(qwen_models_dir: Path
 
     model = LlamaModel(qwen_models_dir / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", LlamaOptions(), 0)
     try:
-        text = "".join(f"def f{i}(x):\n    return x * {i}  # café 東京\n\n" for i in range(3000))
+        text = "".join(
+            f"value_{i} = compute({i}, 'café 東京')\nprint(value_{i})\n\n    # note {i}\n" for i in range(3000)
+        )
         whole = model.tokenize(text, add_special=True, parse_special=True)
         cut = tokenize_stoppable(
             lambda piece, first: model.tokenize(piece, add_special=first, parse_special=True),
