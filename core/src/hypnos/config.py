@@ -154,6 +154,9 @@ class HardwareConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # after each load into tier 1, book what the engine host holds (NVML on a GPU, its resident set's growth on the
     # CPU) and correct the model's next estimate by it; false: bookings stay the estimates
     measured_placement: bool = True
+    # the cores (affinity mask, cut to the cgroup CPU quota) are a budget: each computing model gets a share, its
+    # engine host pinned there and told its thread count; false: every host may use every core (no shares)
+    share_cores: bool = True
     kv_park: KvParkConfig = msgspec.field(default_factory=KvParkConfig)
 
 
@@ -231,6 +234,9 @@ class ModelConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     enabled: bool = True
     # "process" or "thread" (see [server] isolation); None: the server's
     isolation: Literal["process", "thread"] | None = None
+    # CPU ids the model always computes on (its engine host pinned there, kept out of other models' shares while it
+    # computes); empty: a share of the machine's cores the scheduler plans with the other models computing
+    cores: list[Annotated[int, msgspec.Meta(ge=0)]] = []
     process: ProcessConfig = msgspec.field(default_factory=ProcessConfig)
     prompt_cache: PromptCacheConfig = msgspec.field(default_factory=PromptCacheConfig)
     arch: dict[str, Any] = {}

@@ -264,6 +264,9 @@ class EngineContext:
     context_resized: Callable[[str, int], None] | None = None
     # [server] kv_idle_timeout_secs: how long an idle slot's KV may stay before the engine may drop it (None: never)
     kv_idle_timeout_secs: int | None = None
+    # Called (from any thread) when an engine changes the threads it computes with (model id, threads): the status
+    # and /metrics show it (the llama batch loop drops threads when the machine's other programs want the cores)
+    threads_changed: Callable[[str, int], None] | None = None
     # The decoded option Structs per model id and table (filled by the scheduler from EngineKind.options)
     options: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -287,6 +290,8 @@ class Engine:
     Subclasses implement estimate/load/demote/unload and the methods of the modalities they serve; the others
     raise a 400 naming the modality. Blocking library calls never run on the event loop.
     """
+
+    core_threads: int | None = None  # the thread count of the scheduler's last core share (None: never told)
 
     def __init__(self, model: ModelConfig, context: EngineContext) -> None:
         self.model = model
@@ -317,6 +322,14 @@ class Engine:
     def capabilities(self) -> EngineCapabilities:
         """What the server must know of this engine (image edits, voices); the base reports nothing special."""
         return EngineCapabilities()
+
+    async def follow_cores(self, cores: list[int]) -> int | None:
+        """The scheduler's core share for the model while it computes (CPU ids, planned with the other models
+        computing now); an engine that can change its thread count at run time follows it and returns the threads it
+        computes with now (None: it cannot, and an engine host is pinned to the share instead). The base keeps the
+        count in `core_threads` for engines that read it at their next call."""
+        self.core_threads = max(1, len(cores))
+        return None
 
     def device_oom(self, error: BaseException) -> bool:
         """Whether `error`, raised by this engine's library, means the device ran out of memory (hypnos.kit.device_oom

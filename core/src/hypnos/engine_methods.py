@@ -35,7 +35,7 @@ from hypnos.types import Modality
 
 # the engine's lifecycle and questions (no cancellation token): never a request method's name
 LIFECYCLE_METHODS = frozenset(
-    {"load", "demote", "unload", "capabilities", "served_modalities", "estimate", "device_oom"}
+    {"load", "demote", "unload", "capabilities", "served_modalities", "estimate", "device_oom", "follow_cores"}
 )
 
 

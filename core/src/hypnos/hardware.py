@@ -5,13 +5,14 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
 import msgspec
 
 from hypnos.config import GiB, HardwareConfig
+from hypnos.cpu_cores import read_affinity, read_cpu_quota, usable_cores
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +69,10 @@ class HardwareProbe(Protocol):
 
     def process_memory_bytes(self) -> int:
         """The resident set of this process."""
+        ...
+
+    def cpu_cores(self) -> list[int]:
+        """The CPU ids the scheduler shares out (affinity mask cut to the cgroup quota), probed once."""
         ...
 
 
@@ -202,8 +207,10 @@ class SystemHardware:
         meminfo_path: str | Path = "/proc/meminfo",
         cgroup_root: str | Path = "/sys/fs/cgroup",
         clock: Callable[[], float] = time.monotonic,
+        affinity: Callable[[], Iterable[int]] = read_affinity,
     ) -> None:
         self._clock = clock
+        self._cores = usable_cores(affinity, lambda: read_cpu_quota(cgroup_root))
         self._nvml: _Nvml | None = None
         self._sample: GpuSample | None = None
         self._sampled_at = -1e18
@@ -272,6 +279,10 @@ class SystemHardware:
         """The process's resident set from /proc/self/status."""
         return read_process_rss()
 
+    def cpu_cores(self) -> list[int]:
+        """The affinity mask's CPUs, as many as the cgroup's CPU quota allows (read at construction)."""
+        return list(self._cores)
+
 
 class StaticHardware:
     """Fixed figures for tests and benchmarks: a simulated device unless `vram_free` is given."""
@@ -284,7 +295,9 @@ class StaticHardware:
         vram_free: int | None = None,
         topology: str = "Simulated",
         gpu: GpuSample | None = None,
+        cores: Iterable[int] = (0, 1, 2, 3),
     ) -> None:
+        self.cores = list(cores)
         simulated = vram_free is None and topology == "Simulated"
         self._info = DeviceInfo(
             accelerator="Cpu" if simulated else "NvidiaCuda",
@@ -314,3 +327,7 @@ class StaticHardware:
     def process_memory_bytes(self) -> int:
         """The configured resident set."""
         return self.rss
+
+    def cpu_cores(self) -> list[int]:
+        """The configured CPU ids."""
+        return list(self.cores)

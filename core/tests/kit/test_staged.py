@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 from pathlib import Path
 
@@ -149,3 +150,33 @@ async def test_build_phases_refine_a_load_that_built(tmp_path: Path) -> None:
     assert (await engine.load(plan(MemoryTier.TIER2))).projector_ms is None
     assert (await engine.load(plan(MemoryTier.TIER1))).projector_ms == 5.0
     assert (await engine.load(plan(MemoryTier.TIER1))).projector_ms is None  # already built: nothing to refine
+
+
+class FakeTorch:
+    """torch's thread setting as each thread sees it (OpenMP keeps the count per thread)."""
+
+    def __init__(self, threads: int) -> None:
+        self.default = threads
+        self.by_thread: dict[str, int] = {}
+
+    def get_num_threads(self) -> int:
+        return self.by_thread.get(threading.current_thread().name, self.default)
+
+    def set_num_threads(self, threads: int) -> None:
+        self.by_thread[threading.current_thread().name] = threads
+
+
+async def test_torch_follows_the_core_share_on_the_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    torch = FakeTorch(threads=4)
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    engine = _engine(tmp_path)
+    await engine.load(plan(MemoryTier.TIER1))
+    try:
+        assert await engine.follow_cores([2]) == 1
+        worker = await engine.work()
+        assert torch.by_thread[worker] == 1  # the next call computes with the share's one thread
+        assert await engine.follow_cores([0, 1, 2, 3, 4, 5]) == 4  # never above torch's own count
+        await engine.work()
+        assert torch.by_thread[worker] == 4
+    finally:
+        await engine.unload()

@@ -85,10 +85,12 @@ def make_scheduler(
     hardware: dict[str, Any] | None = None,
     limits: dict[str, Any] | None = None,
     server: dict[str, Any] | None = None,
+    cores: list[int] | None = None,
 ) -> Scheduler:
-    """A scheduler over fake engines on a simulated device of vram_mib (tier 2 = half of ram_mib)."""
+    """A scheduler over fake engines on a simulated device of vram_mib (tier 2 = half of ram_mib) with `cores`
+    (default: CPUs 0-3) to share out."""
     settings = make_settings(models, hardware=hardware, limits=limits, server=server)
-    probe = StaticHardware(vram_bytes=vram_mib * MiB, ram_bytes=ram_mib * MiB)
+    probe = StaticHardware(vram_bytes=vram_mib * MiB, ram_bytes=ram_mib * MiB, cores=cores or (0, 1, 2, 3))
     kwargs: dict[str, Any] = {"hardware": probe}
     if clock is not None:
         kwargs["clock"] = clock

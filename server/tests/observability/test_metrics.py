@@ -233,6 +233,22 @@ def test_scheduler_state_is_read_at_scrape_time() -> None:
     assert value(families, "hypnos_model_active_leases", model="tiny") == 0
 
 
+def test_core_shares_and_threads_per_model() -> None:
+    status = status_of()
+    tiny, big = status.models
+    status = replace(
+        status,
+        models=[replace(tiny, cores=[0, 1], threads=1), big],
+        capabilities=replace(status.capabilities, cpu_cores=[0, 1, 2]),
+    )
+    families = scrape(make(status=status))
+    assert value(families, "hypnos_model_cpu_cores", model="tiny") == 2
+    assert value(families, "hypnos_model_cpu_cores", model="big") == 0
+    assert value(families, "hypnos_model_threads", model="tiny") == 1
+    assert {s.labels["model"] for s in families["hypnos_model_threads"].samples} == {"tiny"}  # big never reported
+    assert value(families, "hypnos_cpu_cores") == 3
+
+
 def test_derived_scheduler_counters_without_a_provider() -> None:
     metrics = make()
     metrics.observe(facts(route="/v1/chat/completions", tier_switch_ms=120.0, evicted_models=["a", "b"]))

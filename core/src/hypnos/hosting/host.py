@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from hypnos.config import LimitsConfig, ModelConfig
+from hypnos.cpu_cores import pin_process
 from hypnos.engine import CachedPrompt, CancelToken, Engine, EngineContext, ParkedSlot, method_table
 from hypnos.engine_methods import LIFECYCLE_METHODS
 from hypnos.errors import HypnosError, clip, server_error
@@ -187,6 +188,9 @@ class EngineHost:
             if name == "start":
                 self._start(args[0])
                 result: Any = None
+            elif name == "follow_cores":  # the host's threads pinned to the share, then the engine told
+                pin_process(args[0])
+                result = await self.engine.follow_cores(*args) if self.engine is not None else None
             elif name in LIFECYCLE_METHODS:
                 result = getattr(self.engine, name)(*args)
                 if asyncio.iscoroutine(result):
@@ -238,6 +242,11 @@ class EngineHost:
         self.max_image_pixels = start.limits.max_image_pixels
         limit_image_decoders(start.limits.max_image_pixels)  # whatever decodes an image in this host
         channel = AskChannel(self._ask_sock, self._share)
+        loop = asyncio.get_running_loop()
+
+        def threads_changed(model_id: str, threads: int) -> None:  # from the engine's threads: sent from the loop's
+            loop.call_soon_threadsafe(self._send, Kind.NOTE, 0, ("threads", model_id, threads))
+
         context = EngineContext(
             models_dir=Path(start.models_dir),
             limits=start.limits,
@@ -248,6 +257,7 @@ class EngineHost:
             prompt_cache=RemotePromptCache(channel) if start.prompt_cache else None,
             context_resized=lambda model_id, cells: self._send(Kind.NOTE, 0, ("context_resized", model_id, cells)),
             kv_idle_timeout_secs=start.kv_idle_timeout_secs,
+            threads_changed=threads_changed,
             options={start.model.id: start.options},
         )
         self.engine = resolve_factory(start.factory)(start.model, context)

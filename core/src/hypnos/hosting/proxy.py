@@ -93,6 +93,7 @@ class HostedEngine(Engine):
         self.quarantined = False  # too many crashes: no restart until an admin enables the model
         self._capabilities: EngineCapabilities | None = None
         self.base_rss = 0  # the host's resident set when it started (interpreter and engine factory, no model)
+        self.cores: list[int] = []  # the scheduler's last core share: a new host is pinned to it at its start
 
     # ---- what the server asks before any load ---------------------------------------------------------------------
 
@@ -207,6 +208,8 @@ class HostedEngine(Engine):
         self.last_exit = None
         self.base_rss = rss_bytes(host.pid) if host.pid is not None else 0
         host.memory_limit = memory_limit(self.model.process, estimate, self.base_rss)
+        if self.cores:
+            await host.call("follow_cores", (self.cores,))
         return host
 
     def _estimate_or_none(self) -> MemoryEstimate | None:
@@ -276,6 +279,20 @@ class HostedEngine(Engine):
             _, model_id, cells = payload
             if self.context.context_resized is not None:
                 self.context.context_resized(model_id, cells)
+        elif isinstance(payload, tuple) and payload and payload[0] == "threads":
+            _, model_id, threads = payload
+            if self.context.threads_changed is not None:
+                self.context.threads_changed(model_id, threads)
+
+    async def follow_cores(self, cores: list[int]) -> int | None:
+        """Pin the host's threads to the share and tell its engine (a host started later is pinned at its start);
+        the threads the engine computes with now, where it reports them."""
+        self.cores = list(cores)
+        host = self.host
+        if host is None or not host.alive:
+            return None
+        threads = await host.call("follow_cores", (self.cores,))
+        return None if threads is None else int(threads)
 
     async def load(self, plan: LayerPlacementPlan) -> TierSwitchPhases:
         """Start a host when none runs, and load the model there as the plan says."""

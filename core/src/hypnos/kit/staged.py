@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +16,8 @@ from hypnos.types import LayerPlacementPlan, MemoryTier, TierSwitchPhases
 
 if TYPE_CHECKING:
     from hypnos.config import ModelConfig
+
+logger = logging.getLogger(__name__)
 
 _DEPTH = {MemoryTier.TIER3: 0, MemoryTier.TIER2: 1, MemoryTier.TIER1: 2}
 
@@ -66,6 +70,7 @@ class StagedEngine(Engine):
             context.options_for(model, self.options_table, self.options_type) if self.options_table else None
         )
         self._held = 0  # how deep the hooks have brought the model: 0 nothing, 1 warm copy, 2 built (kit-private)
+        self._torch_threads: int | None = None  # torch's thread count on the worker before any core share
 
     # ---- hooks (blocking; override) -------------------------------------------------------------------------------
 
@@ -103,6 +108,28 @@ class StagedEngine(Engine):
     async def run_blocking(self, function: Callable[..., Any], *args: Any) -> Any:
         """Run function(*args) on the model's worker thread (never on the event loop)."""
         return await self.worker.run(function, *args)
+
+    async def follow_cores(self, cores: list[int]) -> int | None:
+        """The share's thread count reaches torch where the engine loaded it: set on the worker thread before the
+        next call queued there, never above the count torch had before (the configured one); returns that count
+        (None without torch: the host is pinned to the share)."""
+        await super().follow_cores(cores)
+        threads = self.core_threads
+        if "torch" not in sys.modules or not self.ready or threads is None:
+            return None
+        self.worker.submit(self._follow_torch, threads)
+        return min(threads, self._torch_threads or threads)
+
+    def _follow_torch(self, threads: int) -> None:
+        try:
+            torch: Any = sys.modules["torch"]
+            if self._torch_threads is None:
+                self._torch_threads = int(torch.get_num_threads())
+            wanted = max(1, min(threads, self._torch_threads))
+            if torch.get_num_threads() != wanted:
+                torch.set_num_threads(wanted)
+        except Exception as error:  # a torch that refuses: the host's pinning still holds
+            logger.info("torch did not take %s threads: %s", threads, error)
 
     @property
     def ready(self) -> bool:

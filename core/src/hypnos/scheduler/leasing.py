@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from hypnos.scheduler.core_shares import CoreShares
 from hypnos.scheduler.lease import Lease
 from hypnos.scheduler.load_backoff import refuse_while_backing_off
 from hypnos.scheduler.measured import rebook_measured
@@ -25,6 +26,7 @@ class Leasing(Protocol):
     tiers: TierManager
     stopping: bool  # the server is stopping: no lease starts any more
     live_leases: set[Lease]  # the leases in flight
+    cores: CoreShares  # the machine's cores, a share per model while it computes
 
     def serving(self, model_id: str, *modalities: Modality) -> ModelState:
         """The model, checked: known, enabled, installed and serving every one of the modalities."""
@@ -130,6 +132,7 @@ class LeaseContext:
             self._unyield = gate.hold_yielding(priority, lease.give_back)
         self._held_from = time.perf_counter()
         sched.live_leases.add(lease)
+        sched.cores.start(state)  # the model computes: its share of the cores, planned with the others computing
         return lease
 
     async def __aexit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
@@ -139,6 +142,7 @@ class LeaseContext:
         lease = self._lease
         if lease is not None:
             self._sched.live_leases.discard(lease)
+            self._sched.cores.stop(state)
             if exc_type is not None and issubclass(exc_type, asyncio.CancelledError):
                 lease.cancel.cancel()  # the client went away: the engine stops at its next check
         state.record_service((time.perf_counter() - self._held_from) * 1000)

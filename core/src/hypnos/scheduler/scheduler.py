@@ -23,6 +23,7 @@ from hypnos.scheduler.admission import (
     implicit_deadline_ms,
 )
 from hypnos.scheduler.budgets import compute_budgets
+from hypnos.scheduler.core_shares import CoreShares
 from hypnos.scheduler.kv_park import KvParkStore
 from hypnos.scheduler.lease import Lease
 from hypnos.scheduler.leasing import LeaseContext
@@ -81,6 +82,9 @@ class Scheduler:
         self.live_leases: set[Lease] = set()  # the leases in flight (ended at shutdown when the grace runs short)
         self._loop: asyncio.AbstractEventLoop | None = None  # the loop serving the scheduler (set when staging)
         self._models: dict[str, ModelState] = {}
+        cores = self.hardware.cpu_cores() if settings.hardware.share_cores else []
+        self.cores = CoreShares(cores, self._models)  # shared out while models compute ([]: no shares)
+        self.context.threads_changed = self.cores.threads_changed
         self.measured = MeasuredStore(measured_path(settings.source))
         for model in settings.models:
             self._models[model.id] = self._make_state(model)
@@ -206,6 +210,7 @@ class Scheduler:
                 self.clock(),
                 kv_park=self.kv_park.status(),
                 prompt_cache=self.prompt_cache.status(),
+                cpu_cores=self.cores.cores,
                 latency=provider() if provider is not None else msgspec.UNSET,
             )
 
@@ -406,6 +411,7 @@ class Scheduler:
         """Stop prefetches, wait for transitions, and unload every model, within `within` seconds ([server]
         shutdown_grace_secs by default); the engine hosts still running after it are killed."""
         self.stopping = True
+        await self.cores.stop_telling()
         grace = self.settings.server.shutdown_grace_secs if within is None else within
         await unload_all(self.models(), self.tiers, self._background, grace)
         await asyncio.to_thread(self.prompt_cache.flush)  # the states saved last reach the disk tier

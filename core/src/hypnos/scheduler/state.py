@@ -79,6 +79,10 @@ class ModelState:
     # reload times estimated from the size and the tier bandwidths, per source tier (the budgets never change)
     reload_estimates: dict[MemoryTier, float] = field(default_factory=dict)
     priority_rank: int = 0
+    # the CPU ids the model computes on now (its share of the cores while a lease computes; empty while idle) and
+    # the threads its engine reported computing with (None: never told, or it cannot change them)
+    core_share: list[int] = field(default_factory=list)
+    threads_now: int | None = None
     # what the model serves: its config's modalities and what its engine found in its files (set at construction)
     modalities: list[Modality] = field(default_factory=list)
     # the installed engine kind the config's `engine` names (None when no plugin provides it)

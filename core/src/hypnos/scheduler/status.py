@@ -67,6 +67,8 @@ def model_status(state: ModelState, tiers: TierBooks, now: float) -> ModelMemory
         load_booked_bytes=state.load_booked_bytes,
         load_measured_bytes=state.load_measured_bytes,
         estimate_correction=round(state.estimate_ratio, 4),
+        cores=list(state.core_share),
+        threads=state.threads_now,
     )
 
 
@@ -78,6 +80,7 @@ def build_status(
     *,
     kv_park: KvParkStatus,
     prompt_cache: PromptCacheStatus | None = None,
+    cpu_cores: list[int] | None = None,
     latency: Any = msgspec.UNSET,
 ) -> MemoryStatus:
     """The full snapshot; `latency` comes from the observability layer when it provides one."""
@@ -102,6 +105,7 @@ def build_status(
             installed_memory_bytes=info.installed_memory_bytes,
             tier2_to_tier1_bandwidth_gbps=budgets.tier2_to_tier1_gbps,
             tier3_to_tier2_bandwidth_gbps=budgets.tier3_to_tier2_gbps,
+            cpu_cores=list(cpu_cores or []),
         ),
         tier1_vram_used_bytes=tier1.used,
         tier1_vram_free_bytes=tier1.free,

@@ -27,6 +27,8 @@ class Capabilities(msgspec.Struct, kw_only=True):
     installed_memory_bytes: int
     tier2_to_tier1_bandwidth_gbps: float
     tier3_to_tier2_bandwidth_gbps: float
+    # the CPU ids the scheduler shares out between computing models (affinity mask, cut to the cgroup CPU quota)
+    cpu_cores: list[int] = []
 
 
 class ModelMemoryStatus(msgspec.Struct, kw_only=True):
@@ -70,6 +72,11 @@ class ModelMemoryStatus(msgspec.Struct, kw_only=True):
     load_booked_bytes: int | None = None
     load_measured_bytes: int | None = None
     estimate_correction: float = 1.0
+    # the CPU ids the model computes on now (its share while a request computes, empty while idle; a model pinned
+    # by its config's `cores` keeps those), and the threads its engine computes with now (null: never told, or an
+    # engine that cannot change them and is pinned to its share instead)
+    cores: list[int] = []
+    threads: int | None = None
 
 
 class KvParkedModel(msgspec.Struct, kw_only=True):

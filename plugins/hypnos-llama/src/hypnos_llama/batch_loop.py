@@ -21,6 +21,7 @@ from hypnos_llama.runtime import ContextShape, LlamaContext, LlamaModel
 from hypnos_llama.sampling import SlotSampler
 from hypnos_llama.slot_cache import clear_idle_caches, make_room, prefill_media, reuse_media_head
 from hypnos_llama.slots import ChatJob, Slot, finished_event
+from hypnos_llama.thread_governor import ThreadGovernor
 
 logger = logging.getLogger(__name__)
 _STOP = object()
@@ -41,8 +42,12 @@ class BatchLoop:
         last_token_alone: bool = False,
         prefill_share: float = 0.2,
         prefill_step_secs: float = 1.0,
+        governor: ThreadGovernor | None = None,
+        batch_threads: int | None = None,
     ) -> None:
         self.model = model
+        self.governor = governor  # the threads of each step: the core share, less what contention costs
+        self._batch_threads = batch_threads  # a configured cap on prompt-processing threads
         self.idle_timeout_s = idle_timeout_s
         self.context = context
         self._rebuild = rebuild
@@ -247,6 +252,9 @@ class BatchLoop:
                 break
             stepped.append(slot)
             prefilled += self._add_pending(slot, chunk - prefilled, outputs)
+        if self.governor is not None:
+            threads = self.governor.next_threads()
+            context.set_threads(threads, min(threads, self._batch_threads or threads))
         started = time.perf_counter()
         status = context.decode()
         if status == 1 and clear_idle_caches(self.context, self.slots):  # no KV room: drop idle prefixes, retry once
@@ -256,6 +264,8 @@ class BatchLoop:
             return
         if prompts or streaming:
             self.pace.record(time.perf_counter() - started, prefilled, streaming)
+        if self.governor is not None and not prefilled and not answering:  # decode steps alone judge the threads
+            self.governor.record(time.perf_counter() - started, len(generating))
         self.steps += 1
         if generating:
             self.max_prefill_beside_streams = max(self.max_prefill_beside_streams, prefilled)

@@ -43,6 +43,7 @@ from hypnos_llama.prompt_states import PromptStates
 from hypnos_llama.sampling import SamplingParams
 from hypnos_llama.slots import ChatJob
 from hypnos_llama.template import CHATML_FALLBACK, ChatTemplate
+from hypnos_llama.thread_governor import engine_governor
 from hypnos_llama.tokenize_bound import check_chars, tokenize_chars_cap, tokenize_stoppable
 from hypnos_llama.transcription import transcription_chat
 
@@ -101,6 +102,8 @@ class LlamaEngine(StagedEngine):
         self._batch: BatchLoop | None = None
         self._states: PromptStates | None = None
         self._template: ChatTemplate | None = None
+        # each decode's threads: the core share (n_threads caps it), less what contention costs
+        self.governor = engine_governor(self.options, model.id, context.threads_changed)
 
     def served_modalities(self) -> list[Modality]:
         """The config's modalities plus the projector's (an audio projector makes the model transcribe too)."""
@@ -119,6 +122,11 @@ class LlamaEngine(StagedEngine):
                 )
             self._gguf = read_gguf(self.path)
         return self._gguf
+
+    async def follow_cores(self, cores: list[int]) -> int | None:
+        """The scheduler's share: the batch loop's next decodes use as many threads (at most n_threads)."""
+        self.core_threads = max(1, len(cores))
+        return self.governor.share(self.core_threads) if self.governor is not None else None
 
     def device_oom(self, error: BaseException) -> bool:
         """llama-cpp-python's failed allocation (`llama_decode returned -2`); the batch loop maps its own status."""
@@ -240,6 +248,8 @@ class LlamaEngine(StagedEngine):
             last_token_alone=self.options.deterministic_prefill,
             prefill_share=self.options.prefill_share,
             prefill_step_secs=self.options.prefill_step_secs,
+            governor=self.governor,
+            batch_threads=self.options.n_threads_batch,
         )
         self._kv_restored = restore_slots(self.context.kv_park, self.model.id, self._layout(context), batch)
         store, cache = self.context.prompt_cache, self.model.prompt_cache

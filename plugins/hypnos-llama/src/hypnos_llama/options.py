@@ -24,6 +24,9 @@ class LlamaOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
     n_threads: int | None = None
     n_threads_batch: int | None = None
+    # each decode's threads follow the scheduler's core share (at most n_threads) and drop while other programs want
+    # the cores (the step times and /proc/pressure/cpu say so); false: n_threads for every decode, as configured
+    adapt_threads: bool = True
     n_batch: int = 512
     # Embedding models: tokens packed into one decode (with flash attention on, the masked cells between packed
     # inputs cost nothing, so bigger packs only buy wider matmuls).

@@ -157,6 +157,13 @@ class LlamaContext:
         self.memory = lib.llama_get_memory(self.pointer)
         self.batch = lib.llama_batch_init(shape.n_batch, 0, 1)
         self.n_tokens = 0
+        self.threads = (params.n_threads, params.n_threads_batch)
+
+    def set_threads(self, threads: int, batch_threads: int) -> None:
+        """The threads of the next decodes: generation and prompt processing (llama_set_n_threads)."""
+        if (threads, batch_threads) != self.threads:
+            self.lib.llama_set_n_threads(self.pointer, threads, batch_threads)
+            self.threads = (threads, batch_threads)
 
     def close(self) -> None:
         """Free the batch and the context (idempotent)."""

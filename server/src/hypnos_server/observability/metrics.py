@@ -292,7 +292,18 @@ def _models(models: list[ModelMemoryStatus]) -> Iterator[Any]:
     rss = GaugeMetricFamily(
         "hypnos_engine_host_rss_bytes", "Resident memory of the model's engine host.", labels=["model"]
     )
+    cores = GaugeMetricFamily(
+        "hypnos_model_cpu_cores", "CPU cores in the model's share now (0 while it does not compute).", labels=["model"]
+    )
+    threads = GaugeMetricFamily(
+        "hypnos_model_threads",
+        "Threads the model's engine computes with now (where it reports them).",
+        labels=["model"],
+    )
     for model in models:
+        cores.add_metric([model.id], len(model.cores))
+        if model.threads is not None:
+            threads.add_metric([model.id], model.threads)
         tier.add_metric([model.id], model.current_tier.rank)
         layers.add_metric([model.id], model.placement.gpu_layers)
         leases.add_metric([model.id], model.active_leases)
@@ -301,7 +312,7 @@ def _models(models: list[ModelMemoryStatus]) -> Iterator[Any]:
             restarts.add_metric([model.id], model.engine_restarts)
         if model.engine_process is not None:
             rss.add_metric([model.id], model.engine_process.rss_bytes)
-    yield from (tier, layers, leases, served, restarts, rss)
+    yield from (tier, layers, leases, served, restarts, rss, cores, threads)
 
 
 def _memory(status: MemoryStatus | None) -> Iterator[Any]:
@@ -327,7 +338,8 @@ def _memory(status: MemoryStatus | None) -> Iterator[Any]:
         ("budget", budgets.pinned_ram_budget_bytes),
     ]:
         pinned.add_metric([kind], used)
-    yield from (vram, pinned)
+    cores = GaugeMetricFamily("hypnos_cpu_cores", "CPU cores the scheduler shares out.", value=len(budgets.cpu_cores))
+    yield from (vram, pinned, cores)
 
 
 def _prompt_cache(status: MemoryStatus | None) -> Iterator[Any]:

@@ -1,0 +1,188 @@
+"""The batch loop's thread count: the scheduler's core share, lowered while other programs want the same cores.
+
+llama.cpp's decode threads wait for each other at every layer: one of them preempted by another program stalls them
+all, so a decode on every core loses 3-4x as soon as anything else runs. The governor watches the loop's own decode
+steps and the machine's CPU pressure (/proc/pressure/cpu, else the steal time in /proc/stat): when steps stretch past
+their quiet pace, or the machine is busy, it tries one thread fewer and keeps it when steps got faster; when the
+machine is calm again it tries one more, up to the share. Each failed try waits twice as long before the next.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from hypnos_llama.options import LlamaOptions
+
+STRETCH = 1.5  # a typical decode step this much slower than its quiet pace: contention
+BUSY_PERCENT = 25.0  # CPU pressure (share of time a task waited for a core) above which the machine is busy
+CALM_PERCENT = 10.0  # below it, a thread more is worth a try
+WINDOW = 8  # decode steps judged together (the first one after a change is left out: the pool warms up)
+KEEP = 0.97  # a try is kept when its typical step is at most this share of the one before
+PROBE_SECS = 2.0  # the first wait between tries; doubled after each failed one, up to MAX_BACKOFF_SECS
+MAX_BACKOFF_SECS = 60.0
+READ_EVERY_SECS = 0.5  # the pressure files are read at most this often
+
+
+class CpuPressure:
+    """The machine's CPU pressure in percent: /proc/pressure/cpu `some avg10`, else the steal share of the time
+    between two reads of /proc/stat; None when neither can be read."""
+
+    def __init__(
+        self,
+        psi: str | Path = "/proc/pressure/cpu",
+        stat: str | Path = "/proc/stat",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._psi, self._stat, self._clock = Path(psi), Path(stat), clock
+        self._read_at = -1e18
+        self._value: float | None = None
+        self._last: tuple[int, int] | None = None  # (steal, total) jiffies at the last read
+
+    def __call__(self) -> float | None:
+        now = self._clock()
+        if now - self._read_at >= READ_EVERY_SECS:
+            self._read_at = now
+            self._value = self._read()
+        return self._value
+
+    def _read(self) -> float | None:
+        try:
+            for line in self._psi.read_text().splitlines():
+                if line.startswith("some "):
+                    fields = dict(part.split("=", 1) for part in line.split()[1:])
+                    return float(fields["avg10"])
+        except (OSError, ValueError, KeyError):
+            pass
+        try:
+            numbers = [int(n) for n in self._stat.read_text().splitlines()[0].split()[1:]]
+        except (OSError, ValueError, IndexError):
+            return None
+        steal, total = (numbers[7] if len(numbers) > 7 else 0), sum(numbers[:8])
+        last, self._last = self._last, (steal, total)
+        if last is None or total <= last[1]:
+            return None
+        return 100.0 * (steal - last[0]) / (total - last[1])
+
+
+class ThreadGovernor:
+    """Chooses the threads of each decode step; `share` comes from any thread, the rest runs on the batch loop's."""
+
+    def __init__(
+        self,
+        limit: int,
+        *,
+        cap: int | None = None,
+        pressure: Callable[[], float | None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        on_change: Callable[[int], None] | None = None,
+    ) -> None:
+        self._cap = cap  # the configured thread count (n_threads): a share never raises it
+        self._limit = max(1, min(limit, cap or limit))
+        self.threads = self._limit
+        self._pressure = pressure if pressure is not None else CpuPressure(clock=clock)
+        self._clock = clock
+        self.on_change = on_change
+        self._limit_seen = self._limit
+        self._cut = 0  # threads below the limit the governor chose (contention)
+        self._quiet: dict[tuple[int, int], float] = {}  # fastest step per (threads, tokens decoded)
+        self._steps: list[float] = []
+        self._ratios: list[float] = []
+        self._typical: float | None = None  # the last window's typical step at the current count
+        self._fresh = True  # the next step is the first at this count: not judged
+        self._trying: tuple[int, float] | None = None  # (the cut before the try, its typical step)
+        self._backoff = PROBE_SECS
+        self._try_at = 0.0
+
+    @property
+    def limit(self) -> int:
+        """The most threads allowed now (the core share, or the configured count when lower)."""
+        return self._limit
+
+    def share(self, threads: int) -> int:
+        """A new limit (the scheduler's share of `threads` cores, at most the configured count); it takes effect at
+        the next step, less what the governor cut for contention. Returns the threads that step will use."""
+        self._limit = max(1, min(threads, self._cap or threads))
+        return max(1, self._limit - min(self._cut, self._limit - 1))
+
+    def next_threads(self) -> int:
+        """The threads for the next decode step (called before it)."""
+        if self._limit != self._limit_seen:  # the share changed: a try in flight compares nothing any more
+            self._limit_seen = self._limit
+            if self._trying is not None:
+                self._cut, self._trying, self._typical = self._trying[0], None, None
+        self._cut = min(self._cut, self._limit - 1)
+        if self._cut and self._trying is None and self._clock() >= self._try_at and self._calm():
+            self._try(self._cut - 1, self._typical)
+        self._set(max(1, self._limit - self._cut))
+        return self.threads
+
+    def record(self, secs: float, tokens: int) -> None:
+        """A decode step of `tokens` generated tokens (no prompt chunk) took `secs`."""
+        if tokens <= 0 or secs <= 0:
+            return
+        key = (self.threads, tokens)
+        quiet = self._quiet[key] = min(self._quiet.get(key, secs), secs)
+        if self._fresh:
+            self._fresh = False
+            return
+        self._steps.append(secs)
+        self._ratios.append(secs / quiet)
+        if len(self._steps) < WINDOW:
+            return
+        typical = statistics.median(self._steps)
+        stretched = statistics.median(self._ratios) > STRETCH
+        self._steps.clear()
+        self._ratios.clear()
+        now = self._clock()
+        if self._trying is not None:
+            before, before_typical = self._trying
+            self._trying = None
+            if typical <= before_typical * KEEP:  # the try paid: keep it
+                self._backoff = PROBE_SECS
+                self._try_at = now + PROBE_SECS
+                self._typical = typical
+            else:
+                self._backoff = min(self._backoff * 2, MAX_BACKOFF_SECS)
+                self._try_at = now + self._backoff
+                self._cut = before
+                self._set(max(1, self._limit - before))
+            return
+        self._typical = typical
+        if self.threads > 1 and now >= self._try_at and (stretched or self._busy()):
+            self._try(self._cut + 1, typical)
+            self._set(max(1, self._limit - self._cut))
+
+    def _try(self, cut: int, typical: float | None) -> None:
+        self._trying = (self._cut, float("inf") if typical is None else typical)
+        self._cut = cut
+
+    def _set(self, threads: int) -> None:
+        if threads == self.threads:
+            return
+        self.threads = threads
+        self._fresh = True
+        self._steps.clear()
+        self._ratios.clear()
+        if self.on_change is not None:
+            self.on_change(threads)
+
+    def _busy(self) -> bool:
+        value = self._pressure()
+        return value is not None and value > BUSY_PERCENT
+
+    def _calm(self) -> bool:
+        value = self._pressure()
+        return value is None or value < CALM_PERCENT
+
+
+def engine_governor(
+    options: LlamaOptions, model_id: str, report: Callable[[str, int], None] | None
+) -> ThreadGovernor | None:
+    """The governor of a model's batch loop (None with adapt_threads off); `report` hears of each change."""
+    if not options.adapt_threads:
+        return None
+    on_change = (lambda threads: report(model_id, threads)) if report is not None else None
+    return ThreadGovernor(options.threads(), cap=options.n_threads, on_change=on_change)

@@ -1,0 +1,118 @@
+"""The batch loop's threads: the core share, cut while other programs want the cores, raised when calm again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypnos.config import LimitsConfig
+from hypnos.engine import EngineContext
+from hypnos_llama.testing import chat_request, collect, make_engine, tier1
+from hypnos_llama.thread_governor import WINDOW, CpuPressure, ThreadGovernor
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Pressure:
+    """A CPU pressure reading the test sets."""
+
+    def __init__(self, value: float | None = None) -> None:
+        self.value = value
+
+    def __call__(self) -> float | None:
+        return self.value
+
+
+def steps(governor: ThreadGovernor, secs_by_threads: dict[int, float], count: int = WINDOW + 1) -> None:
+    """Run `count` decode steps of one token, each taking what the chosen thread count takes now."""
+    for _ in range(count):
+        threads = governor.next_threads()
+        governor.record(secs_by_threads[threads], tokens=1)
+
+
+def test_threads_drop_when_steps_stretch_and_fewer_are_faster() -> None:
+    clock, pressure = Clock(), Pressure(None)
+    governor = ThreadGovernor(2, pressure=pressure, clock=clock)
+    steps(governor, {2: 0.035, 1: 0.07})  # quiet: two threads are twice as fast
+    assert governor.threads == 2
+    steps(governor, {2: 0.14, 1: 0.065})  # a busy program on one core: the spinning pair stalls
+    assert governor.threads == 1  # tried one fewer ...
+    steps(governor, {2: 0.14, 1: 0.065})
+    assert governor.threads == 1  # ... and kept it: faster
+
+
+def test_a_try_that_is_not_faster_goes_back() -> None:
+    clock, pressure = Clock(), Pressure(50.0)  # the machine says busy, but two threads are still faster
+    governor = ThreadGovernor(2, pressure=pressure, clock=clock)
+    steps(governor, {2: 0.035, 1: 0.07})
+    assert governor.threads == 1  # busy: one fewer is tried
+    steps(governor, {2: 0.035, 1: 0.07})
+    assert governor.threads == 2  # slower: back to two
+    steps(governor, {2: 0.035, 1: 0.07}, count=3 * WINDOW)
+    assert governor.threads == 2  # the next try waits (its backoff has not passed)
+
+
+def test_threads_come_back_when_the_machine_is_calm() -> None:
+    clock, pressure = Clock(), Pressure(80.0)  # busy from the start: the quiet pace was never seen
+    governor = ThreadGovernor(2, pressure=pressure, clock=clock)
+    steps(governor, {2: 0.14, 1: 0.065}, count=2 * (WINDOW + 1))
+    assert governor.threads == 1
+    clock.now += 10
+    steps(governor, {2: 0.14, 1: 0.065})
+    assert governor.threads == 1  # still busy: no try
+    pressure.value = 2.0  # the other program ended
+    steps(governor, {2: 0.035, 1: 0.07}, count=2 * (WINDOW + 1))
+    assert governor.threads == 2
+
+
+def test_the_share_limits_the_threads_at_the_next_step() -> None:
+    changes: list[int] = []
+    governor = ThreadGovernor(4, pressure=Pressure(None), clock=Clock(), on_change=changes.append)
+    assert governor.share(1) == 1
+    assert governor.next_threads() == 1
+    assert governor.share(3) == 3
+    assert governor.next_threads() == 3
+    assert changes == [1, 3]
+    capped = ThreadGovernor(4, cap=2, pressure=Pressure(None), clock=Clock())
+    assert capped.share(8) == 2  # n_threads is the most a share gives
+
+
+def test_cpu_pressure_reads_psi_else_steal(tmp_path: Path) -> None:
+    psi = tmp_path / "cpu"
+    psi.write_text("some avg10=12.50 avg60=4.54 avg300=4.87 total=1\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
+    clock = Clock()
+    assert CpuPressure(psi, tmp_path / "stat", clock)() == 12.5
+    stat = tmp_path / "stat"
+    reader = CpuPressure(tmp_path / "missing", stat, clock)
+    stat.write_text("cpu  100 0 100 700 0 0 0 100 0 0\ncpu0 1 2 3\n")
+    assert reader() is None  # one read: no interval yet
+    stat.write_text("cpu  150 0 100 850 0 0 0 150 0 0\ncpu0 1 2 3\n")
+    clock.now += 1
+    assert reader() == 20.0  # 50 of 250 jiffies stolen
+
+
+async def test_a_loaded_engine_decodes_with_its_share(tiny_gguf: Path) -> None:
+    reported: dict[str, int] = {}
+    base = make_engine(tiny_gguf, llama={"n_threads": None})
+    context = EngineContext(
+        models_dir=tiny_gguf.parent, limits=LimitsConfig(), threads_changed=lambda m, n: reported.update({m: n})
+    )
+    engine = type(base)(base.model, context)
+    await engine.load(tier1())
+    try:
+        assert await engine.follow_cores([0, 1]) == 2
+        await collect(engine, chat_request("hello"), max_tokens=4)
+        assert engine._batch.context.threads == (2, 2)
+        assert await engine.follow_cores([1]) == 1  # another model computes beside it now
+        await collect(engine, chat_request("hello again"), max_tokens=4)
+        assert engine._batch.context.threads == (1, 1)
+        assert reported == {"tiny": 1}  # the status hears of it
+    finally:
+        await engine.unload()
