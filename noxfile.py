@@ -238,6 +238,19 @@ BENCHES: dict[str, Bench] = {
             "plugins/hypnos-gliner[torch]",
         ],
     ),
+    # issue 42's table: the starter lineup (llama, whisper, Piper, docling) in the isolation venv, realtime's client
+    "cores_bench": Bench(
+        "plugins/hypnos-llama[test]",
+        CPU_TORCH,
+        starter=True,
+        venv="isolation",
+        more=[
+            "plugins/hypnos-audio[cpu,whisper,piper]",
+            "plugins/hypnos-docling[docling,test]",
+            "plugins/hypnos-gliner[torch]",
+        ],
+        peers=["websockets>=13"],
+    ),
     "embeddings_bench": Bench("plugins/hypnos-llama[test]", starter=True),  # its baseline is llama.cpp's own call
     "audio_bench": Bench("plugins/hypnos-audio[cpu,whisper,bench,test]", starter=True),
     # a spoken turn on the starter lineup: llama chat, whisper and Piper (the websockets client drives /v1/realtime)
