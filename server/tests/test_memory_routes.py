@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from hypnos.types import MemoryTier
+from hypnos.types import MemoryTier, Modality
 from litestar.testing import TestClient
 from server_kit import build_app, error_of, wait_ready
 
@@ -406,3 +408,27 @@ def test_the_request_log_names_the_model_of_admin_routes(memory_client: TestClie
         ("/v1/models/{model_id}/enable", "chat"),
         ("/v1/models/{model_id}/moe-offload", "chat"),
     ]
+
+
+def test_status_shows_the_core_share_while_a_model_computes(memory_client: TestClient[Any]) -> None:
+    scheduler = scheduler_of(memory_client)
+    portal = memory_client.blocking_portal  # the loop the app (and its scheduler) runs on
+    cores = memory_client.get("/v1/memory/status").json()["capabilities"]["cpu_cores"]
+    assert cores == scheduler.cores.cores and len(cores) >= 1
+    assert models_of(memory_client)["chat"]["cores"] == []  # idle: no share
+    entered = threading.Event()
+    release = portal.call(asyncio.Event)
+
+    async def hold() -> None:
+        async with scheduler.lease("chat", Modality.TEXT_GENERATION):
+            entered.set()
+            await release.wait()
+
+    held = portal.start_task_soon(hold)
+    assert entered.wait(10)
+    try:
+        assert models_of(memory_client)["chat"]["cores"] == cores  # alone: every core
+    finally:
+        portal.call(release.set)
+        held.result(10)
+    assert models_of(memory_client)["chat"]["cores"] == []
