@@ -162,6 +162,7 @@ def main() -> None:
     parser.add_argument(
         "--only", default="", help="comma-separated situations (default: all): " + ", ".join(SITUATIONS)
     )
+    parser.add_argument("--settings", default="", help="comma-separated settings (default: every static-N, scheduled)")
     args = parser.parse_args()
     only = [name for name in SITUATIONS if not args.only or name in args.only.split(",")]
 
@@ -170,6 +171,7 @@ def main() -> None:
 
     cores = len(os.sched_getaffinity(0))
     names = [f"static-{n}" for n in range(1, cores + 1)] + ["scheduled"]
+    names = [name for name in names if not args.settings or name in args.settings.split(",")]
     figures: dict[str, dict[str, list[float]]] = {name: {} for name in names}
     voice: dict[str, tuple[float, float]] = {}
     with tempfile.TemporaryDirectory(prefix="hypnos-cores-bench-") as scratch:
@@ -193,7 +195,9 @@ def main() -> None:
                 if setting.docs is None and "docling" in only:
                     print("no document model (hypnos-docling is not installed): no docling row", file=sys.stderr)
                     only.remove("docling")
-                setting.decode(), setting.transcribe(), turns.realtime(True)  # every path once before the rounds
+                setting.decode(), setting.transcribe()  # every path once before the rounds
+                if args.turns:
+                    turns.realtime(True)
                 if "docling" in only:
                     setting.convert()
                 for round_index in range(args.rounds):
@@ -224,8 +228,11 @@ def report(
     for situation in only:
         label, target = SITUATIONS[situation]
         static = [medians[n][situation] for n in names if n != "scheduled"]
-        best = max(static)
         row = "".join(f"{medians[n][situation]:>11.2f}" for n in names)
+        if not static or "scheduled" not in medians:
+            print(f"{label:<36}{row}")
+            continue
+        best = max(static)
         ratio, today = medians["scheduled"][situation] / best, static[-1] / best
         print(f"{label:<36}{row}{ratio:>12.3f}{today:>12.3f}  >= {target}")
     if voice:
