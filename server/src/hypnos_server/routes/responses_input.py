@@ -23,7 +23,7 @@ from hypnos_server.routes.chat_request import (
     tool_choice_of,
 )
 from hypnos_server.routes.responses_compaction import compaction_input, summary_message
-from hypnos_server.routes.responses_tools import ToolSet, flat_name
+from hypnos_server.routes.responses_tools import HOSTED_TOOLS, ToolSet, flat_name
 
 MESSAGE_ROLES = {"user", "assistant", "system", "developer"}
 TEXT_PARTS = {"input_text", "output_text", "text", "refusal"}
@@ -158,12 +158,51 @@ def _add_parts(conversation: Conversation, message: InputMessage, content: list[
             raise invalid_request(f"Invalid value for `input[{index}].content`: unknown part `{clip(kind)}`")
 
 
-def _tool_choice(choice: str | dict[str, Any] | None, tools: list[ToolDefinition]) -> tuple[str, str | None]:
+def _tool_choice(
+    choice: str | dict[str, Any] | None, tools: list[ToolDefinition], max_calls: int | None
+) -> tuple[str, str | None, list[ToolDefinition]]:
+    """(tool_choice, the function it forces, the functions the model sees): `allowed_tools` keeps the functions it
+    names (`mode` auto or required); `max_tool_calls` 0 shows the model none."""
+    if max_calls is not None and max_calls < 0:
+        raise invalid_request("Invalid value for `max_tool_calls`: expected an integer >= 0")
+    if isinstance(choice, dict) and choice.get("type") == "allowed_tools":
+        tools = allowed_functions(choice.get("tools"), tools)
+        choice = choice.get("mode", "auto")
+        if choice not in ("auto", "required"):
+            raise invalid_request('Invalid value for `tool_choice.mode`: "auto" or "required"')
+        if choice == "required" and not tools:
+            raise invalid_request("`tool_choice` requires a call, and its `allowed_tools` name no function")
+    if max_calls == 0 and tools:
+        if choice not in (None, "auto", "none"):
+            raise invalid_request("`max_tool_calls` is 0: `tool_choice` cannot require a call")
+        return "none", None, tools
     if choice is None or isinstance(choice, str):
-        return tool_choice_of(choice, tools)
+        return (*tool_choice_of(choice, tools), tools)
     if choice.get("type") == "function" and isinstance(choice.get("name"), str):
-        return tool_choice_of(None, tools, forced=choice["name"])
-    raise invalid_request('Invalid value for `tool_choice`: "none", "auto", "required" or a function by name')
+        return (*tool_choice_of(None, tools, forced=flat_name(choice.get("namespace"), choice["name"])), tools)
+    raise invalid_request(
+        'Invalid value for `tool_choice`: "none", "auto", "required", a function by name or allowed_tools'
+    )
+
+
+def allowed_functions(wanted: Any, tools: list[ToolDefinition]) -> list[ToolDefinition]:
+    """The functions an `allowed_tools` choice names (hosted tools among them skipped); 400 for a function that is
+    not in `tools`."""
+    if not isinstance(wanted, list):
+        raise invalid_request("Invalid value for `tool_choice.tools`: an array of tools")
+    declared = {tool.function.name for tool in tools}
+    names = set()
+    for index, tool in enumerate(wanted):
+        kind = tool.get("type") if isinstance(tool, dict) else None
+        if kind != "function":
+            if kind not in HOSTED_TOOLS:
+                raise invalid_request(f"Invalid value for `tool_choice.tools[{index}].type`: `{clip(kind)}`")
+            continue
+        name = flat_name(tool.get("namespace"), str(tool.get("name")))
+        if name not in declared:
+            raise invalid_request(f"`tool_choice.tools[{index}]` names `{clip(name)}`, which is not in `tools`")
+        names.add(name)
+    return [tool for tool in tools if tool.function.name in names]
 
 
 def _response_format(text: dict[str, Any] | None) -> ResponseFormat | None:
@@ -195,7 +234,7 @@ def responses_request(
     effort = (body.reasoning or {}).get("effort")
     thinking, budget = thinking_of(effort if isinstance(effort, str) else None)
     functions: list[ToolDefinition] = checked_tools(tools.functions)
-    tool_choice, forced = _tool_choice(body.tool_choice, functions)
+    tool_choice, forced, functions = _tool_choice(body.tool_choice, functions, body.max_tool_calls)
     chat = ChatInput(
         messages=messages,
         max_tokens=max_tokens_of(body.max_output_tokens, limits),

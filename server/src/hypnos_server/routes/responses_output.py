@@ -46,6 +46,7 @@ class ResponseMeta:
 
     def __post_init__(self) -> None:
         self.tools = read_tools(self.body.tools)
+        self.tools.max_calls = self.body.max_tool_calls
         self.conversation = conversation_id(self.body.conversation, self.body.previous_response_id)
 
     def response(
@@ -148,15 +149,16 @@ def call_item(ident: str, call: ToolCall, status: str = "completed") -> dict[str
 
 def output_items(choice: Choice, summary: bool, tools: ToolSet) -> list[dict[str, Any]]:
     """A whole answer's output items: reasoning, the message (also when empty and there are no calls), calls (named
-    as the client declared them)."""
+    as the client declared them, up to `max_tool_calls`)."""
     items = []
     if choice.thoughts:
         items.append(reasoning_item(item_id("rs"), "".join(choice.thoughts), summary))
     text = "".join(choice.text)
-    if text or not choice.calls:
+    calls = [call for made, call in enumerate(choice.calls) if tools.keeps(made)]
+    if text or not calls:
         reason = choice.finished.finish_reason if choice.finished is not None else "stop"
         items.append(message_item(item_id("msg"), text, "incomplete" if reason == "length" else "completed"))
-    items.extend(tools.name_call(call_item(item_id("fc"), call)) for call in choice.calls)
+    items.extend(tools.name_call(call_item(item_id("fc"), call)) for call in calls)
     return items
 
 

@@ -59,6 +59,8 @@ class ResponseEvents:
         if isinstance(event, ContentDelta) and event.index == 0 and event.text:
             return [*self._ensure("message"), self._delta("response.output_text.delta", event.text, logprobs=[])]
         if isinstance(event, ToolCallEvent) and event.index == 0:
+            if not self.tools.keeps(sum(item["type"] == "function_call" for item in self.output)):
+                return []  # past max_tool_calls
             out = self.close()
             index, item = len(self.output), self.tools.name_call(call_item(item_id("fc"), event.call))
             arguments = item["arguments"]

@@ -70,6 +70,11 @@ class ToolSet:
     echo: list[dict[str, Any]] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
     origin: dict[str, tuple[str, str]] = field(default_factory=dict)
+    max_calls: int | None = None  # `max_tool_calls`: the calls past it are left out of the output
+
+    def keeps(self, made: int) -> bool:
+        """Whether a call after `made` earlier ones goes out (`max_tool_calls`)."""
+        return self.max_calls is None or made < self.max_calls
 
     def _add(self, tool: dict[str, Any], namespace: str | None) -> None:
         flat = flat_name(namespace, tool["name"])
