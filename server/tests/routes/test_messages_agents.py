@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from litestar.testing import TestClient
 from server_kit import build_app, config, wait_ready
 
@@ -163,3 +164,50 @@ def test_an_unknown_or_another_keys_thread_is_a_404_with_its_error_code() -> Non
             assert error["type"] == "not_found_error" and error["details"] == {"error_code": "thread_not_found"}
         changed = post(client, one, system="Other.", thread={"type": "continue", "previous_message_id": first["id"]})
         assert refused(changed)["details"] == {"error_code": "thread_fingerprint_mismatch"}
+
+
+def test_anthropic_typed_tools_bash_and_the_editor_are_functions_and_server_tools_are_dropped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """bash_* and text_editor_* (run by the client from a schema Anthropic fixes) reach the model as functions of
+    that schema; server tools (web_search_20250305, code_execution_*, ...) and their blocks in the history are left
+    out and named in x-hypnos-dropped-tools, whole and streamed."""
+    typed = [
+        {"type": "web_search_20250305", "name": "web_search", "max_uses": 3},
+        {"type": "bash_20250124", "name": "bash"},
+        {"type": "code_execution_20250825", "name": "code_execution"},
+        {"type": "text_editor_20250728", "name": "str_replace_based_edit_tool", "max_characters": 10000},
+    ]
+    history = [
+        *ASK,
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "Paris"}},
+                {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []},
+                {"type": "text", "text": "Sunny."},
+            ],
+        },
+        {"role": "user", "content": "Thanks. And now?"},
+    ]
+    with TestClient(build_app()) as client:
+        wait_ready(client)
+        engine = client.app.state.hypnos.scheduler.get("fake-chat").engine
+        seen: list[Any] = []
+        original = engine.chat
+        monkeypatch.setattr(engine, "chat", lambda request, cancel: seen.append(request) or original(request, cancel))
+        answer = post(client, tools=typed, messages=history)
+        assert answer.status_code == 200, answer.text
+        assert answer.headers["x-hypnos-dropped-tools"] == "web_search_20250305,code_execution_20250825"
+        functions = {tool.function.name: tool.function.parameters for tool in seen[0].tools}
+        assert list(functions) == ["bash", "str_replace_based_edit_tool"]
+        assert "command" in functions["bash"]["properties"]
+        assert functions["str_replace_based_edit_tool"]["required"] == ["command", "path"]
+        assert [message.role for message in seen[0].messages] == ["user", "assistant", "user"]
+        call = next(block for block in answer.json()["content"] if block["type"] == "tool_use")
+        assert call["name"] == "bash"
+        stream = post(client, tools=typed, messages=history, stream=True)
+        assert stream.headers["x-hypnos-dropped-tools"] == "web_search_20250305,code_execution_20250825"
+        assert "x-hypnos-dropped-tools" not in post(client, tools=TOOLS).headers
+        unknown = post(client, tools=[{"type": "teleport_20990101", "name": "beam"}])
+        assert "tools[0].type" in refused(unknown)["message"]

@@ -20,6 +20,7 @@ from hypnos_server.routes.chat_stream import Choice
 from hypnos_server.routes.inference import decode_json, engine_failed_message, json_response, ready_guard
 from hypnos_server.routes.messages_input import MessagesRequest, messages_request
 from hypnos_server.routes.messages_threads import continued, save_turn
+from hypnos_server.routes.messages_tools import read_tools
 from hypnos_server.routes.responses import owner_of
 from hypnos_server.state import hypnos_state, request_context
 
@@ -87,20 +88,22 @@ def _note_ignored(request: Request[Any, Any, Any], body: MessagesRequest) -> Non
         logger.debug("messages request: ignored %s; anthropic-beta: %s", ", ".join(ignored) or "nothing", betas)
 
 
-async def _prepared(request: Request[Any, Any, Any], counting: bool) -> tuple[MessagesRequest, ChatRun]:
+async def _prepared(request: Request[Any, Any, Any], counting: bool) -> tuple[MessagesRequest, ChatRun, dict[str, str]]:
+    """The body (a thread's history added), its run, and the headers naming the typed tools dropped."""
     state = hypnos_state(request)
     body = await decode_json(request, MessagesRequest)
     context = request_context(request)
     context.record.model, context.record.stream = body.model, body.stream and not counting
     _note_ignored(request, body)
     body = await continued(state.threads, owner_of(context), body)
-    return body, ChatRun(request, messages_request(body, state.settings.limits, counting))
+    tools = read_tools(body.tools)
+    return body, ChatRun(request, messages_request(body, state.settings.limits, counting, tools)), tools.headers()
 
 
 @post("/v1/messages", guards=[ready_guard], status_code=200)
 async def create_message(request: Request[Any, Any, Any]) -> Response[Any]:
     """Answer a Messages request, whole or as Anthropic's event stream."""
-    body, chat_run = await _prepared(request, counting=False)
+    body, chat_run, dropped = await _prepared(request, counting=False)
     message_id = "msg_" + secrets.token_hex(12)
     store, owner = hypnos_state(request).threads, owner_of(request_context(request))
 
@@ -109,7 +112,7 @@ async def create_message(request: Request[Any, Any, Any]) -> Response[Any]:
 
     await chat_run.open()
     if body.stream:
-        return await chat_run.respond(lambda: _events(chat_run, message_id, save))
+        return await chat_run.respond(lambda: _events(chat_run, message_id, save), dropped)
     finished, telemetry, headers = await chat_run.whole()
     stop_reason, stop_sequence = stop_of(finished)
     message = {
@@ -124,13 +127,13 @@ async def create_message(request: Request[Any, Any, Any]) -> Response[Any]:
         "hypnos_telemetry": telemetry,
     }
     await save(message)
-    return json_response(message, headers=headers)
+    return json_response(message, headers={**headers, **dropped})
 
 
 @post("/v1/messages/count_tokens", guards=[ready_guard], status_code=200)
 async def count_tokens(request: Request[Any, Any, Any]) -> Response[bytes]:
     """How many input tokens a Messages request takes: the model renders and reads its prompt (one token made)."""
-    _, chat_run = await _prepared(request, counting=True)
+    _, chat_run, _ = await _prepared(request, counting=True)
     await chat_run.open()
     finished, _, _ = await chat_run.whole()
     return json_response({"input_tokens": finished.prompt_tokens})

@@ -9,13 +9,12 @@ import msgspec
 from hypnos.chat import ChatInput, ResponseFormat
 from hypnos.config import LimitsConfig
 from hypnos.errors import clip, invalid_request
-from hypnos.openai import FunctionDefinition, ToolCall, ToolCallFunction, ToolDefinition
+from hypnos.openai import ToolCall, ToolCallFunction, ToolDefinition
 
 from hypnos_server.routes.chat_request import (
     MAX_SCHEMA_DEPTH,
     ChatRequest,
     Conversation,
-    checked_tools,
     max_tokens_of,
     nesting_depth,
     response_format_of,
@@ -23,9 +22,12 @@ from hypnos_server.routes.chat_request import (
     stop_of,
     tool_choice_of,
 )
+from hypnos_server.routes.messages_tools import MessagesTools, read_tools
 
 TOOL_CHOICES = {"auto": "auto", "any": "required", "none": "none"}
 SKIPPED_BLOCKS = {"thinking", "redacted_thinking"}  # thoughts are never sent back to the model
+# A server tool's call and its result (`web_search_tool_result`, ...): Hypnos runs no server tool, so they are skipped
+SERVER_TOOL_BLOCKS = ("server_tool_use", "mcp_tool_use", "mcp_tool_result")
 
 
 class MessagesRequest(msgspec.Struct, kw_only=True):
@@ -131,6 +133,8 @@ def add_messages(conversation: Conversation, body: MessagesRequest) -> None:
                 )
             elif kind == "tool_result" and role == "user":
                 _add_tool_result(conversation, block, where)
+            elif kind in SERVER_TOOL_BLOCKS or (str(kind).endswith("_tool_result") and kind != "tool_result"):
+                continue
             elif kind not in SKIPPED_BLOCKS:
                 raise invalid_request(f"Invalid value for `{where}.type`: `{clip(kind)}` is not supported here")
         if parts or calls:
@@ -140,21 +144,6 @@ def add_messages(conversation: Conversation, body: MessagesRequest) -> None:
                     conversation.text(added, value)
                 else:
                     conversation.image(added, value)
-
-
-def _tools(tools: list[dict[str, Any]] | None) -> list[ToolDefinition]:
-    found = []
-    for index, tool in enumerate(tools or []):
-        if not isinstance(tool.get("name"), str) or ("type" in tool and tool["type"] not in (None, "custom")):
-            raise invalid_request(f"Invalid value for `tools[{index}]`: a custom tool with `name` and `input_schema`")
-        schema = tool.get("input_schema")
-        definition = FunctionDefinition(
-            name=tool["name"],
-            description=tool.get("description"),
-            parameters=schema if isinstance(schema, dict) else None,
-        )
-        found.append(ToolDefinition(function=definition))
-    return checked_tools(found)
 
 
 def _tool_choice(choice: dict[str, Any] | None, tools: list[ToolDefinition]) -> tuple[str, str | None]:
@@ -203,22 +192,25 @@ def _output_format(output_config: dict[str, Any] | None) -> ResponseFormat | Non
     return response_format_of("json_schema", wire.get("name"), wire["schema"], True, field="output_config.format")
 
 
-def messages_request(body: MessagesRequest, limits: LimitsConfig, counting: bool = False) -> ChatRequest:
-    """The ChatRequest of a Messages body (`counting`: for count_tokens, one token made and thinking left off)."""
+def messages_request(
+    body: MessagesRequest, limits: LimitsConfig, counting: bool = False, tools: MessagesTools | None = None
+) -> ChatRequest:
+    """The ChatRequest of a Messages body (`counting`: for count_tokens, one token made and thinking left off) whose
+    tools read as `tools` (read from the body when not given)."""
     if not counting and body.max_tokens is None:
         raise invalid_request("Missing required field `max_tokens`")
     conversation = Conversation(limits)
     add_messages(conversation, body)
     messages = conversation.checked()
     max_tokens = max_tokens_of(1 if counting else body.max_tokens, limits)
-    tools = _tools(body.tools)
-    tool_choice, forced = _tool_choice(body.tool_choice, tools)
+    functions = (tools or read_tools(body.tools)).functions
+    tool_choice, forced = _tool_choice(body.tool_choice, functions)
     thinking, budget = (False, None) if counting else _thinking(body.thinking)
     chat = ChatInput(
         messages=messages,
         max_tokens=max_tokens,
         sampling=sampling_of(temperature=body.temperature, top_p=body.top_p, top_k=body.top_k),
-        tools=tools,
+        tools=functions,
         tool_choice=tool_choice,
         forced_tool=forced,
         thinking=thinking,
