@@ -191,3 +191,112 @@ def test_llama_cpp_parses_a_long_bounded_string(tiny_gguf: Path) -> None:
             model.lib.llama_sampler_free(sampler)
     finally:
         model.close()
+
+
+class _Rules:
+    """Records the rules multiple_rule adds (a converter's `_add_rule`)."""
+
+    def __init__(self) -> None:
+        self.rules: dict[str, str] = {}
+
+    def _add_rule(self, name: str, body: str) -> str:
+        self.rules[name] = body
+        return name
+
+
+def _ends(rules: dict[str, str], expression: str, text: str, start: int) -> set[int]:
+    """Where matches of a GBNF expression (literals, classes, `?`, groups, rule names, alternatives) starting at
+    `start` of `text` end."""
+    tokens = re.findall(r'"[^"]*"|\[[^\]]*\]|[()|?]|[A-Za-z0-9-]+', expression)
+
+    def alternatives(index: int, positions: set[int]) -> tuple[set[int], int]:
+        found, index2 = sequence(index, positions)
+        while index2 < len(tokens) and tokens[index2] == "|":
+            more, index2 = sequence(index2 + 1, positions)
+            found |= more
+        return found, index2
+
+    def sequence(index: int, positions: set[int]) -> tuple[set[int], int]:
+        while index < len(tokens) and tokens[index] not in ("|", ")"):
+            token = tokens[index]
+            if token == "(":
+                after, index = alternatives(index + 1, positions)
+                index += 1  # the ")"
+            else:
+                after = set()
+                for position in positions:
+                    if token.startswith('"'):
+                        literal = token[1:-1]
+                        if text.startswith(literal, position):
+                            after.add(position + len(literal))
+                    elif token.startswith("["):
+                        if position < len(text) and text[position] in token[1:-1]:
+                            after.add(position + 1)
+                    else:
+                        after |= _ends(rules, rules[token], text, position)
+                index += 1
+            if index < len(tokens) and tokens[index] == "?":
+                after |= positions
+                index += 1
+            positions = after
+        return positions, index
+
+    return alternatives(0, {start})[0]
+
+
+@pytest.mark.parametrize(
+    ("k", "low", "high"), [(1, None, None), (3, None, None), (7, 0, None), (25, 1, None), (12, -30, 100)]
+)
+def test_an_integer_multiple_of_allows_exactly_its_multiples(k: int, low: int | None, high: int | None) -> None:
+    from hypnos_llama.schema_multiple import multiple_rule, multiple_units
+
+    schema = {"type": "integer", "multipleOf": k}
+    assert multiple_units(schema, (low, high)) is not None
+    rules = _Rules()
+    body = multiple_rule(rules, schema, (low, high), "n")
+    for value in range(-400, 400):
+        inside = value % k == 0 and (low is None or value >= low) and (high is None or value <= high)
+        assert (len(str(value)) in _ends(rules.rules, body, str(value), 0)) == inside, (value, body)
+    for text in ("-0", "05", "-", str(k * 10**16)):  # the last: a multiple of 17 digits or more
+        assert len(text) not in _ends(rules.rules, body, text, 0)
+    if high is None:
+        assert len(str(k * 10**14)) in _ends(rules.rules, body, str(k * 10**14), 0)
+
+
+def test_a_strict_integer_multiple_of_is_a_grammar_and_a_fraction_a_400() -> None:
+    """multipleOf on an integer is held by the grammar under strict; a number's (0.01) is still a 400 naming it, and a
+    range without any multiple is a 400."""
+    schema = {
+        "type": "object",
+        "properties": {"n": {"type": "integer", "multipleOf": 5}, "m": {"type": "integer", "minimum": 0}},
+        "required": ["n"],
+    }
+    assert re.search(r"-m4-1 ::= ", schema_grammar(schema, strict=True))
+    for bad, field in (
+        ({"type": "number", "multipleOf": 0.01}, "multipleOf"),
+        ({"type": "integer", "multipleOf": 1.5}, "multipleOf"),
+        ({"type": "integer", "multipleOf": 5, "minimum": -5000}, "multipleOf"),
+        ({"type": "integer", "multipleOf": 5, "minimum": 1, "maximum": 4}, ""),
+    ):
+        with pytest.raises(HypnosError) as caught:
+            schema_grammar({"type": "object", "properties": {"x": bad}}, strict=True)
+        assert caught.value.status == 400
+        assert f"`{WHERE}.properties.x{'.' + field if field else ''}`" in caught.value.message
+
+
+def test_llama_cpp_holds_integer_multiples_on_the_tiny_model(tiny_gguf: Path) -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "integer", "multipleOf": 7},
+            "b": {"type": "integer", "minimum": 0, "maximum": 100, "multipleOf": 15},
+            "c": {"type": "integer", "exclusiveMinimum": 0, "multipleOf": 4},
+        },
+        "required": ["a", "b", "c"],
+        "additionalProperties": False,
+    }
+    grammar = schema_grammar(schema, strict=True)
+    for seed in range(4):
+        answer = json.loads(_sample(tiny_gguf, grammar, seed, steps=160))
+        assert answer["a"] % 7 == 0 and answer["b"] in range(0, 101, 15), answer
+        assert answer["c"] > 0 and answer["c"] % 4 == 0, answer

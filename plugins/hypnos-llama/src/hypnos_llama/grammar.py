@@ -7,7 +7,8 @@ from typing import Any
 from hypnos.chat import ChatInput
 from hypnos.errors import invalid_request
 
-from hypnos_llama.schema_gbnf import bounded_converter, check_bounds
+from hypnos_llama.schema_gbnf import bounded_converter, check_bounds, integer_bounds
+from hypnos_llama.schema_multiple import multiple_units
 from hypnos_llama.tool_grammar import CallGrammar, auto_call_grammar, forced_call_grammar
 
 WHERE = "response_format.json_schema.schema"
@@ -15,7 +16,7 @@ WHERE = "response_format.json_schema.schema"
 MAX_GRAMMAR_CHARS = 1 << 20
 # Keywords the grammar does not enforce: with `strict` each is a 400 naming where it is; without, they are read as
 # hints (the grammar enforces the rest). Bounds (minimum / maximum / exclusive*, min/maxLength, min/maxItems) are
-# enforced: hypnos_llama.schema_gbnf.
+# enforced (hypnos_llama.schema_gbnf), and an integer's multipleOf where schema_multiple.py can hold it.
 UNENFORCED = frozenset(
     {
         "multipleOf",
@@ -49,6 +50,8 @@ def _check(schema: Any, path: str) -> None:
     if not isinstance(schema, dict):
         raise invalid_request(f"`{path}` must be a JSON Schema object")
     for key in schema:
+        if key == "multipleOf" and multiple_units(schema, integer_bounds(schema)) is not None:
+            continue  # an integer's multiples: held by the grammar (schema_multiple.py)
         if key in UNENFORCED:
             raise invalid_request(f"`{path}.{key}` cannot be enforced by the sampler's grammar (strict schema)")
     fmt = schema.get("format")
@@ -88,9 +91,10 @@ def schema_grammar(schema: dict[str, Any], *, strict: bool) -> str:
 def check_schema(schema: Any, *, strict: bool) -> int:
     """400 naming the first part of a response_format schema the grammar cannot hold (bounds always; with
     `strict`, every keyword it would not enforce); the grammar units its bounds take."""
+    units = check_bounds(schema, WHERE)  # first: the bounds _check reads are numbers
     if strict:
         _check(schema, WHERE)
-    return check_bounds(schema, WHERE)
+    return units
 
 
 def json_object_grammar() -> str:

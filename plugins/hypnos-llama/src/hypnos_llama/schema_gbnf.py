@@ -3,9 +3,10 @@
 llama-cpp-python's converter nests `maxLength: n` as n parentheses deep (llama.cpp's grammar parser recurses on each:
 a SIGSEGV at 100,000) and has no integer bounds. This one subclasses it for those cases: a repetition is `x{m,n}`
 (llama.cpp expands one rule per repetition and refuses a count over 2,000, so a longer one is built from blocks of
-about sqrt(n)), an integer range is digit-range alternatives (llama.cpp's `build_min_max_int`), and a number range
-is decimal digit-string comparisons. The size of every bound is checked before the grammar is built
-(`check_bounds`), so llama.cpp never sees a grammar beyond GRAMMAR_UNITS.
+about sqrt(n)), an integer range is digit-range alternatives (llama.cpp's `build_min_max_int`), a number range
+is decimal digit-string comparisons, and an integer multipleOf a remainder automaton (schema_multiple.py). The size
+of every bound is checked before the grammar is built (`check_bounds`), so llama.cpp never sees a grammar beyond
+GRAMMAR_UNITS.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from hypnos.errors import invalid_request
+
+from hypnos_llama.schema_multiple import multiple_empty, multiple_of, multiple_rule, multiple_units
 
 # llama.cpp's MAX_REPETITION_THRESHOLD: one `x{m,n}` may count at most this many (a larger max is read as no max)
 REPEAT_LIMIT = 2000
@@ -80,6 +83,13 @@ def check_bounds(schema: Any, path: str, spent: int = 0) -> int:
                 raise invalid_request(f"`{where}.{key}` must be a finite number")
         if any(key in node for key in NUMBER_KEYS) and node.get("type") in ("integer", "number"):
             _check_range(node, where)
+        if multiple_of(node) is not None:
+            bounds = integer_bounds(node)
+            if multiple_empty(node, bounds):
+                raise invalid_request(f"`{where}`: no multiple of its multipleOf lies within its minimum and maximum")
+            total[0] += multiple_units(node, bounds) or 0
+            if total[0] > GRAMMAR_UNITS:
+                raise invalid_request(f"`{where}.multipleOf` makes the schema's grammar too large")
         pattern = node.get("pattern")
         if isinstance(pattern, str):
             for match in QUANTIFIER.finditer(pattern):
@@ -329,6 +339,8 @@ def bounded_converter() -> Any:
                 item = self.visit(items, f"{name}{'-' if name else ''}item")
                 body = self.separated(item, schema.get("minItems", 0), schema.get("maxItems"), rule_name)
                 return self._add_rule(rule_name, f'"[" space {body} "]" space')
+            if kind == "integer" and multiple_units(schema, bounds := integer_bounds(schema)) is not None:
+                return self._add_rule(rule_name, f"({multiple_rule(self, schema, bounds, rule_name)}) space")
             if kind == "integer" and any(key in schema for key in NUMBER_KEYS):
                 return self._add_rule(rule_name, f"({integer_range(*integer_bounds(schema))}) space")
             if kind == "number" and any(key in schema for key in NUMBER_KEYS):
