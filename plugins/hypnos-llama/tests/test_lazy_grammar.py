@@ -14,7 +14,7 @@ from hypnos_llama.chat_plan import plan_chat
 from hypnos_llama.grammar import request_grammar
 from hypnos_llama.lazy_grammar import LazyGrammar
 from hypnos_llama.testing import chat_request
-from hypnos_llama.tool_grammar import BARE_TRIGGER
+from hypnos_llama.tool_grammar import bare_trigger
 
 WEATHER = ToolDefinition(
     function=FunctionDefinition(
@@ -100,33 +100,36 @@ def test_free_text_until_the_opener_then_only_a_declared_call(model: Any) -> Non
         assert _allows(model, sampler, 'weather","arguments":{"city":"Paris"}}\n</tool_call>')
     finally:
         model.lib.llama_sampler_free(sampler)
-    # a name none of the declared ones passes freely (the splitter gives it back as text, never as a call): the
-    # model is not pushed into calling a tool it did not mean
-    lazy = LazyGrammar(model, constraint.grammar, constraint.triggers)
-    sampler = _feed(lazy, model, '<tool_call>\n{"name":"get_')
-    try:
-        assert _allows(model, sampler, 'time","arguments":{"zone":"UTC"}}\n</tool_call>')
-    finally:
-        model.lib.llama_sampler_free(sampler)
+    # after the opener the name is a declared one: a call of another function never comes out
+    for other in ('time"', 'weatherman"'):
+        lazy = LazyGrammar(model, constraint.grammar, constraint.triggers)
+        sampler = _feed(lazy, model, '<tool_call>\n{"name":"get_')
+        try:
+            assert not _allows(model, sampler, other)
+        finally:
+            model.lib.llama_sampler_free(sampler)
 
 
 def test_a_bare_json_call_at_the_answer_start_triggers_the_grammar(model: Any) -> None:
     constraint = _auto_grammar()
     lazy = LazyGrammar(model, constraint.grammar, constraint.triggers)
-    sampler = _feed(lazy, model, '\n{"name"')
+    sampler = _feed(lazy, model, '\n{"name":"get_weather"')
     assert sampler is not None
     try:
-        assert not _allows(model, sampler, ':"get_weather","arguments":{"town"')
+        assert not _allows(model, sampler, ',"arguments":{"town"')
     finally:
         model.lib.llama_sampler_free(sampler)
     late = LazyGrammar(model, constraint.grammar, constraint.triggers)
     assert _feed(late, model, 'Call it like {"name": "get_weather"}') is None  # not at the start: free text
+    # bare JSON naming no declared function is no call (as llama.cpp's server has it): free text, read as text
+    other = LazyGrammar(model, constraint.grammar, constraint.triggers)
+    assert _feed(other, model, '{"name":"say_hello","arguments":{"lang":"fr"}}') is None
 
 
 def test_a_trigger_the_grammar_refuses_is_dropped(model: Any) -> None:
     """The bare-JSON trigger fires on text the grammar refuses (a leading tab it does not allow): nothing is fed
     to llama.cpp (its own lazy sampler would abort the process), and the output stays free."""
-    lazy = LazyGrammar(model, 'root ::= "{\\"name\\": \\"x\\"}"', (BARE_TRIGGER,))
+    lazy = LazyGrammar(model, 'root ::= "{\\"name\\": \\"x\\"}"', (bare_trigger(["x"]),))
     assert _feed(lazy, model, '\t{"name":"x"}') is None
 
 

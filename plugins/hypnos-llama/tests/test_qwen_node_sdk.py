@@ -141,11 +141,14 @@ def test_tool_calls_required_named_and_undeclared(node_dir: Path, qwen_server: s
         assert valid_call(call["function"]["name"], json.loads(call["function"]["arguments"])), (prompt, call)
     (call,) = named["choices"][0]["message"]["tool_calls"]
     assert call["function"]["name"] == "get_time" and valid_call("get_time", json.loads(call["function"]["arguments"]))
+    # Build 3: a call's name is one of the declared functions; the undeclared one never comes out as a call
     message = whole["choices"][0]["message"]
-    assert not message.get("tool_calls") and whole["choices"][0]["finish_reason"] != "tool_calls"
-    assert UNDECLARED in message["content"] and "<tool_call>" not in message["content"]  # the model wrote the call
-    assert not any(c["delta"].get("tool_calls") for chunk in chunks for c in chunk["choices"])
-    assert UNDECLARED in streamed_text(chunks) and chunks[-1]["choices"][0]["finish_reason"] != "tool_calls"
+    called = {call["function"]["name"] for call in message.get("tool_calls") or []}
+    assert UNDECLARED not in called and called <= {"get_weather"}
+    assert "<tool_call>" not in (message["content"] or "")
+    deltas = [c["delta"] for chunk in chunks for c in chunk["choices"]]
+    streamed = {call["function"]["name"] for delta in deltas for call in delta.get("tool_calls") or []}
+    assert streamed <= {"get_weather"} and "<tool_call>" not in streamed_text(chunks)
 
 
 def test_errors_before_the_first_token_are_4xx_with_stream_true(node_dir: Path, qwen_server: str) -> None:

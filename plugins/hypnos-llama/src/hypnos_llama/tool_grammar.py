@@ -1,9 +1,11 @@
 """Tool-call grammars: a call names one of the declared functions and its arguments follow that function's schema.
 
 With tool_choice "auto" the grammar is lazy (as llama.cpp's server does it): the model writes freely until a trigger,
-the family's opener (`<tool_call>`) or, for families whose models also write calls as bare JSON, a `{"name"` at the
-start of the answer; from there the call is constrained. With a response_format too, the grammar is active from the
-first token: a call, or the answer under the schema (issue 40, Build 7).
+the family's opener (`<tool_call>`) or, for families whose models also write calls as bare JSON, a `{"name": "f"` at
+the start of the answer naming a declared function f; from there the call is constrained. After the opener the name
+is one of the declared functions: a call of any other never comes out (as llama.cpp's server does it). With a
+response_format too, the grammar is active from the first token: a call, or the answer under the schema (issue 40,
+Build 7).
 """
 
 from __future__ import annotations
@@ -21,8 +23,14 @@ from hypnos_llama.formats.tool_formats import canonical
 from hypnos_llama.schema_gbnf import bounded_converter, check_bounds
 
 logger = logging.getLogger(__name__)
-# A bare JSON call at the start of the answer, in a ```json block or not, alone or in a list
-BARE_TRIGGER = r'^\s*(?:```json\s*)?\[?\s*\{\s*"name"'
+# A bare JSON call at the start of the answer, in a ```json block or not, alone or in a list, up to its name
+BARE_OPENER = r'^\s*(?:```json\s*)?\[?\s*\{\s*"name"\s*:\s*'
+
+
+def bare_trigger(names: list[str]) -> str:
+    """The trigger of a bare JSON call: its opener and one of the declared `names` (as llama.cpp's server does it:
+    an answer that is JSON naming another function is text, never held to the call grammar)."""
+    return BARE_OPENER + "(?:" + "|".join(re.escape(json.dumps(name)) for name in names) + ")"
 
 
 @dataclass(frozen=True)
@@ -43,6 +51,12 @@ SHAPES = {
     "nemotron": CallShape("<TOOLCALL>", "</TOOLCALL>", many="list"),
     "mistral": CallShape("[TOOL_CALLS]", "", many="list"),
 }
+
+
+def call_opener(format_name: str | None) -> str | None:
+    """The text that opens a call in a JSON-calling family (None for the other families)."""
+    shape = SHAPES.get(format_name or "")
+    return shape.open if shape is not None else None
 
 
 @dataclass(frozen=True)
@@ -76,13 +90,6 @@ def _calls_rules(converter: Any, request: ChatInput, shape: CallShape, bare: boo
         name = _literal(converter, json.dumps(tool.function.name))
         key = _literal(converter, json.dumps(shape.key))
         alternatives.append(f'{name} call-ws "," call-ws {key} call-ws ":" call-ws {arguments}')
-    # a name that is none of the declared ones: the call is then free (and comes back as text, never as a call), so
-    # that a model reaching for a tool it was not given is not pushed into calling one it was
-    other = _other_name(converter, [tool.function.name for tool in request.tools])
-    object_rule = converter.visit({"type": "object"}, "call-other-arguments")
-    alternatives.append(
-        f'{other} call-ws "," call-ws {_literal(converter, json.dumps(shape.key))} call-ws ":" call-ws {object_rule}'
-    )
     rules = {
         "call-ws": "[ \\t\\n]{0,8}",
         "call": f'"{{" call-ws "\\"name\\"" call-ws ":" call-ws ({" | ".join(alternatives)}) call-ws "}}"',
@@ -103,25 +110,6 @@ def _calls_rules(converter: Any, request: ChatInput, shape: CallShape, bare: boo
     rules["call-root"] = f"[ \\t\\n]{{0,32}} ({body}) [ \\t\\n]{{0,8}}"
     for name, rule in rules.items():
         converter._add_rule(name, rule)
-
-
-def _other_name(converter: Any, names: list[str]) -> str:
-    """A rule for a JSON string that is none of `names` (a trie of their characters)."""
-    counter = [0]
-
-    def node(prefix: str) -> str:
-        rule = f"call-other-name-{counter[0]}"
-        counter[0] += 1
-        children = sorted({name[len(prefix)] for name in names if name.startswith(prefix) and len(name) > len(prefix)})
-        options = [] if prefix in names else ['"\\""']
-        options += [f"{_literal(converter, char)} {node(prefix + char)}" for char in children]
-        excluded = "".join("\\" + char if char in "]\\-" else char for char in children)
-        options.append(f'[^"\\\\{excluded}] call-other-char* "\\""')
-        converter._add_rule(rule, " | ".join(options))
-        return rule
-
-    converter._add_rule("call-other-char", '[^"\\\\]')
-    return f'"\\"" {node("")}'
 
 
 def after_result(request: ChatInput) -> bool:
@@ -166,7 +154,8 @@ def auto_call_grammar(
         return None  # a schema the converter cannot express: the calls are parsed, not constrained
     if answer_rule is None:
         converter._add_rule("root", "call-root")
-        triggers = [re.escape(shape.open)] + ([BARE_TRIGGER] if bare else [])
+        names = [tool.function.name for tool in request.tools]
+        triggers = [re.escape(shape.open)] + ([bare_trigger(names)] if bare else [])
         return CallGrammar(converter.format_grammar(), tuple(triggers))
     converter._add_rule("root", f"call-root | {answer_rule}")
     return CallGrammar(converter.format_grammar())
