@@ -57,6 +57,40 @@ def test_two_turn_exchange_answers_in_text(client: Any) -> None:
     assert "18" in message.content or "sunny" in message.content.lower()
 
 
+AGENT_TURN = [  # the OpenAI Agents SDK's second request of its weather example (its instructions, a string result)
+    {
+        "role": "system",
+        "content": "You are a weather assistant. Look the weather up with the get_weather tool, then answer in one "
+        "sentence.",
+    },
+    {"role": "user", "content": "What is the weather in Oslo right now?"},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}
+        ],
+    },
+    {"role": "tool", "tool_call_id": "call_1", "content": "Oslo: 17 degrees Celsius, light rain."},
+]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_after_a_tool_result_the_answer_is_words_not_the_call_again(client: Any, stream: bool) -> None:
+    """The 0.5B's first token after this prompt is `{"` (p 0.92): it writes its call once more. The echo guard
+    samples that answer again from its start: it answers in words, from the result."""
+    ask = {"model": MODEL, "messages": AGENT_TURN, "tools": [WEATHER], "temperature": 0, "max_tokens": 64}
+    if stream:
+        chunks = list(client.chat.completions.create(**ask, stream=True))
+        calls = [call for c in chunks if c.choices for call in c.choices[0].delta.tool_calls or []]
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    else:
+        message = client.chat.completions.create(**ask).choices[0].message
+        calls, text = message.tool_calls or [], message.content or ""
+    assert not calls and not text.lstrip("(`> \n").startswith(("{", "[", "json", "<tool_call>")), text
+    assert "17" in text, text
+
+
 def test_streaming_shows_the_call_in_one_chunk(client: Any) -> None:
     chunks = list(
         client.chat.completions.create(

@@ -15,6 +15,7 @@ from hypnos.errors import HypnosError, server_error
 from hypnos.kit.device_oom import llama_status_out_of_memory
 
 from hypnos_llama.choice_output import ChoiceOutput, token_logprob
+from hypnos_llama.echo_guard import ECHO, HOLD, roll_back
 from hypnos_llama.prefill_pace import PrefillPace
 from hypnos_llama.prompt_states import PromptStates, shared_prefix
 from hypnos_llama.runtime import ContextShape, LlamaContext, LlamaModel
@@ -273,6 +274,8 @@ class BatchLoop:
         for slot in stepped:
             slot.concurrent = max(slot.concurrent, len(stepped))
         for slot, index in outputs:
+            if slot.job is not None and slot.job.echo_guard is not None:
+                slot.job.echo_guard.ban(self.model, context, index, slot.completion)
             token = slot.sampler.sample(context.pointer, index)
             top = slot.job.top_logprobs if slot.job is not None else None
             logprob = None if top is None else token_logprob(self.model, context, index, token, top)
@@ -324,6 +327,15 @@ class BatchLoop:
             return
         slot.completion += 1
         text, delta, stopped = slot.output.feed(self.model.piece(token), logprob)
+        if job.echo_guard is not None and job.echo_guard.deciding:
+            verdict = job.echo_guard.feed(token, text, delta)
+            if verdict == ECHO and roll_back(self.context, self.model, slot):
+                job.echo_guard.retry()  # the answer restated a call: sampled again from its start
+                return
+            job.echo_guard.deciding = verdict == HOLD
+            delta = None
+            for held in job.echo_guard.release() if verdict != HOLD else []:
+                _send(job, held)
         if delta is not None:
             _send(job, delta)
         if stopped:
@@ -354,6 +366,8 @@ class BatchLoop:
     def _finish(self, slot: Slot, reason: str, *, flush: bool = True) -> None:
         job = slot.job
         assert job is not None
+        for held in job.echo_guard.release() if job.echo_guard is not None else []:
+            _send(job, held)
         tail = slot.output.flush() if slot.output is not None and flush and reason != "cancelled" else None
         if tail is not None:
             _send(job, tail)

@@ -31,6 +31,7 @@ from hypnos.types import LayerPlacementPlan, Modality, TierSwitchPhases
 
 from hypnos_llama.batch_loop import BatchLoop, context_shape
 from hypnos_llama.chat_plan import ChatPlan, ChoiceReader, plan_chat, thinking_guard
+from hypnos_llama.echo_guard import echo_guard
 from hypnos_llama.estimate import estimate_gguf
 from hypnos_llama.gguf_meta import GgufFile, read_gguf
 from hypnos_llama.grammar import check_grammar, request_grammar
@@ -45,6 +46,7 @@ from hypnos_llama.slots import ChatJob
 from hypnos_llama.template import CHATML_FALLBACK, ChatTemplate
 from hypnos_llama.thread_governor import engine_governor
 from hypnos_llama.tokenize_bound import check_chars, tokenize_chars_cap, tokenize_stoppable
+from hypnos_llama.tool_grammar import call_opener
 from hypnos_llama.transcription import transcription_chat
 
 logger = logging.getLogger(__name__)
@@ -377,6 +379,8 @@ class LlamaEngine(StagedEngine):
             job.thinking_guard = thinking_guard(
                 plan, prompt_text, lambda text: model.tokenize(text, add_special=False, parse_special=True)
             )
+            plain = media is None and not constrained and not plan.thinking_on and not plan.forced_prefix
+            job.echo_guard = echo_guard(call_opener(format_name), plan.echoes, enabled=plain)
             jobs.append(job)
         readers = [ChoiceReader(plan.output_parser(prompt_text), index) for index in range(choices)]
         if self._states is not None and media is None:  # a saved state sharing more of the prompt than any slot

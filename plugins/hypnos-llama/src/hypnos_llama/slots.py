@@ -35,6 +35,8 @@ class ChatJob:
     injections: queue.SimpleQueue[tuple[list[int], str]] = field(default_factory=queue.SimpleQueue)
     # Worker-side thinking budget (hypnos_llama.chat_plan.ThinkingGuard), when the request has one.
     thinking_guard: Any = None
+    # Worker-side retry of an answer that restates a call after a tool result (hypnos_llama.echo_guard.EchoGuard).
+    echo_guard: Any = None
     index: int = 0  # which of the request's `n` choices this job decodes
     stop: list[str] = field(default_factory=list)  # strings that end the answer (not sent)
     top_logprobs: int | None = None  # None: no log probabilities; else how many alternatives per token

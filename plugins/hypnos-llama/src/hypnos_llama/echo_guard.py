@@ -1,0 +1,137 @@
+"""After a tool result, an answer that only restates a call is tried again: small models (Qwen2.5-Coder-0.5B) answer a
+result by writing the call they made once more, as bare JSON or in their call syntax, instead of words.
+
+Runs on the worker beside the batch loop: the answer's first text is held back until it is clearly no restated call;
+a restated call (any bare JSON call, or the family's call syntax repeating a call the result answers; a different
+call passes) rolls the slot back to the end of the prompt and samples again with that attempt's first token banned at
+the answer's first position, up to MAX_RETRIES times (then the answer goes out as the model writes it).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from hypnos.engine import ContentDelta
+
+from hypnos_llama.formats.tool_formats import BARE_STARTS, canonical
+
+MAX_RETRIES = 8
+HOLD_CHARS = 4000  # held text past this length is let through undecided
+# What a model may write before a restated call: spaces and marks (`(`, `>`, `[`), a code fence and its language
+LEAD = re.compile(r"^[^\w{<]*(?:json\b)?[^\w{<]*")
+HOLD, CLEAR, ECHO = "hold", "clear", "echo"
+
+
+class EchoGuard:
+    """One job's guard: `opener` is the family's call opener when its calls are JSON (None: bare JSON only),
+    `echoes` the (name, canonical arguments) of the calls the result answers."""
+
+    def __init__(self, opener: str | None, echoes: frozenset[tuple[str, str]]) -> None:
+        self.opener = opener
+        self.echoes = echoes
+        self.banned: list[int] = []
+        self.deciding = True
+        self.text = ""
+        self.first: int | None = None
+        self.held: list[ContentDelta] = []
+
+    def ban(self, model: Any, context: Any, index: int, completion: int) -> None:
+        """At the answer's start (`completion` 0), make the retried attempts' first tokens unsampleable at batch row
+        `index` (their logits set to -inf in place)."""
+        if completion or not self.banned:
+            return
+        import numpy as np
+
+        logits = np.ctypeslib.as_array(model.lib.llama_get_logits_ith(context.pointer, index), shape=(model.n_vocab,))
+        logits[self.banned] = -np.inf
+
+    def feed(self, token: int, text: str, delta: ContentDelta | None) -> str:
+        """One accepted token, its text and the delta it made: HOLD (the delta is kept), CLEAR (send `release()`)
+        or ECHO (retry the answer)."""
+        if not self.deciding:
+            return CLEAR
+        if self.first is None:
+            self.first = token
+        self.text += text
+        if delta is not None:
+            self.held.append(delta)
+        verdict = self._judge()
+        if verdict == ECHO and len(self.banned) >= MAX_RETRIES:
+            verdict = CLEAR
+        if verdict == CLEAR:
+            self.deciding = False
+        return verdict
+
+    def release(self) -> list[ContentDelta]:
+        """The held deltas, to send (once the answer is clear, or at its end)."""
+        held, self.held = self.held, []
+        return held
+
+    def retry(self) -> None:
+        """Forget the attempt and ban its first token at the answer's start."""
+        if self.first is not None:
+            self.banned.append(self.first)
+        self.text, self.first, self.held = "", None, []
+
+    def _judge(self) -> str:
+        core = LEAD.sub("", self.text)
+        opened = False
+        if self.opener:
+            if core.startswith(self.opener):
+                core, opened = core[len(self.opener) :].lstrip(), True
+            elif core and self.opener.startswith(core):
+                return HOLD
+        compact = "".join(core.split())
+        if len(self.text) > HOLD_CHARS:
+            return CLEAR
+        if not compact:
+            return HOLD if len(self.text) < 16 or opened else CLEAR
+        if not compact.startswith(BARE_STARTS):
+            return HOLD if any(start.startswith(compact) for start in BARE_STARTS) else CLEAR
+        if not opened:
+            return ECHO  # a bare JSON call after a result: no call form here, and no answer
+        try:
+            value, _ = json.JSONDecoder().raw_decode(core)
+        except ValueError:
+            return HOLD  # the call is still being written
+        return ECHO if _restates(value, self.echoes) else CLEAR
+
+
+def _restates(value: Any, echoes: frozenset[tuple[str, str]]) -> bool:
+    """True when the JSON is one call or a list of calls, each one the result answers."""
+    calls = value if isinstance(value, list) else [value]
+    found = []
+    for call in calls:
+        if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+            return False
+        arguments = call.get("arguments", call.get("parameters", {}))
+        found.append((call["name"], canonical(json.dumps(arguments) if not isinstance(arguments, str) else arguments)))
+    return bool(found) and all(call in echoes for call in found)
+
+
+def echo_guard(opener: str | None, echoes: frozenset[tuple[str, str]], *, enabled: bool) -> EchoGuard | None:
+    """A job's guard after a tool result (`echoes` not empty) when `enabled` (no media, no thinking, no forced call)."""
+    return EchoGuard(opener, echoes) if echoes and enabled else None
+
+
+def roll_back(context: Any, model: Any, slot: Any) -> bool:
+    """Take the slot's answer back to the end of its prompt (a text prompt): its last prompt token decodes again and
+    the next token is sampled afresh, with a new sampler and a new output. False when llama.cpp cannot drop the
+    answer's cells (the answer then goes on)."""
+    from hypnos_llama.choice_output import ChoiceOutput
+    from hypnos_llama.sampling import SlotSampler
+
+    job = slot.job
+    keep = len(job.prompt) - 1
+    if not context.seq_trim(slot.seq_id, keep):
+        return False
+    slot.cached = slot.cached[:keep]
+    slot.pending = [job.prompt[-1]]
+    slot.next_token = None
+    slot.completion = 0
+    slot.sampler.free()
+    slot.sampler = SlotSampler(model, job.sampling)
+    slot.output = ChoiceOutput(job.index, job.stop)
+    return True

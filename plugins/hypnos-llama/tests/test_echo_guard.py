@@ -1,0 +1,91 @@
+"""After a tool result, an answer that restates a call the result answers (or any bare JSON call) is sampled again
+with its first token banned at the answer's start; a new call and words go out as written."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypnos.engine import ChatFinished, ContentDelta
+from hypnos_llama.echo_guard import CLEAR, ECHO, HOLD, MAX_RETRIES, EchoGuard
+
+OSLO = frozenset({("get_weather", '{"city":"Oslo"}')})
+
+
+def verdicts(guard: EchoGuard, pieces: list[str]) -> list[str]:
+    return [guard.feed(number, piece, ContentDelta(piece)) for number, piece in enumerate(pieces)]
+
+
+@pytest.mark.parametrize(
+    ("pieces", "last"),
+    [
+        (["<tool_call>", "\n", '{"name": "get_weather", ', '"arguments": {"city": "Oslo"}', "}"], ECHO),
+        (["<tool_call>", "\n", '{"name": "get_weather", ', '"arguments": {"city": "Bergen"}', "}"], CLEAR),
+        (["(", '{"name"', ":"], ECHO),  # a bare JSON call after a result, whatever its name
+        ([">", '{"', "name", '":'], ECHO),
+        (["[", '{"name":'], ECHO),
+        (["```", "json", "\n", '{"', 'name":'], ECHO),
+        (["The weather"], CLEAR),
+        (['{"', "temperature"], CLEAR),
+        (["\n"], HOLD),
+    ],
+)
+def test_the_guard_tells_a_restated_call_from_an_answer(pieces: list[str], last: str) -> None:
+    guard = EchoGuard("<tool_call>", OSLO)
+    said = verdicts(guard, pieces)
+    assert said[-1] == last and all(verdict == HOLD for verdict in said[:-1]), said
+    held = [delta.text for delta in guard.release()]
+    assert held == pieces
+
+
+def test_after_its_retries_the_answer_goes_out_as_written() -> None:
+    guard = EchoGuard(None, OSLO)
+    for _ in range(MAX_RETRIES):
+        assert verdicts(guard, ['{"name":'])[-1] == ECHO
+        guard.retry()
+    assert guard.banned == [0] * MAX_RETRIES
+    assert verdicts(guard, ['{"name":'])[-1] == CLEAR and not guard.deciding
+
+
+def _answer(tiny_gguf: Path, guard: EchoGuard | None) -> str:
+    """The tiny model's answer to `hello` under a grammar that allows a restated call or `ok`, `{` biased up so that
+    greedy sampling writes the call first; with `guard` on the job."""
+    from hypnos_llama.batch_loop import BatchLoop, context_shape
+    from hypnos_llama.options import LlamaOptions
+    from hypnos_llama.runtime import LlamaContext, LlamaModel
+    from hypnos_llama.sampling import SamplingParams
+    from hypnos_llama.slots import ChatJob
+
+    model = LlamaModel(tiny_gguf, LlamaOptions(), 0)
+    context = LlamaContext(model, LlamaOptions(), context_shape(256, 1, 64, 64))
+    loop = BatchLoop(model, context, lambda _cells: context, prefill_chunk=64, name="echo")
+    brace = next(t for t in range(model.n_vocab) if model.piece(t) == b"{")
+    grammar = 'root ::= "{\\"name\\":\\"get_weather\\",\\"arguments\\":{\\"city\\":\\"Oslo\\"}}" | "ok"'
+    events: list[Any] = []
+    done = threading.Event()
+
+    def emit(event: Any) -> None:
+        events.append(event)
+        if isinstance(event, ChatFinished | BaseException):
+            done.set()
+
+    sampling = SamplingParams(temperature=0.0, grammar=grammar, logit_bias={brace: 100.0})
+    job = ChatJob(prompt=model.tokenize("hello"), max_tokens=100, required_ctx=256, sampling=sampling, emit=emit)
+    job.echo_guard = guard
+    loop.start()
+    try:
+        loop.submit(job)
+        assert done.wait(120)
+    finally:
+        loop.stop()
+        context.close()
+        model.close()
+    assert isinstance(events[-1], ChatFinished), events
+    return "".join(event.text for event in events if isinstance(event, ContentDelta))
+
+
+def test_the_batch_loop_samples_a_restated_call_again_from_the_answer_start(tiny_gguf: Path) -> None:
+    assert _answer(tiny_gguf, None) == '{"name":"get_weather","arguments":{"city":"Oslo"}}'
+    assert _answer(tiny_gguf, EchoGuard(None, OSLO)) == "ok"
