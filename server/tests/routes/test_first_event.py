@@ -60,3 +60,21 @@ def test_message_start_carries_the_input_tokens_of_the_final_usage() -> None:
         final = next(event for event in events if event["type"] == "message_delta")["usage"]
         assert start["input_tokens"] == final["input_tokens"] > 0
         assert start["cache_read_input_tokens"] == final["cache_read_input_tokens"]
+
+
+def test_a_messages_stream_pings_while_the_prefill_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Claude Code drops a stream silent for about 300 s (a 12k-token prompt on a loaded CPU prefills longer): the
+    stream sends `ping` events while it waits on the engine."""
+    from hypnos_server.routes import messages
+
+    monkeypatch.setattr(messages, "PING_SECS", 0.05)
+    model = {"id": "slow-chat", "modality": "text_generation", "engine": "fake", "fake": {"first_token_ms": 1000}}
+    with TestClient(build_app(config(models=[model]))) as client:
+        wait_ready(client)
+        body = {"model": "slow-chat", "max_tokens": 4, "messages": ASK, "stream": True}
+        reply = client.post("/v1/messages", json=body)
+        assert reply.status_code == 200
+        kinds = [block.split("\n", 1)[0] for block in reply.text.strip().split("\n\n")]
+        waiting = kinds[kinds.index("event: message_start") : kinds.index("event: content_block_start")]
+        assert waiting.count("event: ping") >= 5, kinds
+        assert kinds[-1] == "event: message_stop"

@@ -3,6 +3,7 @@ message and event stream shapes (errors in Anthropic's shape on these paths, see
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import secrets
@@ -25,6 +26,9 @@ from hypnos_server.routes.responses import owner_of
 from hypnos_server.state import hypnos_state, request_context
 
 logger = logging.getLogger(__name__)
+# A stream waiting on its engine longer than this (a long prefill on a CPU) sends a `ping` event, as Anthropic's API
+# does: Claude Code's client drops a stream silent for about 300 s and sends the request again
+PING_SECS = 15.0
 
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
 
@@ -203,6 +207,7 @@ async def _events(
     run, answer = chat_run.run, chat_run.answer
     blocks, record = _Blocks(), run.record
     events = chat_run.events()
+    following: asyncio.Future[Any] | None = None
     try:
         event = await anext(events, None)
         start = start_usage(event)
@@ -213,7 +218,10 @@ async def _events(
             while event is not None:
                 for chunk in blocks.add(event):
                     yield chunk
-                event = await anext(events, None)
+                following = asyncio.ensure_future(anext(events, None))
+                while not (await asyncio.wait({following}, timeout=PING_SECS))[0]:
+                    yield _sse("ping")  # a long prefill: the client's idle watchdog sees the stream alive
+                event = following.result()
             finished = answer.final()
         except Exception as error:
             if isinstance(error, HypnosError):
@@ -225,6 +233,9 @@ async def _events(
             yield _sse("error", error={"type": "api_error", "message": message_text})
             return
     finally:
+        if following is not None and not following.done():  # the client left during a wait: its events end
+            following.cancel()
+            await asyncio.gather(following, return_exceptions=True)
         await events.aclose()
     telemetry = run.telemetry(finished.timing)
     for chunk in blocks.stop():
