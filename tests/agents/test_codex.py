@@ -26,6 +26,7 @@ def codex_home(root: Path, served: Served) -> Path:
         f'base_url = "{served.base}/v1"\n'
         'env_key = "HYPNOS_API_KEY"\n'
         'wire_api = "responses"\n'
+        "stream_idle_timeout_ms = 1800000\n"  # a 2-core CPU prefills Codex's first prompt past the 300 s default
     )
     return home
 
