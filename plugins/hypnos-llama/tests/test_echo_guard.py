@@ -27,6 +27,8 @@ def verdicts(guard: EchoGuard, pieces: list[str]) -> list[str]:
         ([">", '{"', "name", '":'], ECHO),
         (["[", '{"name":'], ECHO),
         (["```", "json", "\n", '{"', 'name":'], ECHO),
+        (["{\\", '"name', '":'], ECHO),  # the call with escaped quotes, once `{"` is banned (the 0.5B starter)
+        (["\\", '{"name":'], ECHO),
         (["The weather"], CLEAR),
         (['{"', "temperature"], CLEAR),
         (["\n"], HOLD),

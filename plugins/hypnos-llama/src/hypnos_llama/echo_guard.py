@@ -76,7 +76,8 @@ class EchoGuard:
         self.text, self.first, self.held = "", None, []
 
     def _judge(self) -> str:
-        core = LEAD.sub("", self.text)
+        text = self.text.replace('\\"', '"')  # `{\"name": ...`: the call with its quotes escaped is a call too
+        core = LEAD.sub("", text[:-1] if text.endswith("\\") else text)  # a last `\` may escape the next quote
         opened = False
         if self.opener:
             if core.startswith(self.opener):
