@@ -215,6 +215,12 @@ class Bench(NamedTuple):
     more: list[str] = []  # further plugins (folder[extras]), each with its starter weights when `starter`
 
 
+# every engine plugin with its starter weights, beside the llama plugin (the isolation venv)
+LINEUP = [
+    "plugins/hypnos-audio[cpu,whisper,piper]",
+    "plugins/hypnos-docling[docling,test]",
+    "plugins/hypnos-gliner[torch]",
+]
 BENCHES: dict[str, Bench] = {
     "scheduler_bench": Bench(),
     "http_bench": Bench("plugins/hypnos-llama[test]", peers=LLAMA_PEER),
@@ -227,28 +233,14 @@ BENCHES: dict[str, Bench] = {
     "tool_calls_bench": Bench("plugins/hypnos-llama[test]", starter=True),  # issue 40's tool-call table
     "batch_bench": Bench("plugins/hypnos-llama[test]", starter=True),  # issue 48: batches in idle capacity
     # every engine plugin with its starter weights (gliner's transformers pin: a venv of its own)
-    "isolation_bench": Bench(
-        "plugins/hypnos-llama[test]",
-        CPU_TORCH,
-        starter=True,
-        venv="isolation",
-        more=[
-            "plugins/hypnos-audio[cpu,whisper,piper]",
-            "plugins/hypnos-docling[docling,test]",
-            "plugins/hypnos-gliner[torch]",
-        ],
-    ),
+    "isolation_bench": Bench("plugins/hypnos-llama[test]", CPU_TORCH, starter=True, venv="isolation", more=LINEUP),
     # issue 42's table: the starter lineup (llama, whisper, Piper, docling) in the isolation venv, realtime's client
     "cores_bench": Bench(
         "plugins/hypnos-llama[test]",
         CPU_TORCH,
         starter=True,
         venv="isolation",
-        more=[
-            "plugins/hypnos-audio[cpu,whisper,piper]",
-            "plugins/hypnos-docling[docling,test]",
-            "plugins/hypnos-gliner[torch]",
-        ],
+        more=LINEUP,
         peers=["websockets>=13"],
     ),
     "embeddings_bench": Bench("plugins/hypnos-llama[test]", starter=True),  # its baseline is llama.cpp's own call
