@@ -38,7 +38,12 @@ JSON_OBJECT = {"type": "json_object"}
 STRICT_PERSON = {"type": "json_schema", "json_schema": {"name": "person", "strict": True, "schema": PERSON}}
 # `multipleOf` is a keyword the grammar cannot enforce: with strict, a 400 naming it (bounds such as `minimum` are
 # enforced: test_schema_grammar.py)
-UNENFORCEABLE = {"type": "object", "properties": {"age": {"type": "integer", "multipleOf": 2}}, "required": ["age"]}
+# multipleOf over a one-sided bound other than 0 or 1: beyond what the grammar's remainder automaton holds
+UNENFORCEABLE = {
+    "type": "object",
+    "properties": {"age": {"type": "integer", "minimum": 5, "multipleOf": 2}},
+    "required": ["age"],
+}
 UNENFORCEABLE_PART = "response_format.json_schema.schema.properties.age.multipleOf"
 WEATHER = {
     "type": "function",
