@@ -5,8 +5,12 @@ from __future__ import annotations
 import json
 
 from fuzz_kit import AUTH, USER_AUTH, raw_request
-from hypnos_server.asgi.auth import needs_admin
+from hypnos.config import settings_from_mapping
+from hypnos_server.app import create_app
+from hypnos_server.asgi.auth import AdminRoutes
 from hypnos_server.openapi import ROUTE_DOCS
+
+needs_admin = AdminRoutes.of(create_app(settings_from_mapping({}))).needs_admin  # the handlers marked admin
 
 ADMIN_ROUTES = sorted(
     (method, path.replace("{model_id}", "fake-embed"))
