@@ -145,6 +145,23 @@ def test_an_unreadable_pdf_is_refused_rather_than_unbounded() -> None:
     assert "could not be read" in refused("pdf", b"%PDF-1.7\n" + b"\0" * 100).message
 
 
+def test_a_pdf_whose_content_stream_loops_on_itself_is_refused_not_a_500() -> None:
+    """The fuzz pass's case (an ASCIIHex content stream with an inline image and a broken `endstream`): pypdf's page
+    walk gave up with LimitReachedError (a loop through object 5) outside the object scan, a 500 before."""
+    broken = (
+        b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj\n<< /Type /Catalog /Pages 2 0 R >>\nendobj\n2 0 obj\n<< /Type /Pages /K"
+        b"ids [3 0 R] /Count 1 >>\nendobj\n3 0 obj\n<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 612"
+        b"] /Resources << /Font << /F1 4 0 R >> >> /Contents 5 0 R >>\nendobj\n4 0 obj\n<< /Type /Font "
+        b"/Subtype /Type1 /BaseFont /Helvetica >>\nendobj\n5 0 obj\n<< /Filter [/ASCIIHexDecode] /Lengt"
+        b"h 161 >>\nstream\n7120312030203020312030203020636d204249202f57696474682038202f48656967687420"
+        b"38202f4353202f47202f4250432038202f46202f466c20494420789c6360a00c0000004000012045492051>\ne\x00"
+        b"ndstream\nendobj\n6 0 obj\nnull\nendobj\nxref\n0 7\n0000000000 65535 f \n0000000015 00000 n \n00000"
+        b"00064 00000 n \n0000000121 00000 n \n0000000247 00000 n \n0000000317 00000 n \n0000000555 0000"
+        b"0 n \ntrailer\n<< /Size 7 /Root 1 0 R >>\nstartxref\n575\n%%EOF\n"
+    )
+    assert "could not be read" in refused("pdf", broken).message
+
+
 def test_html_nested_past_the_depth_bound_is_refused_before_docling() -> None:
     from hypnos_docling.html_bounds import MAX_HTML_DEPTH
 

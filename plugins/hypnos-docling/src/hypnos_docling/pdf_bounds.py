@@ -42,12 +42,18 @@ def check_pdf(data: bytes, max_pixels: int, max_inflated: int) -> None:
     }
     with apply_configuration(maximum_declared_stream_length=max(len(data), 1), **bounds):
         reader = _reader(data)
-        operators: dict[int, int] = {}
-        for number, generation in _object_numbers(reader):
-            stream = _stream(reader, number, generation)
-            if stream is not None:
-                operators[number] = _check_stream(stream, max_pixels, max_inflated)
-        for page_no, contents in _page_contents(reader):
+        try:
+            operators: dict[int, int] = {}
+            for number, generation in _object_numbers(reader):
+                stream = _stream(reader, number, generation)
+                if stream is not None:
+                    operators[number] = _check_stream(stream, max_pixels, max_inflated)
+            pages = list(_page_contents(reader))
+        except Exception as error:  # pypdf gave up on the file's structure (a loop, a bound): unreadable, the client's
+            if getattr(error, "status", None) == 400:
+                raise
+            raise invalid_request(f"the PDF could not be read ({type(error).__name__}: {str(error)[:160]})") from None
+        for page_no, contents in pages:
             count = sum(operators.get(number, 0) for number in contents)
             if count > MAX_TEXT_OPERATORS:
                 raise invalid_request(
