@@ -53,7 +53,10 @@ def test_a_tool_use_and_tool_result_round_trip(client: Any) -> None:
     result = {"type": "tool_result", "tool_use_id": use.id, "content": '{"temperature": 18, "sky": "sunny"}'}
     history = [*ask, {"role": "assistant", "content": first.content}, {"role": "user", "content": [result]}]
     second = client.messages.create(model=MODEL, max_tokens=48, messages=history, tools=[WEATHER], extra_body=GREEDY)
-    assert second.stop_reason == "end_turn" and "18" in second.content[0].text
+    # the round trip on the wire: text, no tool_use (whether the 0.5B uses the result is model quality, measured by
+    # the tool_calls bench: it seldom does, and its words shift with the slots' state)
+    assert second.stop_reason == "end_turn" and second.content[0].text.strip()
+    assert not [block for block in second.content if block.type == "tool_use"]
 
 
 def test_count_tokens_matches_what_the_answer_used(client: Any) -> None:
