@@ -1,11 +1,13 @@
 """Real manuals from Debian's packages (tests/real: pages cut by make.py, six producers: groff ms and mom, dblatex,
 ReportLab, texinfo) scored against their own outlines and the tables transcribed from their pages: heading precision
 and recall, table cells exact, contents pages read as tables, Markdown that breaks. `python
-tests/test_layout_real.py [FILE.pdf ...]` prints the table (of other PDFs too, with their outlines as truth: the
-documents the tests do not see)."""
+tests/test_layout_real.py [--unseen | FILE.pdf ...]` prints the table, and with `--unseen` the same of the ten whole
+PDFs the tests do not see (tests/real/unseen.py fetches them; their outlines and a few transcribed tables as truth),
+converted as published and without their outlines."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import sys
@@ -85,12 +87,12 @@ def score(
     """Counts: headings found, true and matched (page by page), table cells right, tables on contents pages, broken
     outputs."""
     counts: Counter[str] = Counter()
-    for number, rows in tables or []:
+    for number in sorted({number for number, _ in tables or []}):  # a found table counts for one true table
         found = parse_markdown(next(page.markdown for page in pages if page.page == number)).tables
-        truth = Table(rows=rows, borders=True)
-        _score_tables([truth], found, counts)
+        truth = [Table(rows=rows, borders=True) for page, rows in tables or [] if page == number]
+        _score_tables(truth, found, counts)
     for page in pages:
-        found = [key(line.lstrip("#")) for line in page.markdown.splitlines() if re.match(r"#{1,6} ", line)]
+        found = [key(text) for _, text in parse_markdown(page.markdown).headings]  # not a `# comment` in a fence
         true = [key(text) for number, text in headings if number == page.page]
         counts["found"] += len(found)
         counts["true"] += len(true)
@@ -131,17 +133,65 @@ def score_real() -> dict[str, dict[str, float]]:
     return rows
 
 
-def score_outlined(path: Path) -> Counter[str]:
-    """A PDF outside the corpus scored against its own outline alone (its headings, its contents pages)."""
+def printed_title(title: str) -> str:
+    """An outline title as the page prints it: groff's font switches (`The F[C]pdfmarkF[] Operator`) and texinfo's
+    TeX markup for the LaTeX logo (`L@kern -.36em@raise .3ex@hbox {a}@kern -.15emTeX2RTF{}`) taken out, groff's
+    `Title Page:` label on a cover's entry left off."""
+    title = re.sub(r"F\[[^\]]*\]", "", title)
+    title = re.sub(r"@(?:kern|raise|lower)\s*-?[\d.]+\s*(?:em|ex|pt)", "", title)
+    title = re.sub(r"@hbox\s*\{([^}]*)\}", r"\1", title).replace("{}", "")
+    return re.sub(r"^(?:Title Page|Cover):\s*", "", title).strip()
+
+
+def without_outline(data: bytes) -> bytes:
+    """The PDF's pages copied into a new PDF, which leaves its outline behind (as make.py cuts the corpus)."""
+    import pypdfium2
+
+    source, copy = pypdfium2.PdfDocument(data), pypdfium2.PdfDocument.new()
+    copy.import_pages(source)
+    out = io.BytesIO()
+    copy.save(out)
+    return out.getvalue()
+
+
+def score_outlined(
+    path: Path, tables: list[tuple[int, list[list[str]]]] | None = None, *, withheld: bool = False,
+    printed: list[tuple[int, str]] | None = None,
+) -> Counter[str]:  # fmt: skip
+    """A PDF outside the corpus scored against its own outline (its headings, its contents pages), the headings
+    `printed` that it leaves out, and the tables transcribed from its pages, if any; `withheld`: converted without
+    its outline (the typography alone)."""
     import pypdfium2
 
     data = path.read_bytes()
     document = pypdfium2.PdfDocument(data)
-    headings = [(mark.get_dest().get_index() + 1, mark.get_title()) for mark in document.get_toc(max_depth=8)
-                if mark.get_dest() is not None]  # fmt: skip
+    headings = [(mark.get_dest().get_index() + 1, printed_title(mark.get_title()))
+                for mark in document.get_toc(max_depth=8) if mark.get_dest() is not None]  # fmt: skip
     contents = [page for page, title in headings if re.fullmatch(r"(?i)(table of )?contents", title.strip())]
-    markdown, pages, _ = convert_in_process(data, path.name)
-    return score(markdown, pages, headings, contents)
+    headings += printed or []
+    markdown, pages, _ = convert_in_process(without_outline(data) if withheld else data, path.name)
+    counts = score(markdown, pages, headings, contents, tables)
+    if not headings:  # no outline, no truth: its headings are neither right nor false
+        for name in ("found", "true", "right"):
+            counts.pop(name, None)
+    return counts
+
+
+def score_unseen(paths: list[Path], *, withheld: bool = False, printed: bool = False) -> dict[str, dict[str, float]]:
+    """Each PDF's figures against its outline (and the tables of tests/real/unseen.py; `printed`: and the headings
+    printed that the outline leaves out by design, listed there) and the whole set's."""
+    from unseen import PRINTED as UNSEEN_PRINTED
+    from unseen import TABLES as UNSEEN_TABLES
+
+    rows: dict[str, dict[str, float]] = {}
+    whole: Counter[str] = Counter()
+    for path in paths:
+        extra = UNSEEN_PRINTED.get(path.name) if printed else None
+        counts = score_outlined(path, UNSEEN_TABLES.get(path.name), withheld=withheld, printed=extra)
+        rows[path.name] = figures(counts)
+        whole.update(counts)
+    rows["all"] = figures(whole)
+    return rows
 
 
 def table(rows: dict[str, dict[str, float]]) -> str:
@@ -181,13 +231,14 @@ def test_real_headings_meet_their_targets(real: dict[str, dict[str, float]]) -> 
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(REAL))
     print(table(score_real()))
     if len(sys.argv) > 1:
-        unseen: dict[str, dict[str, float]] = {}
-        whole: Counter[str] = Counter()
-        for arg in sys.argv[1:]:
-            counts = score_outlined(Path(arg))
-            unseen[Path(arg).name] = figures(counts)
-            whole.update(counts)
-        unseen["all"] = figures(whole)
-        print(table(unseen))
+        from unseen import fetch
+
+        paths = fetch() if sys.argv[1:] == ["--unseen"] else [Path(arg) for arg in sys.argv[1:]]
+        print(table(score_unseen(paths)))
+        print("The same, converted without their outlines (the typography alone):\n")
+        print(table(score_unseen(paths, withheld=True)))
+        print("As published, the truth with the headings their outlines leave out by design (tests/real/unseen.py):\n")
+        print(table(score_unseen(paths, printed=True)))
