@@ -90,3 +90,22 @@ def test_a_function_definition_set_in_bold_is_not_a_heading() -> None:
 
     markdown = markdown_of(draw)
     assert _headings(markdown) == ["4.2 ASN.1 field functions", "asn1 read value"]
+
+
+def test_definition_terms_and_index_letters_are_not_headings() -> None:
+    def draw(canvas: Any) -> None:  # DocBook's variablelist in the release notes, a two-column index's letters
+        canvas.setFont("Helvetica-Bold", 14)
+        canvas.drawString(72, 770, "Release 0.1.7")
+        y = _text(canvas, 745, TEXT[:1]) - 14
+        for term in ("co.linkends.show", "callout.markup.circled"):
+            canvas.setFont("Times-Bold", 10)
+            canvas.drawString(72, y, term)
+            y = _text(canvas, y - 13, TEXT[1:], x=94) - 6
+        canvas.setFont("Times-Bold", 12)
+        canvas.drawString(72, y - 10, "A")
+        canvas.drawString(300, y - 10, "M")
+        _text(canvas, y - 28, TEXT)
+
+    markdown = markdown_of(draw)
+    assert _headings(markdown) == ["Release 0.1.7"]
+    assert "co.linkends.show" in markdown and "callout.markup.circled" in markdown

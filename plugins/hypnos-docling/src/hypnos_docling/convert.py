@@ -8,6 +8,7 @@ Markdown go through the declarative backends of docling's simple pipeline and co
 from __future__ import annotations
 
 import base64
+import functools
 import io
 import logging
 import time
@@ -27,8 +28,10 @@ from hypnos_docling.layout import Figure, Line, page_document
 from hypnos_docling.layout_furniture import FurnitureTracker, PageBands, bands_of
 from hypnos_docling.layout_lines import segments_of_words
 from hypnos_docling.md_text import markdown_of
+from hypnos_docling.outline import OutlineGuide, read_outline
 from hypnos_docling.pdf_cells import page_cells
 from hypnos_docling.pdf_images import fill_missing_images
+from hypnos_docling.pdf_rules import Rule, page_rules
 from hypnos_docling.pdf_words import pdfium_text, split_glued
 
 logger = logging.getLogger(__name__)
@@ -44,6 +47,7 @@ class ParsedPage:
     figures: list[Figure]
     ocr: bool
     bands: PageBands
+    rules: Callable[[], list[Rule]] | None = None  # the page's ruling lines, read when the layout asks
 
 
 def _png_of(image_ref: Any) -> tuple[bytes | None, int | None, int | None, int | None]:
@@ -164,6 +168,7 @@ class Converter:
             emit(DocumentStarted(page_count=source.page_count, pages=numbers, format="pdf"))
             parsed: dict[int, ParsedPage] = {}
             tracker = FurnitureTracker(numbers)
+            outline = OutlineGuide(read_outline(pdfium))
             emitted = 0
             upcoming = iter(numbers)
             next_page = next(upcoming, None)
@@ -183,12 +188,12 @@ class Converter:
                     tracker.add(page.number, page.bands)
                     parsed[page.number] = page
                     while next_page in parsed and not tracker.undecided(next_page, parsed[next_page].bands):
-                        emit(self._pdf_page_done(job, name, parsed.pop(next_page), tracker, started))
+                        emit(self._pdf_page_done(job, name, parsed.pop(next_page), tracker, outline, started))
                         emitted += 1
                         next_page = next(upcoming, None)
                         started = time.perf_counter()
                 while next_page in parsed:  # every page parsed: the rest, in order
-                    emit(self._pdf_page_done(job, name, parsed.pop(next_page), tracker, started))
+                    emit(self._pdf_page_done(job, name, parsed.pop(next_page), tracker, outline, started))
                     next_page = next(upcoming, None)
                     started = time.perf_counter()
             finally:
@@ -219,14 +224,18 @@ class Converter:
             if lines:  # a scan: the page-sized bitmap is the page itself, not a picture in it
                 figures = [f for f in figures if (f.right - f.left) * (f.bottom - f.top) < 0.8 * width * height]
         fill_missing_images(pdfium, page_no, height, figures)
-        return ParsedPage(page_no, (width, height), lines, figures, ocr, bands_of(lines, height))
+        rules = None if ocr or pdfium is None else functools.partial(page_rules, pdfium, page_no, height)
+        return ParsedPage(page_no, (width, height), lines, figures, ocr, bands_of(lines, height), rules)
 
     def _pdf_page_done(
-        self, job: DocumentInput, name: str, page: ParsedPage, tracker: FurnitureTracker, started: float
-    ) -> PageDone:
+        self, job: DocumentInput, name: str, page: ParsedPage, tracker: FurnitureTracker, outline: OutlineGuide,
+        started: float,
+    ) -> PageDone:  # fmt: skip
         furniture = tracker.furniture(page.number, page.bands)
         lines = [line for line in page.lines if not any(line is other for other in furniture)]
-        done = self._page_done(job, name, page.number, page.size, lines, page.figures, furniture, page.ocr)
+        done = self._page_done(
+            job, name, page.number, page.size, lines, page.figures, furniture, page.ocr, outline, page.rules
+        )
         done.ms = round((time.perf_counter() - started) * 1000, 3)
         return done
 
@@ -238,8 +247,11 @@ class Converter:
     def _page_done(
         self, job: DocumentInput, name: str, page_no: int, size: tuple[float, float], lines: list[Line],
         figures: list[Figure], furniture: list[Line] | None = None, ocr: bool = False,
+        outline: OutlineGuide | None = None, rules: Callable[[], list[Rule]] | None = None,
     ) -> PageDone:  # fmt: skip
-        doc = page_document(name, page_no, size, lines, figures, furniture=furniture, ocr=ocr)
+        doc = page_document(
+            name, page_no, size, lines, figures, furniture=furniture, ocr=ocr, outline=outline, rules=rules
+        )
         return PageDone(
             page=page_no,
             markdown=markdown_of(doc, page_no),

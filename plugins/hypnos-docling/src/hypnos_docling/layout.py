@@ -8,12 +8,17 @@ pages (layout_furniture) go to the document's furniture layer, out of the Markdo
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from hypnos_docling.layout_blocks import CAPTION, Block, blocks_of, code_text, ocr_blocks
+from hypnos_docling.layout_grid import Grid, grids_of
 from hypnos_docling.layout_lines import Line, column_split, fonts_of, rows_of
 from hypnos_docling.layout_title import mend_title_block
+from hypnos_docling.outline import OutlineGuide
+from hypnos_docling.pdf_rules import Rule
 
 __all__ = ["Figure", "Line", "page_document"]
 
@@ -43,19 +48,24 @@ def _regions(lines: list[Line], width: float) -> list[list[Line]]:
     return [region for region in (above, left, right, below) if region]
 
 
-def page_blocks(lines: list[Line], figures: list[Figure], width: float, *, ocr: bool = False) -> list[Block]:
-    """The page's blocks in reading order, pictures placed by position within their column."""
+def page_blocks(
+    lines: list[Line], figures: list[Figure], width: float, *, ocr: bool = False,
+    rules: Callable[[], list[Rule]] | None = None,
+) -> list[Block]:  # fmt: skip
+    """The page's blocks in reading order, pictures placed by position within their column; `rules` gives the
+    page's ruling lines (read only if a row could be a table's)."""
     if ocr:
         blocks = ocr_blocks(rows_of(lines))
         blocks += [Block("picture", figure.top, figure=figure) for figure in figures]
         return sorted(blocks, key=lambda block: block.top)
     fonts = fonts_of(lines)
+    grids = _grid_reader(rules) if rules is not None else None
     regions = _regions(lines, width) if lines else []
     ordered: list[Block] = []
     unplaced = list(figures)
     previous_left = 0.0
     for region in regions:
-        blocks = blocks_of(rows_of(region), fonts)
+        blocks = blocks_of(rows_of(region), fonts, grids)
         left = min(line.left for line in region)
         right = max(line.right for line in region)
         if ordered and ordered[-1].kind == "code" and blocks and blocks[0].kind == "code":
@@ -69,6 +79,11 @@ def page_blocks(lines: list[Line], figures: list[Figure], width: float, *, ocr: 
         ordered += sorted(blocks, key=lambda block: block.top)
     ordered += [Block("picture", figure.top, figure=figure) for figure in unplaced]
     return ordered
+
+
+def _grid_reader(rules: Callable[[], list[Rule]]) -> Callable[[], list[Grid]]:
+    """The page's ruled grids, read from its rules on the first call only."""
+    return functools.cache(lambda: grids_of(rules()))
 
 
 def _carry_code(block: Block, rest: Block, shift: float) -> None:
@@ -118,9 +133,11 @@ def _box(lines: list[Line]) -> tuple[float, float, float, float]:
 
 def page_document(
     name: str, page_no: int, size: tuple[float, float], lines: list[Line], figures: list[Figure], *,
-    furniture: list[Line] | None = None, ocr: bool = False,
+    furniture: list[Line] | None = None, ocr: bool = False, outline: OutlineGuide | None = None,
+    rules: Callable[[], list[Rule]] | None = None,
 ) -> Any:  # fmt: skip
-    """A DoclingDocument holding this one page: its blocks in reading order, its furniture in the furniture layer."""
+    """A DoclingDocument holding this one page: its blocks in reading order (its headings checked against the PDF's
+    outline when it has one), its furniture in the furniture layer."""
     from docling_core.types.doc import ContentLayer, DocItemLabel, DoclingDocument, Size
 
     width, height = size
@@ -130,9 +147,11 @@ def page_document(
         label = DocItemLabel.PAGE_HEADER if line.top < height / 2 else DocItemLabel.PAGE_FOOTER
         prov = _prov(page_no, _box([line]), height, len(line.text))
         doc.add_text(label=label, text=line.text, prov=prov, content_layer=ContentLayer.FURNITURE)
-    blocks = page_blocks(lines, figures, width, ocr=ocr)
+    blocks = page_blocks(lines, figures, width, ocr=ocr, rules=rules)
     if page_no == 1 and not ocr:
         mend_title_block(blocks, width)
+    if outline and not ocr:
+        outline.apply(page_no, blocks)
     captions = link_captions(blocks)
     linked = {id(block) for block in captions.values()}
     group: Any = None

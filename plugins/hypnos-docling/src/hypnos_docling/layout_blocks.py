@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from hypnos_docling.layout_grid import Grid, ruled_table
 from hypnos_docling.layout_lines import Fonts, Line, mono_share, pitch
 from hypnos_docling.layout_tables import DOT_LEADER, LIST_MARKER, table_run
 
@@ -30,6 +32,8 @@ CHAPTER = re.compile(r"^(?:chapter|part|appendix)\s+(?:\d{1,3}|[A-Z]|[IVXL]+)$",
 DEFINITION = re.compile(r"\[(?:Function|Macro|Variable|Constant|Data Type|Type|Command|User Option|Method)\]$")
 LINK_LINE = re.compile(r"^(?:\S+[.:]\s+)?(?:[a-z]+://|www\.)\S+$")  # `http://x.org/doc/`, `himself. http://...`
 CONTENTS_TITLE = re.compile(r"^(?:table of )?contents$|^list of (?:figures|tables|examples|listings)$", re.IGNORECASE)
+FIELD = re.compile(r"^[^:]{1,40}:$|^\w+:\s*[^A-Za-z]*$")
+BYLINE_JOINTS = ("by", "and", "&")  # `by` / `Joe Chang` / `and` / `Brad Connors`: an article's authors
 PAGE_NUMBER = re.compile(r"^(?:\d{1,4}|[ivxlc]{1,6})$")
 LEADER = re.compile(r"^[.\s\u2026\u00b7]+$")
 
@@ -93,11 +97,16 @@ def _heading_like(row: list[Line], fonts: Fonts) -> bool:
         return False
     if CAPTION.match(text) or TOC_ENTRY.match(text) or BULLET.match(text) or DOT_LEADER.search(text):
         return False
-    if LINK_LINE.match(text):  # a link set on a line of its own
+    if LINK_LINE.match(text) or "://" in text:  # a link set on a line of its own, a reference with its address
         return False
+    letters = sum(ch.isalpha() for ch in text)
+    if 2.5 * letters < len(text.replace(" ", "")) or not re.search(r"[^\W\d_]{2}", text):
+        return False  # a formula's braces and signs, an index's group letters (`E G`): no words
     if text.count("(") != text.count(")") or DEFINITION.search(text):  # a signature's lines: `int f (a, [Function]`
         return False
-    if not any(ch.isalpha() for ch in text):
+    if not any(ch.isalpha() for ch in text) or text.casefold() in BYLINE_JOINTS:
+        return False
+    if FIELD.match(text):  # a label introducing what follows (`TITLE :`, `Since: 2.0`)
         return False
     if len(row) >= 2 and LIST_MARKER.match(row[0].text.strip()):  # judged by its text, not by its marker's font
         row = row[1:]
@@ -156,8 +165,9 @@ def _list_start(row: list[Line]) -> tuple[bool, str, str] | None:
     return None
 
 
-def blocks_of(rows: list[list[Line]], fonts: Fonts) -> list[Block]:
-    """The column's rows as blocks in reading order."""
+def blocks_of(rows: list[list[Line]], fonts: Fonts, grids: Callable[[], list[Grid]] | None = None) -> list[Block]:
+    """The column's rows as blocks in reading order; `grids` gives the page's ruled grids (asked for only when a row
+    could be a table's)."""
     blocks: list[Block] = []
     rows = [_collapse_leaders(row) for row in rows]
     body_rows = [row for row in rows if _font(row) == fonts.body]
@@ -186,6 +196,12 @@ def blocks_of(rows: list[list[Line]], fonts: Fonts) -> list[Block]:
             blocks[-1].lines.extend(row)
             blocks[-1].rows.append(row)
             index += 1
+            continue
+        ruled = ruled_table(rows, index, grids()) if grids is not None and len(row) >= 2 else None
+        if ruled is not None:
+            cells, end = ruled
+            blocks.append(Block("table", row[0].top, [x for r in rows[index:end] for x in r], cells=cells))
+            index = end
             continue
         if entry := _contents_entry(row, text, previous):
             if previous and previous.kind == "toc":
@@ -216,6 +232,8 @@ def blocks_of(rows: list[list[Line]], fonts: Fonts) -> list[Block]:
         if (
             not continues
             and _heading_like(row, fonts)
+            and not _definition_term(rows, index, fonts)
+            and not (previous is not None and previous.text.casefold() in BYLINE_JOINTS)
             and (
                 index + 1 >= len(rows)
                 or _font(rows[index + 1]) != font
@@ -260,6 +278,20 @@ def blocks_of(rows: list[list[Line]], fonts: Fonts) -> list[Block]:
         if block.kind == "code":
             block.text = code_text(block.rows)
     return _mend_contents(blocks)
+
+
+def _definition_term(rows: list[list[Line]], index: int, fonts: Fonts) -> bool:
+    """A row at about body size over body text indented past it (the next line, and the one after unless another
+    term follows): a term of a definition list (DocBook's variablelist, texinfo's @table), not a heading; a
+    paragraph indenting its first line only goes back to the margin on its second."""
+    row = rows[index]
+    if index + 1 >= len(rows) or _height(row) >= 1.15 * fonts.body_height or NUMBERING.match(_text(row)):
+        return False
+    body = rows[index + 1]
+    if body[0].left - row[0].left < 1.5 * fonts.body_height or _font(body) != fonts.body:
+        return False
+    after = rows[index + 2] if index + 2 < len(rows) else None
+    return after is None or abs(after[0].left - body[0].left) < 2 or _font(after) != fonts.body
 
 
 def _numbered_headings(rows: list[list[Line]], fonts: Fonts) -> bool:

@@ -167,7 +167,7 @@ def segments_of_words(words: list[Line]) -> list[Line]:
     for row in rows:
         current = previous = None
         joins = fixed = 0
-        sizes: dict[str, float] = {}
+        sizes: dict[str, dict[float, int]] = {}
         for word in row:
             joins_here = current is not None and previous is not None and _joins(current, previous, word)
             if joins_here and id(word) not in openers:
@@ -179,17 +179,27 @@ def segments_of_words(words: list[Line]) -> list[Line]:
                 current.pitch = _advance(current) if joins >= 2 and fixed == joins else 0.0
                 faces = current.faces
                 faces[word.font] = faces.get(word.font, 0) + _letters(word.text)
-                sizes[word.font] = max(sizes.get(word.font, 0.0), word.size)
+                _count_size(sizes, word)
                 if len(faces) > 1:
                     current.font = max(faces, key=lambda key: faces[key])  # the face of most of its characters
-                current.size = sizes[current.font]  # an inline word in another face does not resize the run
+                # the size of most of its face's letters: an inline word in another face, or one whose box a raised
+                # letter makes taller (TeX's LaTeX logo), does not resize the run
+                counts = sizes[current.font]
+                current.size = max(counts, key=lambda size: (counts[size], size))
                 previous = word
                 continue
             current = Line(word.text, word.left, word.top, word.right, word.bottom, word.font, word.size)
             current.faces = {word.font: _letters(word.text)}
             segments.append(current)
-            previous, joins, fixed, sizes = word, 0, 0, {word.font: word.size}
+            previous, joins, fixed, sizes = word, 0, 0, {}
+            _count_size(sizes, word)
     return segments
+
+
+def _count_size(sizes: dict[str, dict[float, int]], word: Line) -> None:
+    """Count the word's letters at its size, per face."""
+    counts = sizes.setdefault(word.font, {})
+    counts[word.size] = counts.get(word.size, 0) + max(_letters(word.text), 1)
 
 
 def rows_of(lines: list[Line]) -> list[list[Line]]:

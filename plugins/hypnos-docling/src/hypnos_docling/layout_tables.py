@@ -14,6 +14,8 @@ LIST_MARKER = re.compile(
 
 
 NUMERIC = re.compile(r"^[\s$\u20ac\u00a3+\-\u2212]*\d[\d\s.,%]*$")
+LINE = 1.3  # rows closer than this (in line heights) are a cell's next lines where blank lines part the rows
+BLANK = 1.45  # rows this far apart or more stand a blank line apart
 MAX_GAP = 6.0  # rows further apart (in line heights) are not one table, however well they fill its columns
 
 
@@ -68,6 +70,7 @@ def table_run(rows: list[list[Line]], start: int, mono: set[str]) -> tuple[list[
         return None
     columns = [(line.left, line.right) for line in rows[start]]
     grid: list[list[list[str]]] = [[[line.text] for line in rows[start]]]
+    gaps = [0.0]  # the gap (in line heights) above each of the grid's rows
     end = start + 1
     previous = rows[start]
     while end < len(rows):
@@ -90,6 +93,7 @@ def table_run(rows: list[list[Line]], start: int, mono: set[str]) -> tuple[list[
             new_row = len(row) >= 2 and (0 in placed or gap >= 1.5 or any(NUMERIC.match(x.text) for x in row))
             if new_row:
                 grid.append([[] for _ in columns])
+                gaps.append(gap)
             for line, index in zip(row, placed, strict=True):
                 assert index is not None
                 grid[-1][index].append(line.text)
@@ -100,4 +104,35 @@ def table_run(rows: list[list[Line]], start: int, mono: set[str]) -> tuple[list[
         break
     if len(grid) < 2 and end < len(rows):  # one row: a table only at the foot of the page (its body follows)
         return None
-    return [[" ".join(parts) for parts in cells] for cells in grid], end
+    return [[join_lines(parts) for parts in cells] for cells in _regrouped(grid, gaps)], end
+
+
+def _regrouped(grid: list[list[list[str]]], gaps: list[float]) -> list[list[list[str]]]:
+    """A table whose rows stand a blank line apart while the lines of each row's cells follow one another (groff's
+    tbl with multi-line text blocks): the lines between two blanks are one row. Only where every gap is either a
+    line's or a blank's, the header stands a blank apart and the body holds both."""
+    body = gaps[2:]
+    if len(grid) < 4 or gaps[1] < BLANK or any(LINE <= gap < BLANK for gap in gaps[1:]):
+        return grid
+    if not any(gap >= BLANK for gap in body) or not any(gap < LINE for gap in body):
+        return grid
+    rows = grid[:2]
+    for cells, gap in zip(grid[2:], body, strict=True):
+        if gap >= BLANK:
+            rows.append(cells)
+        else:
+            for parts, more in zip(rows[-1], cells, strict=True):
+                parts.extend(more)
+    return rows
+
+
+def join_lines(parts: list[str]) -> str:
+    """A cell's lines as one text, a word hyphenated at a line's end joined again (`tropi-` `caux.`)."""
+    text = ""
+    for part in parts:
+        part = part.strip()
+        if text.endswith("-") and part[:1].islower():
+            text = text[:-1] + part
+        else:
+            text = f"{text} {part}" if text else part
+    return text

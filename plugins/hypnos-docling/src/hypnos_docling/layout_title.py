@@ -55,9 +55,10 @@ def mend_title_block(blocks: list[Block], width: float) -> None:
     middle = (min(line.left for line in lines) + max(line.right for line in lines)) / 2
     leading = []
     for block in blocks:
-        if block.kind != "heading":
-            break
-        leading.append(block)
+        if block.kind == "heading":
+            leading.append(block)
+        elif not (leading and block.kind == "paragraph" and block.lines and _centered(block, middle, width)):
+            break  # a centered line of the title block that is no heading (an address with its link) goes on it
     joined = False  # `Deri James and` / `Peter Schaffter`, `by Jane Doe`: the authors under the title
     for block in leading[1:]:
         text = block.text.strip()
