@@ -68,3 +68,11 @@ def test_a_pinned_model_keeps_its_cores() -> None:
 def test_more_computations_than_cores_share_the_lowest_ranked_holders_core() -> None:
     demands = [CoreDemand("a", rank=3), CoreDemand("b", rank=2), CoreDemand("c", rank=1)]
     assert plan_cores([0, 1], demands) == {"a": [0], "b": [1], "c": [1]}
+
+
+def test_a_yielding_batch_engine_takes_only_the_cores_the_others_leave() -> None:
+    decode_and_documents = [CoreDemand("docs", order=0, yields=True), CoreDemand("chat", order=1)]
+    assert plan_cores([0, 1], decode_and_documents) == {"chat": [0, 1], "docs": [1]}  # the decode keeps both cores
+    capped = [CoreDemand("docs", order=0, yields=True), CoreDemand("chat", order=1, wants=1)]
+    assert plan_cores([0, 1, 2], capped) == {"chat": [0], "docs": [1, 2]}  # what the chat cannot use is free
+    assert plan_cores([0, 1], [CoreDemand("docs", yields=True)]) == {"docs": [0, 1]}  # alone: every core

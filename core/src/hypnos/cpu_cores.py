@@ -53,19 +53,23 @@ def usable_cores(
 @dataclass(frozen=True)
 class CoreDemand:
     """A model computing now: its priority rank (higher first), when it began (earlier first), how many cores it can
-    use (None: any number) and the cores its config pins it to (empty: a share the plan chooses)."""
+    use (None: any number), the cores its config pins it to (empty: a share the plan chooses) and whether it yields
+    (a batch engine whose host runs niced: it takes only the cores the others leave free)."""
 
     model_id: str
     rank: int = 0
     order: int = 0
     wants: int | None = None
     pinned: tuple[int, ...] = ()
+    yields: bool = False
 
 
 def plan_cores(cores: Sequence[int], demands: Sequence[CoreDemand]) -> dict[str, list[int]]:
     """Each computing model's share of `cores`: a pinned model keeps its configured cores (those the machine has),
     the others split the rest into disjoint shares, higher priority and earlier first, each capped at what it can
-    use; only when there are more models than free cores do the last ones share a core (the lowest-ranked holder's)."""
+    use, then the yielding ones split what is left; only when there are more models than free cores do the last ones
+    share a core (the lowest-ranked holder's: a niced batch engine beside a decode takes the crumbs the kernel leaves
+    it on one core, not a core of its own)."""
     budget = list(dict.fromkeys(cores))
     shares: dict[str, list[int]] = {}
     taken: set[int] = set()
@@ -75,10 +79,14 @@ def plan_cores(cores: Sequence[int], demands: Sequence[CoreDemand]) -> dict[str,
             shares[demand.model_id] = pinned
             taken.update(pinned)
     free = [core for core in budget if core not in taken] or budget  # everything pinned: the rest share it all
-    others = sorted((d for d in demands if d.model_id not in shares), key=lambda d: (-d.rank, d.order, d.model_id))
+    others = sorted(
+        (d for d in demands if d.model_id not in shares), key=lambda d: (d.yields, -d.rank, d.order, d.model_id)
+    )
     if not others:
         return shares
-    sizes = _split(len(free), others)
+    firm = [d for d in others if not d.yields]
+    sizes = _split(len(free), firm)
+    sizes += _split(len(free) - sum(sizes), others[len(firm) :])
     start = 0
     for demand, size in zip(others, sizes, strict=True):
         if size:

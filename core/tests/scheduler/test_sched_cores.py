@@ -63,6 +63,20 @@ async def test_realtime_models_come_first() -> None:
         await scheduler.shutdown()
 
 
+async def test_a_niced_batch_model_does_not_take_a_core_from_a_decode() -> None:
+    batch = {**fake_model("docs"), "process": {"nice": 10}}  # a batch engine's host (docling, gliner) runs niced
+    scheduler = make_scheduler([fake_model("chat"), batch], cores=[0, 1])
+    try:
+        async with scheduler.lease("docs", TEXT):
+            assert shares(scheduler)["docs"] == [0, 1]  # alone it has every core
+            async with scheduler.lease("chat", TEXT):
+                assert shares(scheduler) == {"chat": [0, 1], "docs": [1]}  # it shares the chat's last core
+                await settled(scheduler)
+                assert scheduler.get("chat").engine.core_threads == 2
+    finally:
+        await scheduler.shutdown()
+
+
 async def test_a_model_pinned_by_config_keeps_its_cores() -> None:
     pinned = {**fake_model("batch", priority="low"), "cores": [0]}
     scheduler = make_scheduler([pinned, fake_model("voice", priority="realtime_pinned")], cores=[0, 1, 2, 3])

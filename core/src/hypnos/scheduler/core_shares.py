@@ -66,6 +66,7 @@ class CoreShares:
                 order=order,
                 wants=state.config.process.threads,
                 pinned=tuple(state.config.cores),
+                yields=_niceness(state) > 0,
             )
             for model_id, (state, _, order) in self._computing.items()
         ]
@@ -110,3 +111,10 @@ class CoreShares:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _niceness(state: ModelState) -> int:
+    """The model's host niceness: [models.process] nice, else its engine kind's default (batch engines 10)."""
+    if state.config.process.nice is not None:
+        return state.config.process.nice
+    return state.kind.process_nice if state.kind is not None else 0
