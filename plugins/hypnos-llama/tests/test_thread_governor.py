@@ -7,7 +7,7 @@ from pathlib import Path
 from hypnos.config import LimitsConfig
 from hypnos.engine import EngineContext
 from hypnos_llama.testing import chat_request, collect, make_engine, tier1
-from hypnos_llama.thread_governor import WINDOW, CpuPressure, ThreadGovernor
+from hypnos_llama.thread_governor import EARLY, READ_EVERY_SECS, WINDOW, CpuPressure, ThreadGovernor
 
 
 class Clock:
@@ -35,6 +35,64 @@ def steps(governor: ThreadGovernor, secs_by_threads: dict[int, float], count: in
     for _ in range(count):
         threads = governor.next_threads()
         governor.record(secs_by_threads[threads], tokens=1)
+
+
+def run_for(governor: ThreadGovernor, clock: Clock, secs_by_threads: dict[int, float], seconds: float) -> None:
+    """Decode one-token steps for `seconds` of the clock, each taking what the chosen thread count takes now."""
+    end = clock.now + seconds
+    while clock.now < end:
+        secs = secs_by_threads[governor.next_threads()]
+        clock.now += secs
+        governor.record(secs, tokens=1)
+
+
+QUIET = {2: 0.035, 1: 0.07}
+ONE_BUSY_CORE = {2: 0.14, 1: 0.065}  # another program on one core: one thread is faster, and reads calm
+HOG_PER_CORE = {2: 0.3, 1: 0.1}  # a busy program per core: one thread is faster, and the machine reads busy
+
+
+def test_the_full_share_is_back_within_steps_of_the_contention_ending() -> None:
+    clock, pressure, changes = Clock(), Pressure(5.0), []
+    governor = ThreadGovernor(2, pressure=pressure, clock=clock, on_change=changes.append)
+    run_for(governor, clock, QUIET, 1.0)
+    run_for(governor, clock, ONE_BUSY_CORE, 130.0)  # tries of two threads fail: each waits twice as long
+    assert governor.threads == 1
+    tries = len(changes)
+    run_for(governor, clock, ONE_BUSY_CORE, 60.0)
+    assert len(changes) - tries <= 2  # steady contention: at most one try a minute, no flapping
+    pressure.value = 80.0
+    tries = len(changes)
+    run_for(governor, clock, HOG_PER_CORE, 30.0)
+    assert len(changes) == tries  # busy all along: no try
+    pressure.value = 2.0  # the programs ended
+    steps(governor, QUIET, count=3)
+    assert governor.threads == 2  # at once, not after the failed tries' backoff
+    steps(governor, QUIET)
+    assert governor.threads == 2  # and kept: faster
+
+
+def test_a_spinning_pair_beside_a_hog_is_cut_within_a_few_steps() -> None:
+    clock = Clock()
+    governor = ThreadGovernor(2, pressure=Pressure(None), clock=clock)
+    steps(governor, QUIET)
+    steps(governor, QUIET, count=3)  # the quiet pace is known, a window is under way
+    steps(governor, HOG_PER_CORE, count=EARLY)
+    assert governor.threads == 1  # far past the quiet pace: not a whole window of slow steps
+    steps(governor, HOG_PER_CORE)
+    assert governor.threads == 1  # kept
+
+
+def test_a_try_that_is_far_slower_goes_back_within_a_few_steps() -> None:
+    clock, pressure = Clock(), Pressure(None)  # no pressure reading: calm, so a try up comes
+    governor = ThreadGovernor(2, pressure=pressure, clock=clock)
+    steps(governor, QUIET)
+    steps(governor, HOG_PER_CORE, count=EARLY + WINDOW + 1)
+    assert governor.threads == 1
+    clock.now += 10
+    assert governor.next_threads() == 2  # the try
+    governor.record(HOG_PER_CORE[2], tokens=1)  # its first step is not judged
+    steps(governor, HOG_PER_CORE, count=EARLY)
+    assert governor.threads == 1
 
 
 def test_threads_drop_when_steps_stretch_and_fewer_are_faster() -> None:
@@ -96,6 +154,28 @@ def test_cpu_pressure_reads_psi_else_steal(tmp_path: Path) -> None:
     stat.write_text("cpu  150 0 100 850 0 0 0 150 0 0\ncpu0 1 2 3\n")
     clock.now += 1
     assert reader() == 20.0  # 50 of 250 jiffies stolen
+
+
+def test_cpu_pressure_is_the_stall_growth_over_the_last_quarter_second(tmp_path: Path) -> None:
+    psi = tmp_path / "cpu"
+    clock = Clock()
+    reader = CpuPressure(psi, tmp_path / "stat", clock)
+
+    def stalled(total_us: int) -> None:
+        psi.write_text(f"some avg10=90.00 avg60=60.00 avg300=30.00 total={total_us}\nfull avg10=0 total=0\n")
+
+    stalled(5_000_000)
+    assert reader() == 90.0  # the first read: avg10
+    clock.now += READ_EVERY_SECS
+    stalled(5_000_000 + 125_000)
+    assert reader() == 50.0  # 125 ms stalled in 250 ms, whatever avg10 still says
+    clock.now += READ_EVERY_SECS
+    assert reader() == 0.0  # calm at once: avg10 (90) would take tens of seconds to fall under 10
+    clock.now += READ_EVERY_SECS / 2
+    stalled(5_000_000 + 250_000)
+    assert reader() == 0.0  # read again within the span: the same value
+    clock.now += 10 - READ_EVERY_SECS / 2  # an idle loop reads seldom: its span is longer
+    assert reader() == 1.25
 
 
 async def test_a_loaded_engine_decodes_with_its_share(tiny_gguf: Path) -> None:

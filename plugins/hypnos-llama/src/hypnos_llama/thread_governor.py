@@ -2,9 +2,12 @@
 
 llama.cpp's decode threads wait for each other at every layer: one of them preempted by another program stalls them
 all, so a decode on every core loses 3-4x as soon as anything else runs. The governor watches the loop's own decode
-steps and the machine's CPU pressure (/proc/pressure/cpu, else the steal time in /proc/stat): when steps stretch past
-their quiet pace, or the machine is busy, it tries one thread fewer and keeps it when steps got faster; when the
-machine is calm again it tries one more, up to the share. Each failed try waits twice as long before the next.
+steps and the machine's CPU pressure over the last quarter second (/proc/pressure/cpu's stall total, else the steal
+time in /proc/stat): when steps stretch past their quiet pace, or the machine is busy, it tries one thread fewer and
+keeps it when steps got faster; when the machine is calm again it tries one more, up to the share. Each failed try
+waits twice as long before the next, but contention seen ending (busy, then calm, at a settled thread count) makes
+the next try due at once: the full share is back within a few steps of the other program's end. A try whose first
+steps are clearly worse, or steps far past their quiet pace, are judged without waiting for a whole window.
 """
 
 from __future__ import annotations
@@ -20,15 +23,20 @@ STRETCH = 1.5  # a typical decode step this much slower than its quiet pace: con
 BUSY_PERCENT = 25.0  # CPU pressure (share of time a task waited for a core) above which the machine is busy
 CALM_PERCENT = 10.0  # below it, a thread more is worth a try
 WINDOW = 8  # decode steps judged together (the first one after a change is left out: the pool warms up)
+EARLY = 2  # steps enough to judge a change that is clearly wrong (FAR past the quiet pace, or than before a try)
+FAR = 2.0  # steps this much slower (than their quiet pace times STRETCH, or than before a try): judged at once
 KEEP = 0.97  # a try is kept when its typical step is at most this share of the one before
 PROBE_SECS = 2.0  # the first wait between tries; doubled after each failed one, up to MAX_BACKOFF_SECS
 MAX_BACKOFF_SECS = 60.0
-READ_EVERY_SECS = 0.5  # the pressure files are read at most this often
+READ_EVERY_SECS = 0.25  # the pressure is measured over the span since the last read, at least this long
+SETTLE_SECS = 2 * READ_EVERY_SECS  # after a thread change, readings wait this long to show the new count alone
 
 
 class CpuPressure:
-    """The machine's CPU pressure in percent: /proc/pressure/cpu `some avg10`, else the steal share of the time
-    between two reads of /proc/stat; None when neither can be read."""
+    """The machine's CPU pressure in percent since the last read (READ_EVERY_SECS or more before): the growth of
+    /proc/pressure/cpu's `some total` (stalled microseconds; `avg10` at the first read), else the steal share of
+    /proc/stat's jiffies; None when neither can be read. Not avg10: it decays over tens of seconds, far too slowly
+    to see another program end."""
 
     def __init__(
         self,
@@ -40,20 +48,25 @@ class CpuPressure:
         self._read_at = -1e18
         self._value: float | None = None
         self._last: tuple[int, int] | None = None  # (steal, total) jiffies at the last read
+        self._stalled: float | None = None  # PSI's `some total` (microseconds) at the last read
 
     def __call__(self) -> float | None:
         now = self._clock()
-        if now - self._read_at >= READ_EVERY_SECS:
+        span = now - self._read_at
+        if span >= READ_EVERY_SECS:
             self._read_at = now
-            self._value = self._read()
+            self._value = self._read(span)
         return self._value
 
-    def _read(self) -> float | None:
+    def _read(self, span: float) -> float | None:
         try:
             for line in self._psi.read_text().splitlines():
                 if line.startswith("some "):
                     fields = dict(part.split("=", 1) for part in line.split()[1:])
-                    return float(fields["avg10"])
+                    stalled, self._stalled = self._stalled, float(fields["total"])
+                    if stalled is None:
+                        return float(fields["avg10"])
+                    return min(100.0, max(0.0, (self._stalled - stalled) / (span * 1e4)))
         except (OSError, ValueError, KeyError):
             pass
         try:
@@ -95,6 +108,8 @@ class ThreadGovernor:
         self._trying: tuple[int, float] | None = None  # (the cut before the try, its typical step)
         self._backoff = PROBE_SECS
         self._try_at = 0.0
+        self._changed_at = -1e18  # when the thread count last changed
+        self._contended = False  # a settled reading below the limit said busy: a calm one makes a try due at once
 
     @property
     def limit(self) -> int:
@@ -114,8 +129,17 @@ class ThreadGovernor:
             if self._trying is not None:
                 self._cut, self._trying, self._typical = self._trying[0], None, None
         self._cut = min(self._cut, self._limit - 1)
-        if self._cut and self._trying is None and self._clock() >= self._try_at and self._calm():
-            self._try(self._cut - 1, self._typical)
+        if self._cut and self._trying is None:
+            now = self._clock()
+            value = self._pressure()
+            calm = value is None or value < CALM_PERCENT
+            if now - self._changed_at >= SETTLE_SECS:  # the reading shows this thread count alone
+                if value is not None and value > BUSY_PERCENT:
+                    self._contended = True
+                elif calm and self._contended:  # the contention ended: the full share is worth a try now
+                    self._contended, self._backoff, self._try_at = False, PROBE_SECS, now
+            if calm and now >= self._try_at:
+                self._try(self._cut - 1, self._typical)
         self._set(max(1, self._limit - self._cut))
         return self.threads
 
@@ -130,10 +154,11 @@ class ThreadGovernor:
             return
         self._steps.append(secs)
         self._ratios.append(secs / quiet)
-        if len(self._steps) < WINDOW:
+        far = self._far_off()
+        if len(self._steps) < WINDOW and not far:
             return
-        typical = statistics.median(self._steps)
-        stretched = statistics.median(self._ratios) > STRETCH
+        typical = statistics.median(self._steps[-EARLY:] if far else self._steps)
+        stretched = far or statistics.median(self._ratios) > STRETCH
         self._steps.clear()
         self._ratios.clear()
         now = self._clock()
@@ -155,15 +180,26 @@ class ThreadGovernor:
             self._try(self._cut + 1, typical)
             self._set(max(1, self._limit - self._cut))
 
+    def _far_off(self) -> bool:
+        """The last EARLY steps already decide: a try far slower than before it, or, with more than one thread,
+        steps far past their quiet pace (a spinning pair beside a busy program)."""
+        if len(self._steps) < EARLY:
+            return False
+        if self._trying is not None:
+            return min(self._steps[-EARLY:]) > self._trying[1] * FAR
+        return self.threads > 1 and min(self._ratios[-EARLY:]) > STRETCH * FAR and self._clock() >= self._try_at
+
     def _try(self, cut: int, typical: float | None) -> None:
         self._trying = (self._cut, float("inf") if typical is None else typical)
         self._cut = cut
+        self._contended = False
 
     def _set(self, threads: int) -> None:
         if threads == self.threads:
             return
         self.threads = threads
         self._fresh = True
+        self._changed_at = self._clock()
         self._steps.clear()
         self._ratios.clear()
         if self.on_change is not None:
@@ -172,10 +208,6 @@ class ThreadGovernor:
     def _busy(self) -> bool:
         value = self._pressure()
         return value is not None and value > BUSY_PERCENT
-
-    def _calm(self) -> bool:
-        value = self._pressure()
-        return value is None or value < CALM_PERCENT
 
 
 def engine_governor(
