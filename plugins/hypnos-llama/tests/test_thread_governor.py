@@ -82,6 +82,17 @@ def test_a_spinning_pair_beside_a_hog_is_cut_within_a_few_steps() -> None:
     assert governor.threads == 1  # kept
 
 
+def test_a_hog_arriving_during_a_backoff_is_cut_at_once() -> None:
+    clock, pressure = Clock(), Pressure(50.0)  # busy, but two threads are faster (a niced program beside)
+    governor = ThreadGovernor(2, pressure=pressure, clock=clock)
+    steps(governor, QUIET, count=2 * (WINDOW + 1))
+    assert governor.threads == 2  # the try of one thread failed: the next waits out its backoff
+    steps(governor, HOG_PER_CORE, count=1 + EARLY)
+    assert governor.threads == 1  # steps far slower than the window before: a new contention, tried at once
+    steps(governor, HOG_PER_CORE, count=3 * (WINDOW + 1))
+    assert governor.threads == 1  # kept, and no flapping back
+
+
 def test_a_try_that_is_far_slower_goes_back_within_a_few_steps() -> None:
     clock, pressure = Clock(), Pressure(None)  # no pressure reading: calm, so a try up comes
     governor = ThreadGovernor(2, pressure=pressure, clock=clock)

@@ -176,18 +176,23 @@ class ThreadGovernor:
                 self._set(max(1, self._limit - before))
             return
         self._typical = typical
-        if self.threads > 1 and now >= self._try_at and (stretched or self._busy()):
+        if self.threads > 1 and (far or (now >= self._try_at and (stretched or self._busy()))):
             self._try(self._cut + 1, typical)
             self._set(max(1, self._limit - self._cut))
 
     def _far_off(self) -> bool:
         """The last EARLY steps already decide: a try far slower than before it, or, with more than one thread,
-        steps far past their quiet pace (a spinning pair beside a busy program)."""
+        steps far past their quiet pace (a spinning pair beside a busy program) once the backoff passed, or at once
+        when they are also far slower than this count's last window (a new contention: the failed tries that set
+        the backoff saw another one)."""
         if len(self._steps) < EARLY:
             return False
+        recent = min(self._steps[-EARLY:])
         if self._trying is not None:
-            return min(self._steps[-EARLY:]) > self._trying[1] * FAR
-        return self.threads > 1 and min(self._ratios[-EARLY:]) > STRETCH * FAR and self._clock() >= self._try_at
+            return recent > self._trying[1] * FAR
+        if self.threads == 1 or min(self._ratios[-EARLY:]) <= STRETCH * FAR:
+            return False
+        return self._clock() >= self._try_at or recent > FAR * (self._typical or float("inf"))
 
     def _try(self, cut: int, typical: float | None) -> None:
         self._trying = (self._cut, float("inf") if typical is None else typical)
