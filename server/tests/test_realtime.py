@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import time
+from collections.abc import AsyncGenerator
 from typing import Any
 
+import numpy as np
+from hypnos.engine import AudioChunk, CancelToken, EngineKind, SpeechInput
+from hypnos.hookspecs import hookimpl
+from hypnos.kit.audio import pcm16_samples, to_pcm16
+from hypnos.testing.fake_engine import FakeEngine, fake_engine_kind
 from litestar.testing import TestClient
-from realtime_kit import append, leases, realtime_app, tone, types, until
-from server_kit import wait_ready
+from realtime_kit import append, leases, realtime_app, realtime_config, tone, types, until
+from server_kit import build_app, wait_ready
 
 NO_VAD = {"type": "session.update", "session": {"turn_detection": None}}
 
@@ -80,6 +87,43 @@ def test_a_committed_buffer_is_transcribed_answered_in_text_and_spoken() -> None
             assert response["usage"]["total_tokens"] == response["usage"]["input_tokens"] + 8
             assert response["output"][0]["content"][0]["transcript"] == text
         assert set(leases(client).values()) == {0}
+
+
+class NarrowbandVoice(FakeEngine):
+    """A voice speaking at 16 kHz (as Piper's low-quality voices do): a 440 Hz tone, 0.1 s per word."""
+
+    async def speak(self, speech: SpeechInput, cancel: CancelToken) -> AsyncGenerator[AudioChunk, None]:
+        for _ in speech.text.split():
+            yield AudioChunk(
+                pcm16=to_pcm16(0.25 * np.sin(2 * np.pi * 440 * np.arange(1600) / 16000)), sample_rate=16000
+            )
+
+
+class NarrowbandPlugin:
+    """Registers the `narrowband` engine kind."""
+
+    @hookimpl
+    def hypnos_engine_kinds(self) -> list[EngineKind]:
+        """The narrowband voice."""
+        return [dataclasses.replace(fake_engine_kind("narrowband"), factory=NarrowbandVoice)]
+
+
+def test_speech_at_another_rate_reaches_the_session_at_24_khz() -> None:
+    raw = realtime_config()
+    raw["models"][2]["engine"] = "narrowband"
+    with TestClient(build_app(raw, [NarrowbandPlugin()])) as client:
+        wait_ready(client)
+        with _connect(client) as ws:
+            ws.receive_json()
+            item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hello there"}]}
+            ws.send_json({"type": "conversation.item.create", "item": item})
+            ws.send_json({"type": "response.create"})
+            _, events = until(ws, "response.done")
+            audio = b"".join(base64.b64decode(e["delta"]) for e in events if e["type"] == "response.audio.delta")
+    samples = pcm16_samples(audio)
+    assert samples.size == 24000 * 8 // 10  # eight words of 0.1 s, now at 24 kHz
+    crossings = np.count_nonzero(np.diff(np.signbit(samples[:2400])))
+    assert 80 <= crossings <= 96  # still 440 Hz: 88 sign changes in 0.1 s
 
 
 def test_text_only_response_and_a_text_item() -> None:

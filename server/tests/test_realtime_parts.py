@@ -1,12 +1,9 @@
-"""The realtime pieces on their own: phrase cutting, the energy VAD, resampling, truncation."""
+"""The realtime pieces on their own: phrase cutting, the energy VAD, truncation."""
 
 from __future__ import annotations
 
-import array
-
 from hypnos_server.realtime.conversation import Item
 from hypnos_server.realtime.phrases import MAX_PHRASE_CHARS, PhraseSplitter
-from hypnos_server.realtime.stage import resample
 from hypnos_server.realtime.vad import PAUSE_MS, EnergyDetector, TurnSegmenter
 from realtime_kit import tone
 
@@ -74,15 +71,6 @@ def test_energy_vad_finds_the_turn() -> None:
     ]
     assert TurnSegmenter(EnergyDetector(0.5), 24000, 300).feed(tone(1000, 50)) == []  # too quiet to be speech
     assert TurnSegmenter(EnergyDetector(0.5), 24000, 300).feed(tone(20)) == []  # one loud frame is a click
-
-
-def test_resample_keeps_duration_and_shape() -> None:
-    source = tone(100)  # 2400 samples at 24 kHz
-    out = resample(source, 24000, 22050)
-    assert len(out) == 2205 * 2
-    samples = array.array("h", out)
-    assert max(samples) > 7000 and min(samples) < -7000
-    assert resample(source, 24000, 24000) is source
 
 
 def test_truncate_keeps_what_was_heard() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator, Callable, Hashable, Mapping
+from collections.abc import AsyncGenerator, Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -338,7 +338,7 @@ class Engine:
         return False
 
     # modalities
-    def chat(self, request: ChatInput, cancel: CancelToken) -> AsyncIterator[ChatEvent]:
+    def chat(self, request: ChatInput, cancel: CancelToken) -> AsyncGenerator[ChatEvent, None]:
         """Stream the answer to a chat request as events: a ChatAccepted first where the engine reports one (the
         prompt read and checked, its prefill about to begin), ending with ChatFinished."""
         raise self._unsupported(Modality.TEXT_GENERATION)
@@ -355,7 +355,7 @@ class Engine:
         """Transcribe one audio file."""
         raise self._unsupported(Modality.SPEECH_TO_TEXT)
 
-    def speak(self, speech: SpeechInput, cancel: CancelToken) -> AsyncIterator[AudioChunk]:
+    def speak(self, speech: SpeechInput, cancel: CancelToken) -> AsyncGenerator[AudioChunk, None]:
         """Stream synthesized speech phrase by phrase."""
         raise self._unsupported(Modality.TEXT_TO_SPEECH)
 
@@ -363,7 +363,7 @@ class Engine:
         """Generate (or, with references, edit) images."""
         raise self._unsupported(Modality.IMAGE_GENERATION)
 
-    def convert_document(self, document: DocumentInput, cancel: CancelToken) -> AsyncIterator[Any]:
+    def convert_document(self, document: DocumentInput, cancel: CancelToken) -> AsyncGenerator[Any, None]:
         """Convert a document page by page (events defined by the document plugin)."""
         raise self._unsupported(Modality.DOCUMENT_CONVERSION)
 

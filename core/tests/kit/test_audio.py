@@ -12,7 +12,10 @@ from hypnos.kit.audio import (
     audio_file,
     check_wav,
     decode_audio,
+    pcm16_samples,
     read_audio,
+    resample,
+    resample_pcm16,
     to_pcm16,
     transcription_audio,
     wav_bytes,
@@ -39,6 +42,23 @@ def test_pcm16_mono_roundtrip_and_resample() -> None:
     assert np.max(np.abs(audio.samples - tone)) < 1e-3
     resampled = decode_audio(wav_bytes(to_pcm16(tone), 24000), sample_rate=16000, max_seconds=10)
     assert abs(resampled.size - 8000) <= 64 and resampled.dtype == np.float32
+
+
+def test_resample_keeps_duration_and_pitch() -> None:
+    tone = _tone(22050, 1.0)  # a Piper voice's rate, up to the speech route's
+    out = resample(tone, 22050, 24000, frames=True)
+    assert out.size == 24000 and out.dtype == np.float32
+    assert np.allclose(out[::240], 0.5 * np.sin(2 * np.pi * 440 * np.arange(0, 24000, 240) / 24000), atol=0.02)
+    assert resample(tone, 22050, 22050) is tone
+    pcm = to_pcm16(_tone(24000, 0.1))
+    assert abs(len(resample_pcm16(pcm, 24000, 22050)) - 2205 * 2) <= 4 and resample_pcm16(pcm, 24000, 24000) is pcm
+
+
+def test_frames_resampled_one_by_one_join_into_the_whole() -> None:
+    whole = _tone(24000, 0.2)
+    frames = [resample(pcm16_samples(to_pcm16(f)), 24000, 16000, frames=True) for f in np.split(whole, 10)]
+    assert [frame.size for frame in frames] == [320] * 10  # a realtime session's 20 ms frames, as Silero takes them
+    assert np.max(np.abs(np.concatenate(frames) - resample(whole, 24000, 16000, frames=True))) < 1e-3
 
 
 @pytest.mark.parametrize("bits", [8, 24, 32])

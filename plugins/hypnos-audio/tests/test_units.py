@@ -181,13 +181,3 @@ def test_a_negative_piper_noise_stops_serve_with_one_line(tmp_path: Path, capsys
     assert cli.main(["serve", "--config", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "`joe`" in err and "noise_scale" in err and ">= 0" in err, err
-
-
-def test_piper_resample_keeps_duration_and_shape() -> None:
-    from hypnos_audio.piper import resample
-
-    tone = np.sin(2 * np.pi * 440 * np.arange(22050) / 22050).astype(np.float32)
-    out = resample(tone, 22050)
-    assert out.size == 24000 and out.dtype == np.float32
-    assert np.allclose(out[::240], np.sin(2 * np.pi * 440 * np.arange(0, 24000, 240) / 24000), atol=0.02)
-    assert resample(tone, 24000) is tone

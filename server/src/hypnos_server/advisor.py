@@ -143,7 +143,7 @@ def _place(c: Candidate, machine: Machine, context: int, slots: int) -> LayerPla
         return None
 
 
-def advise(catalog: Catalog, needs: list[str], machine: Machine) -> dict:  # type: ignore[type-arg]
+def advise(catalog: Catalog, needs: list[str], machine: Machine) -> dict:
     """The advisor's answer (section 6); 400 for unknown needs or when no lineup fits."""
     unknown = [n for n in needs if n not in NEEDS]
     if unknown or not needs:
@@ -160,7 +160,7 @@ def advise(catalog: Catalog, needs: list[str], machine: Machine) -> dict:  # typ
                 f"(tier 1: {machine.tier1} bytes, tier 2: {machine.tier2} bytes)"
             )
         options.append(serving)
-    best: tuple[float, dict] | None = None  # type: ignore[type-arg]
+    best: tuple[float, dict] | None = None
     for chosen in itertools.islice(itertools.product(*options), MAX_COMBINATIONS):
         answer = _lineup(parts, list(chosen), machine)
         if best is None or answer[0] > best[0]:
@@ -176,7 +176,7 @@ def _fallback(c: Candidate, machine: Machine) -> LayerPlacementPlan:
     return plan
 
 
-def _lineup(parts: list[tuple[str, str]], chosen: list[Candidate], machine: Machine) -> tuple[float, dict]:  # type: ignore[type-arg]
+def _lineup(parts: list[tuple[str, str]], chosen: list[Candidate], machine: Machine) -> tuple[float, dict]:
     models: dict[str, Candidate] = {}
     serves: dict[str, list[str]] = {}
     score = 0.0
@@ -240,7 +240,7 @@ def _lineup(parts: list[tuple[str, str]], chosen: list[Candidate], machine: Mach
     return score, answer
 
 
-def config_text(catalog: Catalog, answer: dict, models_dir: str = "models") -> str:  # type: ignore[type-arg]
+def config_text(catalog: Catalog, answer: dict, models_dir: str = "models") -> str:
     """A complete config file for the advised lineup."""
     tables = []
     for model in answer["models"]:

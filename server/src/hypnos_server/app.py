@@ -73,11 +73,11 @@ class HypnosApp(Litestar):
         if scope["type"] == "http":
             await self.pipeline(scope, receive, send)
         else:
-            await super().__call__(scope, receive, send)  # type: ignore[arg-type]
+            await super().__call__(scope, receive, send)
 
     async def dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Litestar's own handling, the innermost step of the pipeline."""
-        await super().__call__(scope, receive, send)  # type: ignore[arg-type]
+        await super().__call__(scope, receive, send)
 
 
 async def _stage(state: HypnosState) -> None:
@@ -116,7 +116,7 @@ def _graceful_stop(state: HypnosState) -> GracefulStop:
     return GracefulStop(state.settings.server.shutdown_grace_secs, state.scheduler.stop_admitting, end_in_flight)
 
 
-def _lifespan(state: HypnosState):  # type: ignore[no-untyped-def]
+def _lifespan(state: HypnosState):
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         """Stage the startup models in the background (the port is already open), unload everything at exit, the
@@ -210,7 +210,7 @@ def create_app(
     state.batches = BatchService(state, dispatch)  # batch lines go to the routes below the HTTP layers
     obs = observability_of(state)
     if obs is not None:
-        obs.metrics.registry.register(BatchCollector(state.batches.counters))  # type: ignore[arg-type]
+        obs.metrics.registry.register(BatchCollector(state.batches.counters))
     return app
 
 

@@ -113,7 +113,7 @@ class ConversationStore:
             self._bound(owner, conversation.id)
             return conversation
 
-        return self._transaction(work)  # type: ignore[no-any-return]
+        return self._transaction(work)
 
     def _append(self, db: sqlite3.Connection, conversation: str, items: list[dict[str, Any]]) -> None:
         row = db.execute(
@@ -150,7 +150,7 @@ class ConversationStore:
             )
             return cursor.rowcount > 0
 
-        return self._transaction(work)  # type: ignore[no-any-return]
+        return self._transaction(work)
 
     def delete(self, conversation_id: str, owner: str) -> bool:
         """Remove a conversation and its items; False when there was none."""
@@ -179,7 +179,7 @@ class ConversationStore:
             self._bound(owner, conversation_id)
             return True
 
-        return self._transaction(work)  # type: ignore[no-any-return]
+        return self._transaction(work)
 
     def delete_item(self, conversation_id: str, item_id: str) -> bool:
         """Remove one item of a conversation; False when it has no such item."""

@@ -7,7 +7,7 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 from urllib.parse import urlsplit
 
 from hypnos.engine import missing_library
@@ -72,7 +72,11 @@ def _hf_download(file: CatalogFile, target: Path, staging: Path, redo: bool, out
     check_allowed(endpoint)
     offline_before = constants.HF_HUB_OFFLINE
     constants.HF_HUB_OFFLINE = False  # only reached for an online run or the loopback stand-in
-    common = {"endpoint": endpoint, "library_name": "hypnos", "library_version": huggingface_hub.__version__}
+    common: dict[str, Any] = {
+        "endpoint": endpoint,
+        "library_name": "hypnos",
+        "library_version": huggingface_hub.__version__,
+    }
     folder = file.remote.strip("/")
     try:
         if file.remote.endswith("/"):

@@ -137,7 +137,11 @@ EDIT_FORM = _obj(
 RESPONSE = _obj("id", "object", "status", "output", output={"type": "array"}, usage=OBJECT, hypnos_telemetry=TELEMETRY)
 CONVERSATION = _obj("id", "object", "created_at", "metadata")
 ITEM_LIST = _obj("object", "data", "has_more", data={"type": "array"})
-PAGE_QUERY = {"limit": {"type": "integer", "minimum": 1}, "order": {"enum": ["asc", "desc"]}, "after": TEXT}
+PAGE_QUERY: dict[str, dict[str, Any]] = {
+    "limit": {"type": "integer", "minimum": 1},
+    "order": {"enum": ["asc", "desc"]},
+    "after": TEXT,
+}
 ANTHROPIC_MESSAGE = _obj("id", "type", "role", "content", "stop_reason", "usage", content={"type": "array"})
 KV_PARK = _obj("enabled", "max_bytes", "used_bytes", "models", enabled={"type": "boolean"}, models={"type": "array"})
 IMAGES = _obj("created", "data", data={"type": "array", "items": _obj("b64_json", b64_json=TEXT)})
@@ -155,7 +159,7 @@ FIELD_ENUMS: dict[tuple[str, str], list[str]] = {
     ("LevelBody", "level"): list(LEVELS),
 }
 POOL_CHANGE = {JSON: _obj("model", "action", "persisted", action={"enum": ["added", "replaced", "removed"]})}
-LOG_QUERY = {
+LOG_QUERY: dict[str, dict[str, Any]] = {
     "model": TEXT,
     "route": TEXT,
     "status": {"enum": ["ok", "error", "4xx", "5xx"]},

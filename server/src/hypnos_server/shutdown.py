@@ -86,10 +86,13 @@ def watch_stop_signals(loop: asyncio.AbstractEventLoop, on_signal: Callable[[], 
     (nothing installed) elsewhere, e.g. under a test client; else a function that puts the handlers back (the app
     calls it at its shutdown, so an app built again in one process does not stack handlers)."""
 
-    def handler(signum: int, frame: Any, previous: Callable[[int, Any], Any]) -> None:
-        with contextlib.suppress(RuntimeError):  # the loop is closed: nothing left to stop
-            loop.call_soon_threadsafe(on_signal)
-        previous(signum, frame)
+    def chained(previous: Callable[[int, Any], Any]) -> Callable[[int, Any], None]:
+        def handler(signum: int, frame: Any) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nothing left to stop
+                loop.call_soon_threadsafe(on_signal)
+            previous(signum, frame)
+
+        return handler
 
     replaced: dict[int, Any] = {}
     for number in STOP_SIGNALS:
@@ -97,7 +100,7 @@ def watch_stop_signals(loop: asyncio.AbstractEventLoop, on_signal: Callable[[], 
             previous = signal.getsignal(number)
             if not callable(previous):  # nobody stops gracefully on it (default: the process just ends)
                 continue
-            signal.signal(number, lambda signum, frame, previous=previous: handler(signum, frame, previous))
+            signal.signal(number, chained(previous))
         except ValueError:  # not the main thread
             break
         replaced[number] = previous

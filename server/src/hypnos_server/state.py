@@ -122,7 +122,7 @@ class RequestContext:
 def request_context(connection: ASGIConnection[Any, Any, Any, Any] | dict[str, Any]) -> RequestContext:
     """The RequestContext of a request (from a Litestar connection or a raw scope)."""
     scope = connection if isinstance(connection, dict) else connection.scope
-    return scope["state"][CONTEXT_KEY]  # type: ignore[no-any-return]
+    return scope["state"][CONTEXT_KEY]
 
 
 Observer = Callable[[RequestRecord], None]
@@ -179,4 +179,4 @@ class HypnosState:
 
 def hypnos_state(connection: ASGIConnection[Any, Any, Any, Any]) -> HypnosState:
     """The HypnosState of the app serving this connection."""
-    return connection.app.state.hypnos  # type: ignore[no-any-return]
+    return connection.app.state.hypnos

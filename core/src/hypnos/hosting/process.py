@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -150,7 +150,7 @@ class HostProcess:
             self._cancel_soon(call_id)
             raise
 
-    async def stream(self, name: str, args: tuple[Any, ...], cancel: CancelToken) -> AsyncIterator[Any]:
+    async def stream(self, name: str, args: tuple[Any, ...], cancel: CancelToken) -> AsyncGenerator[Any, None]:
         """Run one streaming engine method in the host and yield its items; closing early cancels it there."""
         queue: asyncio.Queue[Any] = asyncio.Queue()
         call_id = self._open(name, args, _Call(stream=queue, future=None, watched=True, owner=cancel.owner))

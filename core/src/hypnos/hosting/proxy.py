@@ -11,7 +11,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 from hypnos.config import ModelConfig
@@ -346,7 +346,7 @@ class HostedEngine(Engine):
     async def _call_in_host(self, name: str, argument: Any, cancel: CancelToken) -> Any:
         return await self._running().call(name, (argument,), cancel)
 
-    async def _stream_in_host(self, name: str, argument: Any, cancel: CancelToken) -> AsyncIterator[Any]:
+    async def _stream_in_host(self, name: str, argument: Any, cancel: CancelToken) -> AsyncGenerator[Any, None]:
         async for item in self._running().stream(name, (argument,), cancel):
             yield item
 

@@ -153,7 +153,7 @@ def _samples(payload: bytes, format_tag: int, bits: int) -> np.ndarray:
         floats = np.frombuffer(payload, dtype="<f4" if bits == 32 else "<f8").astype(np.float32)
         return np.nan_to_num(floats, nan=0.0, posinf=1.0, neginf=-1.0)
     if bits == 16:
-        return np.frombuffer(payload, dtype="<i2").astype(np.float32) / 32768.0
+        return pcm16_samples(payload)
     if bits == 8:
         return (np.frombuffer(payload, dtype=np.uint8).astype(np.float32) - 128.0) / 128.0
     if bits == 24:
@@ -170,17 +170,27 @@ def _too_long(seconds: float, max_seconds: float) -> HypnosError:
     )
 
 
-def resample(samples: np.ndarray, rate: int, target: int) -> np.ndarray:
-    """Mono float audio at target Hz: PyAV's resampler when installed (as faster-whisper decodes), else linear."""
-    import numpy as np
-
-    if rate == target or samples.size == 0:
-        return samples.astype(np.float32)
+def _pyav() -> Any:
+    """PyAV, or None when it is not installed."""
     try:
         import av
     except ImportError:
+        return None
+    return av
+
+
+def resample(samples: np.ndarray, rate: int, target: int, *, frames: bool = False) -> np.ndarray:
+    """Mono float audio at target Hz: PyAV's filtered resampler when installed (as faster-whisper decodes), else
+    linear interpolation; `frames`: always linear, for a stream's short frames (a filter's start and flush would
+    smear every frame's edges). The same array when the rates match."""
+    import numpy as np
+
+    if rate == target or samples.size == 0:
+        return samples.astype(np.float32, copy=False)
+    av = None if frames else _pyav()
+    if av is None:
         count = max(1, round(samples.size * target / rate))
-        positions = np.linspace(0, samples.size - 1, count)
+        positions = np.arange(count) * (rate / target)
         linear: np.ndarray = np.interp(positions, np.arange(samples.size), samples).astype(np.float32)
         return linear
     frame = av.AudioFrame.from_ndarray(
@@ -188,10 +198,25 @@ def resample(samples: np.ndarray, rate: int, target: int) -> np.ndarray:
     )
     frame.sample_rate = rate
     resampler = av.AudioResampler(format="s16", layout="mono", rate=target)
-    frames = [*resampler.resample(frame), *resampler.resample(None)]
-    if not frames:
+    out = [*resampler.resample(frame), *resampler.resample(None)]
+    if not out:
         return np.zeros(0, dtype=np.float32)
-    return np.concatenate([f.to_ndarray().reshape(-1) for f in frames]).astype(np.float32) / 32768.0
+    return np.concatenate([f.to_ndarray().reshape(-1) for f in out]).astype(np.float32) / 32768.0
+
+
+def pcm16_samples(pcm: bytes) -> np.ndarray:
+    """16-bit little-endian PCM bytes as float32 samples in [-1, 1) (a trailing odd byte dropped)."""
+    import numpy as np
+
+    samples: np.ndarray = np.frombuffer(pcm[: len(pcm) // 2 * 2], dtype="<i2").astype(np.float32) / 32768.0
+    return samples
+
+
+def resample_pcm16(pcm: bytes, rate: int, target: int) -> bytes:
+    """16-bit little-endian mono PCM from `rate` to `target` Hz through resample(); the same bytes when they match."""
+    if rate == target or not pcm:
+        return pcm
+    return to_pcm16(resample(pcm16_samples(pcm), rate, target))
 
 
 def read_wav(data: bytes, *, sample_rate: int, max_seconds: float) -> DecodedAudio:
@@ -268,13 +293,10 @@ def read_audio(data: bytes, *, sample_rate: int, max_seconds: float) -> DecodedA
 
 def read_pcm16(pcm: bytes, rate: int, *, sample_rate: int, max_seconds: float) -> DecodedAudio:
     """Raw 16-bit little-endian mono PCM at `rate` as mono float32 at sample_rate (400 when too long)."""
-    import numpy as np
-
     duration = len(pcm) // 2 / rate
     if duration > max_seconds:
         raise _too_long(duration, max_seconds)
-    samples = np.frombuffer(pcm[: len(pcm) // 2 * 2], dtype="<i2").astype(np.float32) / 32768.0
-    return DecodedAudio(resample(samples, rate, sample_rate), sample_rate, duration)
+    return DecodedAudio(resample(pcm16_samples(pcm), rate, sample_rate), sample_rate, duration)
 
 
 def transcription_audio(job: TranscriptionInput, *, sample_rate: int, max_seconds: float) -> DecodedAudio:

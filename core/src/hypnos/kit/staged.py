@@ -59,8 +59,8 @@ class StagedEngine(Engine):
 
     options_table: ClassVar[str | None] = None
     options_type: ClassVar[type[Any] | None] = None
-    build_consumes_warm_copy: ClassVar[bool] = False
-    load_mode: ClassVar[str] = "read"
+    build_consumes_warm_copy: bool = False  # a class's default, or set by the instance from its options
+    load_mode: str = "read"  # how the library reads the weights (the timing's load_mode): a default, or per instance
 
     def __init__(self, model: ModelConfig, context: EngineContext) -> None:
         super().__init__(model, context)

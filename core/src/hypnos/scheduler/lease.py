@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -70,14 +70,14 @@ class Lease:
             raise self._again(error) from error
 
     async def first_with_oom_retry(
-        self, start: Callable[[Engine], AsyncIterator[T]]
-    ) -> tuple[AsyncIterator[T], T | None]:
+        self, start: Callable[[Engine], AsyncGenerator[T, None]]
+    ) -> tuple[AsyncGenerator[T, None], T | None]:
         """Start a stream and wait for its first item (None: it ended empty); a device OOM before that item (nothing
         was sent yet) evicts idle models and starts the stream once more, else 507 device_out_of_memory; a first
         item that only announces the stream (ChatAccepted) extends that retry to the stream's first real item.
         Returns the stream, to read on from, and its first item."""
         for attempt in range(2):
-            events = start(self.engine).__aiter__()
+            events = start(self.engine)
             try:
                 first = await self._mapped(anext(events, None))
             except DeviceOutOfMemory as error:
@@ -91,8 +91,8 @@ class Lease:
         raise AssertionError("unreachable")
 
     async def _retried_after_announcement(
-        self, events: AsyncIterator[T], start: Callable[[Engine], AsyncIterator[T]]
-    ) -> AsyncIterator[T]:
+        self, events: AsyncGenerator[T, None], start: Callable[[Engine], AsyncGenerator[T, None]]
+    ) -> AsyncGenerator[T, None]:
         """The rest of a stream whose first item only announced it (ChatAccepted, sent before the prefill): a device
         OOM before its first real item evicts idle models and starts it once more (its announcement dropped, the
         client has it already), else 507 device_out_of_memory."""
@@ -101,7 +101,7 @@ class Lease:
                 first = await self._mapped(anext(events, None))
             except DeviceOutOfMemory:
                 await self._evict_for_oom()
-                events = start(self.engine).__aiter__()
+                events = start(self.engine)
                 try:
                     first = await self._mapped(anext(events, None))
                     while isinstance(first, ChatAccepted):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 from hypnos.engine import AudioChunk, CancelToken, EngineCapabilities, EngineKind, MemoryEstimate, SpeechInput
 from hypnos.errors import invalid_request
@@ -43,7 +43,7 @@ class ToneSpeechEngine(StagedEngine):
         # GET /v1/models lists the voices; the speech route turns `alloy` into `high` and an unknown name into `low`
         return EngineCapabilities(voices=list(PITCHES), voice_aliases={"alloy": "high", "echo": "low"})
 
-    async def speak(self, speech: SpeechInput, cancel: CancelToken) -> AsyncIterator[AudioChunk]:
+    async def speak(self, speech: SpeechInput, cancel: CancelToken) -> AsyncGenerator[AudioChunk, None]:
         """16-bit mono PCM, one AudioChunk per phrase: `speech.voice` is one of the voices (the route picked it),
         `speech.speed` in 0.25..4, `speech.language` a hint."""
         self.require_ready()  # the one "not loaded" error: 503 model_not_available

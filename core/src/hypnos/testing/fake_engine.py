@@ -11,7 +11,7 @@ import signal
 import struct
 import time
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import msgspec
@@ -297,7 +297,7 @@ class FakeEngine(Engine):
             self._oom_pending = False
             raise DeviceOutOfMemory("fake device out of memory")
 
-    async def chat(self, request: ChatInput, cancel: CancelToken) -> AsyncIterator[ChatEvent]:
+    async def chat(self, request: ChatInput, cancel: CancelToken) -> AsyncGenerator[ChatEvent, None]:
         """ChatAccepted, then thoughts when thinking is on, a call of the chosen tool when tools are offered, else
         words, one per token, up to max_tokens or a word that is a `stop` string; ends "cancelled" when cancelled."""
         self._maybe_oom()
@@ -385,7 +385,7 @@ class FakeEngine(Engine):
         data, _ = audio_file(audio)
         return TranscriptionResult(text=f"fake transcript of {len(data)} bytes", duration_secs=None)
 
-    async def speak(self, speech: SpeechInput, cancel: CancelToken) -> AsyncIterator[AudioChunk]:
+    async def speak(self, speech: SpeechInput, cancel: CancelToken) -> AsyncGenerator[AudioChunk, None]:
         """A 440 Hz tone per phrase, 0.1 s per word."""
         pace = self._pace()
         phrases = [p for p in speech.text.replace("!", ".").split(".") if p.strip()] or [speech.text]
@@ -410,7 +410,9 @@ class FakeEngine(Engine):
         ]
         return ImageResult(images=images)
 
-    async def convert_document(self, document: DocumentInput, cancel: CancelToken) -> AsyncIterator[dict[str, Any]]:
+    async def convert_document(
+        self, document: DocumentInput, cancel: CancelToken
+    ) -> AsyncGenerator[dict[str, Any], None]:
         """One page whose markdown is the decoded text."""
         await self._pace().tick()
         yield {"page": 1, "markdown": document.data.decode("utf-8", "replace")}

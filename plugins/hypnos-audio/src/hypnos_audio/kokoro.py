@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -178,7 +178,7 @@ class KokoroEngine(OnnxVoiceEngine):
         )
         return fallback
 
-    async def speak(self, speech: SpeechInput, cancel: CancelToken) -> AsyncIterator[AudioChunk]:
+    async def speak(self, speech: SpeechInput, cancel: CancelToken) -> AsyncGenerator[AudioChunk, None]:
         """One AudioChunk per phrase chunk, each yielded as soon as it is synthesized; the next runs meanwhile."""
         self.require_ready()
         voice = self.pick_voice(speech.voice)
@@ -190,14 +190,14 @@ class KokoroEngine(OnnxVoiceEngine):
         pending: asyncio.Future[np.ndarray] | None = None
         produced = 0
         try:
-            pending = self.worker.submit(self._synthesize, phrases[0], voice, speed, cancel)
+            submitted = pending = self.worker.submit(self._synthesize, phrases[0], voice, speed, cancel)
             for index in range(len(phrases)):
-                audio = await pending
+                audio = await submitted
                 pending = None
                 if cancel.cancelled:
                     return
                 if index + 1 < len(phrases):
-                    pending = self.worker.submit(self._synthesize, phrases[index + 1], voice, speed, cancel)
+                    submitted = pending = self.worker.submit(self._synthesize, phrases[index + 1], voice, speed, cancel)
                 if audio.size == 0:
                     continue
                 pcm = to_pcm16(audio)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, Iterator
 from typing import Any
 
 import numpy as np
@@ -19,7 +19,7 @@ from hypnos.engine import (
     missing_library,
 )
 from hypnos.errors import invalid_request, server_error
-from hypnos.kit.audio import to_pcm16
+from hypnos.kit.audio import resample, to_pcm16
 from hypnos.kit.device_oom import out_of_memory
 from hypnos.kit.staged import ModelNotLoaded
 from hypnos.types import LayerPlacementPlan
@@ -31,14 +31,6 @@ from hypnos_audio.voice_aliases import openai_voice_aliases
 logger = logging.getLogger(__name__)
 
 SAMPLE_RATE = 24000  # what the speech route serves (section 10); Piper voices run at 16 or 22.05 kHz
-
-
-def resample(audio: np.ndarray, rate: int, target: int = SAMPLE_RATE) -> np.ndarray:
-    """Linear resampling of mono float audio from `rate` to `target` Hz."""
-    if rate == target or audio.size == 0:
-        return audio
-    count = round(audio.size * target / rate)
-    return np.interp(np.arange(count) * (rate / target), np.arange(audio.size), audio).astype(np.float32)
 
 
 class PiperEngine(OnnxVoiceEngine):
@@ -95,7 +87,7 @@ class PiperEngine(OnnxVoiceEngine):
         aliases = openai_voice_aliases(voices)
         return EngineCapabilities(voices=voices, voice_languages=languages, voice_aliases=aliases or None)
 
-    async def speak(self, speech: SpeechInput, cancel: CancelToken) -> AsyncIterator[AudioChunk]:  # type: ignore[override]
+    async def speak(self, speech: SpeechInput, cancel: CancelToken) -> AsyncGenerator[AudioChunk, None]:
         """One AudioChunk per sentence as soon as Piper has it (16-bit mono 24 kHz), the next one synthesized after
         it is handed out; sentences after the first led by a pause."""
         self.require_ready()
@@ -142,4 +134,4 @@ class PiperEngine(OnnxVoiceEngine):
         if chunk is None:
             return None
         self.sentences_synthesized += 1
-        return resample(np.asarray(chunk.audio_float_array, dtype=np.float32).ravel(), chunk.sample_rate)
+        return resample(np.asarray(chunk.audio_float_array, dtype=np.float32).ravel(), chunk.sample_rate, SAMPLE_RATE)

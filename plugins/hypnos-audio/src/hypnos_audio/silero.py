@@ -3,8 +3,8 @@
 One InferenceSession per app, shared by every session's detector (ONNX Runtime runs it from many threads); each
 detector keeps its own recurrent state, its last 64 samples of context and the samples short of a window. Silero
 works at 16 kHz on 512-sample windows (32 ms): the session's 20 ms frames at 24 kHz are resampled (480 -> 320
-samples) and a frame is judged by the newest window's speech probability, with OpenAI's threshold on the way in and
-threshold - 0.15 on the way out (Silero's own hysteresis).
+samples, linearly: the kit's resampler for frames) and a frame is judged by the newest window's speech probability,
+with OpenAI's threshold on the way in and threshold - 0.15 on the way out (Silero's own hysteresis).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 from hypnos.engine import missing_library
+from hypnos.kit.audio import pcm16_samples, resample
 
 MODEL_RATE = 16000
 WINDOW = 512  # samples per model call at 16 kHz (Silero v5 / v6)
@@ -33,15 +34,6 @@ def silero_asset() -> Path | None:
         return None
     path = Path(next(iter(spec.submodule_search_locations))) / "assets" / ASSET
     return path if path.is_file() else None
-
-
-def to_model_rate(pcm: bytes, rate: int) -> np.ndarray:
-    """pcm16 mono at `rate` as float samples in [-1, 1) at 16 kHz (linear interpolation)."""
-    samples = np.frombuffer(pcm[: len(pcm) // 2 * 2], dtype="<i2").astype(np.float32) / 32768.0
-    if rate == MODEL_RATE or samples.size == 0:
-        return samples
-    count = samples.size * MODEL_RATE // rate
-    return np.interp(np.arange(count) * (rate / MODEL_RATE), np.arange(samples.size), samples).astype(np.float32)
 
 
 class SileroModel:
@@ -90,7 +82,8 @@ class SileroDetector:
 
     def is_speech(self, frame: bytes) -> bool:
         """True when the newest complete window sounds like speech (hysteresis: see the module docstring)."""
-        self.pending = np.concatenate([self.pending, to_model_rate(frame, self.rate)])
+        samples = resample(pcm16_samples(frame), self.rate, MODEL_RATE, frames=True)
+        self.pending = np.concatenate([self.pending, samples])
         while self.pending.size >= WINDOW:
             window, self.pending = self.pending[:WINDOW], self.pending[WINDOW:]
             self.probability = self._run(window)

@@ -197,7 +197,7 @@ class Converter:
                     next_page = next(upcoming, None)
                     started = time.perf_counter()
             finally:
-                pages.close()  # type: ignore[attr-defined]
+                pages.close()
         finally:
             backend.unload()
             if pdfium is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from hypnos.chat import ChatInput, ImagePart, InputMessage, TextPart
+from hypnos.chat import ChatInput, ImagePart, InputMessage, MessagePart, TextPart
 from hypnos.engine import ContentDelta
 from hypnos.types import Modality
 from hypnos_server.plugin_api import ModelLeases
@@ -18,7 +18,7 @@ MAX_TOKENS = 200
 
 async def describe(leases: ModelLeases, model: str, prompt: str, picture: Picture) -> str:
     """The vision model's description of one picture (a chat request with the image, as any client would send)."""
-    parts_in = [TextPart(text=prompt), ImagePart(data=picture.png or b"", mime="image/png")]
+    parts_in: list[MessagePart] = [TextPart(text=prompt), ImagePart(data=picture.png or b"", mime="image/png")]
     chat = ChatInput(messages=[InputMessage(role="user", parts=parts_in)], max_tokens=MAX_TOKENS)
     parts: list[str] = []
     async with leases.lease(model, Modality.VISION) as lease:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
@@ -115,7 +115,7 @@ class DoclingEngine(StagedEngine):
         """Drop the converter and its OCR sessions."""
         self._converter = None
 
-    async def convert_document(self, document: DocumentInput, cancel: CancelToken) -> AsyncIterator[Any]:
+    async def convert_document(self, document: DocumentInput, cancel: CancelToken) -> AsyncGenerator[Any, None]:
         """DocumentStarted, then one PageDone per page in order, each as soon as the conversion finishes it."""
         self.require_ready()
         loop = asyncio.get_running_loop()

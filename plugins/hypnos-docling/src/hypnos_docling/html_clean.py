@@ -26,14 +26,14 @@ def main_content(data: bytes) -> bytes:
         code = soup.new_tag("code")
         code.string = text
         pre.append(code)
-    main = soup.find("main") or soup.find(attrs={"role": "main"}) or soup.find("article")
+    main = soup.find("main") or soup.find(role="main") or soup.find("article")
     for tag in soup.find_all(_CHROME):
         if tag.decomposed or tag is main or (main is not None and (main in tag.parents or tag in main.parents)):
             continue
         if main is None and tag.name == "header" and tag.find(["h1", "h2"]) is not None:
             continue  # no main element: a header holding the page's title stays
         tag.decompose()
-    for tag in soup.find_all(attrs={"role": _ROLES}):
+    for tag in soup.find_all(role=_ROLES):
         if not tag.decomposed and (main is None or main not in tag.parents):
             tag.decompose()
     if main is not None and soup.body is not None:

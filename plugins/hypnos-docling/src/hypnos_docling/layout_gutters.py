@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import statistics
+from collections.abc import Sequence
 from typing import Protocol
 
 
@@ -33,7 +34,7 @@ FEW = 3  # a row with this many gaps or fewer is cells, not a line of running te
 WIDER = 1.2  # in a row of more gaps, a column's gap is this much wider than the row's usual gap
 
 
-def _gaps(row: list[Line]) -> list[tuple[float, float, Line, bool]]:
+def _gaps(row: Sequence[Line]) -> list[tuple[float, float, Line, bool]]:
     """(gap start, gap end, word after it, whether that word ends the row) for each gap of the row that can part two
     columns: in a row of few gaps any, else one wider than the row's usual gap (a justified line's gaps are all
     alike, so a chance river through a paragraph parts nothing)."""
@@ -47,7 +48,7 @@ def _gaps(row: list[Line]) -> list[tuple[float, float, Line, bool]]:
     return [gap for gap in gaps if gap[1] - gap[0] > WIDER * usual]
 
 
-def column_openers(rows: list[list[Line]]) -> set[int]:
+def column_openers(rows: Sequence[Sequence[Line]]) -> set[int]:
     """ids of the words that open a table column: after a gap, aligned (left edges, or right edges of words that do
     not end their row) with such words in RUN consecutive rows whose gaps share a clear strip of STRIP points."""
     keyed: dict[tuple[str, int], list[tuple[int, float, float, Line]]] = {}

@@ -83,8 +83,9 @@ def table_run(rows: list[list[Line]], start: int, mono: set[str]) -> tuple[list[
             break
         if any(line.font in mono for line in row) and not _left_aligned(row, columns):  # code cells on the grid
             break
-        placed = [_column_of(line, columns) for line in row]
-        if any(index is None for index in placed) or len(set(placed)) != len(placed):
+        found = [_column_of(line, columns) for line in row]
+        placed = [index for index in found if index is not None]
+        if len(placed) != len(found) or len(set(placed)) != len(placed):
             break
         wrapped = placed[0] != 0 and gap < 1.5 and row[0].left >= columns[placed[0]][0] - 4  # a cell's next line
         if len(row) >= 2 or wrapped:
@@ -95,7 +96,6 @@ def table_run(rows: list[list[Line]], start: int, mono: set[str]) -> tuple[list[
                 grid.append([[] for _ in columns])
                 gaps.append(gap)
             for line, index in zip(row, placed, strict=True):
-                assert index is not None
                 grid[-1][index].append(line.text)
                 columns[index] = (min(columns[index][0], line.left), max(columns[index][1], line.right))
             previous = row

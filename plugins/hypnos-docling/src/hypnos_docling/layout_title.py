@@ -42,8 +42,8 @@ def mend_title_block(blocks: list[Block], width: float) -> None:
     headings = [block for block in blocks if block.kind == "heading" and block.lines]
     if len(headings) < 2:
         return
-    text = sum(len(block.text) for block in blocks if block.kind in ("paragraph", "list_item", "table", "code"))
-    if text < COVER_TEXT:
+    body = sum(len(block.text) for block in blocks if block.kind in ("paragraph", "list_item", "table", "code"))
+    if body < COVER_TEXT:
         title = max(headings, key=_size)
         title.level = 1
         for block in headings:

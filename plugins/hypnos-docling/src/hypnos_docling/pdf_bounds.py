@@ -37,7 +37,7 @@ def check_pdf(data: bytes, max_pixels: int, max_inflated: int) -> None:
     stage of its filter chain, or a page shows more than MAX_TEXT_OPERATORS; 400 too for a PDF pypdf cannot read."""
     from pypdf import apply_configuration
 
-    bounds = {  # pypdf's own bounds on what it decodes (object and cross-reference streams)
+    bounds: dict[str, Any] = {  # pypdf's own bounds on what it decodes (object and cross-reference streams)
         f"{name}_maximum_output_length": max_inflated for name in ("zlib", "lzw", "run_length", "array_based_stream")
     }
     with apply_configuration(maximum_declared_stream_length=max(len(data), 1), **bounds):

@@ -125,7 +125,7 @@ def convert(client: Any, data: bytes, filename: str, model: str = "docling", **f
     """POST the document as a multipart upload; the JSON answer (asserting 200)."""
     response = client.post("/v1/documents/convert", data={"model": model, **fields}, files={"file": (filename, data)})
     assert response.status_code == 200, response.text
-    return response.json()  # type: ignore[no-any-return]
+    return response.json()
 
 
 def read_events(response: Any) -> list[Any]:

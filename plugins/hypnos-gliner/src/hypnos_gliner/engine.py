@@ -83,7 +83,7 @@ class GlinerEngine(EntityEngine):
         if self.files.runtime == "onnx" and importlib.util.find_spec("onnxruntime") is None:
             raise missing_library("onnxruntime", "hypnos-gliner[cpu]")
         # ONNX Runtime copies the bytes into its session: the RAM copy is dropped once built, read again on demote
-        self.build_consumes_warm_copy = self.files.runtime == "onnx"  # type: ignore[misc]
+        self.build_consumes_warm_copy = self.files.runtime == "onnx"
         self._warm: Any = None
         self._runner: GlinerRunner | None = None
 

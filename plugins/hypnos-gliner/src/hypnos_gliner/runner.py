@@ -56,7 +56,7 @@ def read_state_dict(files: ModelFiles) -> dict[str, Any]:
     """The torch weights as CPU tensors (tier 2: host RAM), read the way GLiNER reads them."""
     from gliner.model import BaseGLiNER
 
-    return BaseGLiNER._load_state_dict(files.weights, "cpu")  # type: ignore[no-any-return]
+    return BaseGLiNER._load_state_dict(files.weights, "cpu")
 
 
 def _torch_model(files: ModelFiles, state_dict: dict[str, Any], device: str) -> Any:

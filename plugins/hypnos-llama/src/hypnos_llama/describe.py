@@ -65,7 +65,8 @@ def facts_of(gguf: GgufFile) -> dict[str, Any]:
 
 def _pick(folder: Path) -> tuple[Path | None, Path | None]:
     """The model GGUF and the projector GGUF of a folder (the largest of each)."""
-    models, projectors = [], []
+    models: list[Path] = []
+    projectors: list[Path] = []
     for path in sorted(folder.glob("*.gguf"), key=lambda p: p.stat().st_size, reverse=True):
         try:
             (projectors if is_projector(read_gguf(path)) else models).append(path)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 from hypnos.chat import AudioPart, ChatInput, ImagePart
@@ -48,6 +49,9 @@ from hypnos_llama.thread_governor import engine_governor
 from hypnos_llama.tokenize_bound import check_chars, tokenize_chars_cap, tokenize_stoppable
 from hypnos_llama.tool_grammar import call_opener
 from hypnos_llama.transcription import transcription_chat
+
+if TYPE_CHECKING:
+    from hypnos_llama.runtime import LlamaModel
 
 logger = logging.getLogger(__name__)
 
@@ -100,7 +104,8 @@ class LlamaEngine(StagedEngine):
         self._projector_warm = (
             WarmPages(self.projector_path, lock=self.options.lock_warm_pages) if self.projector_path else None
         )
-        self._runtime_model = None
+        self.load_mode = "mmap" if self.options.use_mmap else "read"  # how llama.cpp brings the weights in
+        self._runtime_model: LlamaModel | None = None
         self._batch: BatchLoop | None = None
         self._states: PromptStates | None = None
         self._template: ChatTemplate | None = None
@@ -143,11 +148,6 @@ class LlamaEngine(StagedEngine):
         return estimate_gguf(self.gguf(), self.options, slots=self.model.slots, projector=projector)
 
     # ---- tiers ---------------------------------------------------------------------------------------------------
-
-    @property
-    def load_mode(self) -> str:
-        """How llama.cpp brings the weights in: mmap or read."""
-        return "mmap" if self.options.use_mmap else "read"
 
     def read_weights(self) -> None:
         """Tier 3 -> 2: the header read, the weights' and the projector's pages held in RAM."""
@@ -262,16 +262,16 @@ class LlamaEngine(StagedEngine):
         self._projector = projector
         return weights_ms, context_ms
 
-    def _shape(self, n_ctx: int):  # type: ignore[no-untyped-def]
+    def _shape(self, n_ctx: int):
         """The context for n_ctx cells in all (a sequence never exceeds the trained length; the pool may)."""
         trained = int(self.gguf().arch_value("context_length") or n_ctx)
         cells = min(int(n_ctx), trained * max(1, self.model.slots))
         return context_shape(cells, self.model.slots, self.options.n_batch, self.options.n_ubatch)
 
-    def _layout(self, context) -> tuple:  # type: ignore[no-untyped-def]
+    def _layout(self, context) -> tuple:
         return context_layout(self.path, self.options, context)
 
-    def _teardown(self, batch: BatchLoop, model, projector=None) -> None:  # type: ignore[no-untyped-def]
+    def _teardown(self, batch: BatchLoop, model, projector=None) -> None:
         batch.stop()
         parked = 0
         try:  # KV parking: the idle slots' conversations wait in host memory for the model's return
@@ -311,7 +311,7 @@ class LlamaEngine(StagedEngine):
         )
         return tokens, text
 
-    async def chat(self, request: ChatInput, cancel: CancelToken) -> AsyncIterator[ChatEvent]:  # type: ignore[override]
+    async def chat(self, request: ChatInput, cancel: CancelToken) -> AsyncGenerator[ChatEvent, None]:
         """Stream the answer: ChatAccepted once a slot takes it (before its prefill), content deltas as tokens decode,
         then ChatFinished with usage and timings; the `n` choices decode together in the model's slots, each event
         carrying its choice's index."""

@@ -8,7 +8,7 @@ from typing import Any
 from hypnos.chat import ChatInput, InputMessage, MessagePart, Sampling, TextPart
 from hypnos.config import LimitsConfig, ModelConfig
 from hypnos.engine import CancelToken, ChatFinished, ContentDelta, EngineContext
-from hypnos.types import LayerPlacementPlan, MemoryTier
+from hypnos.types import LayerPlacementPlan, MemoryTier, Modality
 
 CHATML_TEMPLATE = (
     "{% for message in messages %}"
@@ -143,7 +143,7 @@ def make_engine(
     options = {"n_threads": 1, **(llama or {})}
     config = ModelConfig(
         id=model_id,
-        modality="text_generation",
+        modality=Modality.TEXT_GENERATION,
         engine="ggml_llama",
         weights_path=str(path),
         slots=slots,

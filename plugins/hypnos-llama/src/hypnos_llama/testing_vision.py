@@ -243,12 +243,13 @@ def make_vision_engine(
     """A LlamaEngine (not loaded) for the tiny vision model with its projector as aux_path."""
     from hypnos.config import LimitsConfig, ModelConfig
     from hypnos.engine import EngineContext
+    from hypnos.types import Modality
 
     from hypnos_llama.engine import LlamaEngine
 
     config = ModelConfig(
         id=model_id,
-        modality="text_generation",
+        modality=Modality.TEXT_GENERATION,
         engine="ggml_llama",
         weights_path=str(model.weights),
         aux_path=str(model.projector),

@@ -12,7 +12,7 @@ from litestar.types import ASGIApp, Receive, Scope, Send
 
 from hypnos_server.asgi.keylimits import KeyLimiter
 from hypnos_server.asgi.keys import KeyRing
-from hypnos_server.asgi.paths import template_pattern
+from hypnos_server.asgi.paths import http_method, template_pattern
 from hypnos_server.errors import send_error
 from hypnos_server.state import request_context
 
@@ -89,9 +89,10 @@ class AuthLayer:
             key = self.keys.authenticate(header)
             context.key = key
             context.record.key = key.label
-            if self.admin.needs_admin(scope["method"], path) and not key.admin:
-                raise forbidden(scope["method"], path)
-            permit = self.limiter.admit(key, concurrent=not _controls_stored_response(scope["method"], path))
+            method = http_method(scope)
+            if self.admin.needs_admin(method, path) and not key.admin:
+                raise forbidden(method, path)
+            permit = self.limiter.admit(key, concurrent=not _controls_stored_response(method, path))
         except HypnosError as error:
             if error.status == 429:
                 logger.info("key %s refused: %s", context.record.key, error.code)

@@ -7,6 +7,7 @@ import re
 from hypnos.errors import HypnosError
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
+from hypnos_server.asgi.paths import http_method
 from hypnos_server.errors import send_error
 
 ALLOWED_METHODS = "GET, POST, OPTIONS"
@@ -65,7 +66,7 @@ class CorsLayer:
             return
         origin = origin_raw.decode("latin-1")
         allowed = self.policy.allows(origin)
-        if scope["method"] == "OPTIONS" and b"access-control-request-method" in headers:
+        if http_method(scope) == "OPTIONS" and b"access-control-request-method" in headers:
             if not allowed:
                 await send_error(scope, send, refused(origin))
                 return

@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Callable
 
 from hypnos.errors import HypnosError
-from litestar.types import ASGIApp, Message, Receive, Scope, Send
+from litestar.types import ASGIApp, Message, Receive, ReceiveMessage, Scope, Send
 
 from hypnos_server.errors import body_timeout, payload_too_large, request_timeout, send_error, slow_body
 
@@ -40,7 +40,7 @@ class BodyLimitLayer:
                     return
         received = 0
 
-        async def counting_receive() -> Message:
+        async def counting_receive() -> ReceiveMessage:
             nonlocal received
             message = await receive()
             if message["type"] == "http.request":
@@ -102,7 +102,7 @@ class BodyTimeoutLayer:
         loop = asyncio.get_running_loop()
         began, received = loop.time(), 0
 
-        async def bounded_receive() -> Message:
+        async def bounded_receive() -> ReceiveMessage:
             nonlocal body_done, stalled, received
             if body_done or stalled is not None:
                 return await receive()
@@ -118,8 +118,10 @@ class BodyTimeoutLayer:
                 rate, secs = self.min_rate, self.timeout_secs
                 stalled = (lambda: slow_body(rate, secs)) if slow else (lambda: body_timeout(secs))
                 raise stalled() from None
-            received += len(message.get("body", b""))
-            if message["type"] != "http.request" or not message.get("more_body", False):
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                body_done = not message.get("more_body", False)
+            else:
                 body_done = True
             return message
 

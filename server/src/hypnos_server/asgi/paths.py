@@ -10,6 +10,11 @@ from litestar.types import Scope
 TEMPLATE_PARAM = re.compile(r"\{([^}:]+)(?::([^}]*))?\}")
 
 
+def http_method(scope: Scope) -> str:
+    """The request's method: the pipeline's layers see HTTP scopes only (a websocket's scope has none)."""
+    return str(scope.get("method", ""))
+
+
 def template_pattern(template: str) -> re.Pattern[str]:
     """The regex a raw path matches when this route template (`/v1/models/{model_id:str}`) serves it."""
     parts: list[str] = []
@@ -45,4 +50,4 @@ def is_canonical(scope: Scope) -> bool:
 
 def non_canonical(scope: Scope) -> HypnosError:
     """404 not_found for a path in a non-canonical form (the router never answers those)."""
-    return not_found(f"No route for {scope['method']} {clip(scope['path'])}: the path is not in canonical form")
+    return not_found(f"No route for {http_method(scope)} {clip(scope['path'])}: the path is not in canonical form")

@@ -11,7 +11,7 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 from hypnos_server.asgi.auth import AdminRoutes, AuthLayer
 from hypnos_server.asgi.cors import CorsLayer, OriginPolicy
 from hypnos_server.asgi.limits import BodyLimitLayer, BodyTimeoutLayer, TimeoutLayer
-from hypnos_server.asgi.paths import is_canonical, non_canonical
+from hypnos_server.asgi.paths import http_method, is_canonical, non_canonical
 from hypnos_server.errors import as_hypnos_error, send_error
 from hypnos_server.state import CONTEXT_KEY, RequestContext, RequestRecord, new_request_id
 
@@ -43,14 +43,14 @@ class RequestPipeline:
         headers = {key.lower(): value for key, value in scope.get("headers", [])}
         record = RequestRecord(
             id=new_request_id(),
-            method=scope["method"],
+            method=http_method(scope),
             path=scope["path"],
             started_at=time.time(),
             workflow=_text(headers.get(b"x-hypnos-workflow")),
             workflow_end=_text(headers.get(b"x-hypnos-workflow-end")) == "true",
         )
         context = RequestContext(record=record)
-        scope.setdefault("state", {})[CONTEXT_KEY] = context  # type: ignore[typeddict-unknown-key]
+        scope.setdefault("state", {})[CONTEXT_KEY] = context
         request_id = record.id.encode()
         started = False
 
@@ -70,7 +70,7 @@ class RequestPipeline:
                 await send_error(scope, send_with_id, non_canonical(scope))
         except Exception as exc:
             if not started:
-                await send_error(scope, send_with_id, as_hypnos_error(exc, scope["method"], scope["path"]))
+                await send_error(scope, send_with_id, as_hypnos_error(exc, http_method(scope), scope["path"]))
             else:  # the headers are out: nothing more can be told to the client
                 logger.error("request %s failed after its headers were sent", record.id, exc_info=exc)
                 record.error = record.error or f"{type(exc).__name__}: {exc}"

@@ -3,6 +3,7 @@ each finished line is appended and fsynced, so that a restart resumes where the 
 
 from __future__ import annotations
 
+import builtins
 import os
 import secrets
 import shutil
@@ -149,7 +150,7 @@ class BatchStore:
             out.flush()
             os.fsync(out.fileno())
 
-    def finished_lines(self, path: Path) -> list[dict[str, Any]]:
+    def finished_lines(self, path: Path) -> builtins.list[dict[str, Any]]:  # `list` here is the method above
         """The lines a progress file holds (a line torn by a crash is cut off first)."""
         if not path.is_file():
             return []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import msgspec
@@ -81,7 +81,7 @@ class NodeAgent:
 
     def status(self) -> dict[str, Any]:
         """This node's /v1/memory/status body."""
-        return msgspec.to_builtins(self.scheduler.status())  # type: ignore[no-any-return]
+        return msgspec.to_builtins(self.scheduler.status())
 
     async def open_lease(
         self, lease_id: str, model_id: str, modalities: list[Modality], deadline_ms: int | None, next_model: str | None
@@ -114,7 +114,7 @@ class NodeAgent:
         next_model: str | None,
         method: str,
         argument: Any,
-    ) -> AsyncIterator[Any]:
+    ) -> AsyncGenerator[Any, None]:
         """open_lease and stream in one remote call: the Failure that refused the lease, or the grant together with
         the stream's first batch and the seconds the lease took here (one message before the first piece), then the
         batches as `stream` sends them."""
@@ -171,7 +171,7 @@ class NodeAgent:
         except Exception as error:
             return _engine_failure(lease.model_id, error)
 
-    async def stream(self, lease_id: str, method: str, argument: Any) -> AsyncIterator[list[Any]]:
+    async def stream(self, lease_id: str, method: str, argument: Any) -> AsyncGenerator[list[Any], None]:
         """A streamed engine method (the table's: chat, speak, ...) as batches: the first piece alone (no added
         latency), then what arrives within each window; an error ends the stream as a batch holding a Failure."""
         lease = self._lease(lease_id)
@@ -259,7 +259,7 @@ class NodeAgent:
         store = self.scheduler.kv_park
         if enabled is not None or max_bytes is not None:
             store.configure(enabled=enabled, max_bytes=max_bytes)
-        return msgspec.to_builtins(store.status())  # type: ignore[no-any-return]
+        return msgspec.to_builtins(store.status())
 
     def _unknown(self, name: str, streams: bool) -> bool:
         """True unless `name` is a request method of the table here that streams as said (a plugin installed on the

@@ -6,7 +6,7 @@ import asyncio
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
 
 from hypnos.engine import CancelToken, EngineCapabilities, method_table
@@ -109,7 +109,7 @@ class RemoteEngine:
     async def _call_on_node(self, method: str, argument: Any, cancel: CancelToken) -> Any:
         return await self._call(method, argument)
 
-    def _stream_on_node(self, method: str, argument: Any, cancel: CancelToken) -> AsyncIterator[Any]:
+    def _stream_on_node(self, method: str, argument: Any, cancel: CancelToken) -> AsyncGenerator[Any, None]:
         return self._stream(method, argument)
 
     def drop_prepared(self) -> None:
@@ -129,7 +129,7 @@ class RemoteEngine:
             raise result.error()
         return result
 
-    async def _stream(self, method: str, argument: Any) -> AsyncIterator[Any]:
+    async def _stream(self, method: str, argument: Any) -> AsyncGenerator[Any, None]:
         from ray.exceptions import RayError
 
         prepared = self.prepared

@@ -17,9 +17,9 @@ from hypnos_server.realtime.conversation import MAX_ITEMS, Item, item_chars
 from hypnos_server.realtime.detectors import SpeechDetectors
 from hypnos_server.realtime.events import RealtimeError, error_event, event_name, new_id
 from hypnos_server.realtime.handlers import HANDLERS
-from hypnos_server.realtime.input_audio import EarlyTranscript, InputAudio
+from hypnos_server.realtime.input_audio import drop_early, new_segmenter
 from hypnos_server.realtime.session import SessionConfig, first_model, render
-from hypnos_server.realtime.stage import new_record
+from hypnos_server.realtime.stage import EarlyTranscript, new_record
 from hypnos_server.realtime.turn import Response
 
 if TYPE_CHECKING:
@@ -35,8 +35,9 @@ SETTLE_SECS = 20.0  # how long closing waits for the stages to stop
 FLUSH_SECS = 2.0  # how long closing waits for the client to take the last events
 
 
-class RealtimeSession(InputAudio):
-    """The state of one connection: settings, conversation, input buffer (InputAudio), the response in progress."""
+class RealtimeSession:
+    """The state of one connection: settings, conversation, input buffer (its audio-in functions: input_audio.py),
+    the response in progress."""
 
     def __init__(
         self, socket: WebSocket[Any, Any, Any], state: HypnosState, key: ApiKey | None, model: str, beta: bool
@@ -65,7 +66,7 @@ class RealtimeSession(InputAudio):
         self.max_pending = state.settings.limits.max_realtime_pending_bytes  # events the client has not taken
         self.items: list[Item] = []
         self.buffer = bytearray()
-        self.segmenter = self.new_segmenter()
+        self.segmenter = new_segmenter(self)
         self.speech_item: str | None = None
         self.early: EarlyTranscript | None = None
         self.early_dropped: asyncio.Task[Any] | None = None  # the last early transcription dropped (it runs on)
@@ -141,7 +142,7 @@ class RealtimeSession(InputAudio):
         finally:
             if self.response is not None:
                 self.response.cancel("session_closed")
-            self.drop_early()
+            drop_early(self)
             self.gone.set()  # the client is gone or the session ended: its stages stop at their next check
             stopping = self.tasks | self.transcriptions
             if stopping:
@@ -186,9 +187,9 @@ class RealtimeSession(InputAudio):
                 self.client_left = True
                 self.gone.set()
                 return
-            data = message.get("text")
-            if data is None:
-                data = message.get("bytes") or b""
+            if message["type"] != "websocket.receive":
+                continue
+            data: str | bytes = message.get("text") or message.get("bytes") or b""
             if len(data) > self.max_frame:
                 await self.send_error(
                     f"The frame is {len(data)} bytes, above limits.max_realtime_frame_bytes ({self.max_frame})",

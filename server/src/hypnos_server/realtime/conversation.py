@@ -96,7 +96,8 @@ def parse_item(raw: Any) -> Item:
     if not isinstance(raw, dict):
         raise RealtimeError("`item` must be an object", param="item")
     kind = raw.get("type")
-    item_id = raw.get("id") if isinstance(raw.get("id"), str) and raw.get("id") else new_id("item")
+    given_id = raw.get("id")
+    item_id = given_id if isinstance(given_id, str) and given_id else new_id("item")
     if kind == "function_call_output":
         if not isinstance(raw.get("call_id"), str) or not isinstance(raw.get("output"), str):
             raise RealtimeError("A function_call_output needs string `call_id` and `output`", param="item")
@@ -104,7 +105,8 @@ def parse_item(raw: Any) -> Item:
     if kind == "function_call":
         if not isinstance(raw.get("name"), str) or not isinstance(raw.get("call_id"), str):
             raise RealtimeError("A function_call needs string `call_id` and `name`", param="item")
-        arguments = raw.get("arguments") if isinstance(raw.get("arguments"), str) else "{}"
+        arguments = raw.get("arguments")
+        arguments = arguments if isinstance(arguments, str) else "{}"
         return Item(type=kind, id=item_id, call_id=raw["call_id"], name=raw["name"], arguments=arguments)
     if kind not in (None, "message"):
         raise RealtimeError(f"Unsupported item type `{kind}`", param="item.type")

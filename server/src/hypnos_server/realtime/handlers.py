@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from hypnos_server.realtime.conversation import output_limit, parse_item
 from hypnos_server.realtime.events import RealtimeError
+from hypnos_server.realtime.input_audio import append, commit, drop_early, new_segmenter
 from hypnos_server.realtime.session import apply_update, is_ga, render
 from hypnos_server.realtime.stage import decode_audio
 
@@ -19,23 +20,23 @@ async def _session_update(session: SessionSurface, event: dict[str, Any]) -> Non
     before = (session.config.turn_detection, session.config.speech_detector)
     session.config = apply_update(session.config, update, session.state.scheduler, session.detectors.kinds)
     if (session.config.turn_detection, session.config.speech_detector) != before:
-        session.drop_early()
-        session.segmenter = session.new_segmenter()
+        drop_early(session)
+        session.segmenter = new_segmenter(session)
     await session.send({"type": "session.updated", "session": render(session.config)})
 
 
 async def _append(session: SessionSurface, event: dict[str, Any]) -> None:
-    await session.append(decode_audio(event.get("audio")))
+    await append(session, decode_audio(event.get("audio")))
 
 
 async def _commit(session: SessionSurface, _: dict[str, Any]) -> None:
-    await session.commit()
+    await commit(session)
 
 
 async def _clear(session: SessionSurface, _: dict[str, Any]) -> None:
     session.buffer = bytearray()
-    session.drop_early()
-    session.segmenter = session.new_segmenter()
+    drop_early(session)
+    session.segmenter = new_segmenter(session)
     await session.send({"type": "input_audio_buffer.cleared"})
 
 
@@ -81,7 +82,8 @@ async def _response_create(session: SessionSurface, event: dict[str, Any]) -> No
         raise RealtimeError(
             "The conversation already has an active response", "conversation_already_has_active_response"
         )
-    options = event.get("response") if isinstance(event.get("response"), dict) else {}
+    options = event.get("response")
+    options = options if isinstance(options, dict) else {}
     output_limit(options, None)  # a bad max_output_tokens is refused before the key's limits count the response
     session.start_response(options)
 

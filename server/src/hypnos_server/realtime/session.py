@@ -107,6 +107,12 @@ def _pick(scheduler: Scheduler, model: Any, modality: Modality, param: str) -> s
     return model
 
 
+def _object(holder: dict[str, Any], key: str) -> dict[str, Any]:
+    """holder[key] when it is a JSON object, else an empty one."""
+    value = holder.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def apply_update(
     config: SessionConfig, session: Any, scheduler: Scheduler, detectors: Collection[str] = ("energy",)
 ) -> SessionConfig:
@@ -115,9 +121,8 @@ def apply_update(
     if not isinstance(session, dict):
         raise RealtimeError("`session` must be an object", param="session")
     changes: dict[str, Any] = {}
-    audio = session.get("audio") if isinstance(session.get("audio"), dict) else {}
-    audio_in = audio.get("input") if isinstance(audio.get("input"), dict) else {}
-    audio_out = audio.get("output") if isinstance(audio.get("output"), dict) else {}
+    audio = _object(session, "audio")
+    audio_in, audio_out = _object(audio, "input"), _object(audio, "output")
     for value, param in (
         (session.get("input_audio_format"), "session.input_audio_format"),
         (session.get("output_audio_format"), "session.output_audio_format"),

@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING
 
 from hypnos.engine import AudioChunk, SpeechInput
 from hypnos.errors import HypnosError
+from hypnos.kit.audio import resample_pcm16
 from hypnos.types import Modality
 
 from hypnos_server.realtime.session import SAMPLE_RATE
-from hypnos_server.realtime.stage import new_record, resample, stage_run
+from hypnos_server.realtime.stage import new_record, stage_run
 from hypnos_server.routes.audio import pick_voice
 from hypnos_server.routes.inference import engine_failed_message
 
@@ -82,7 +83,7 @@ class Speaker:
 
     async def _out(self, item: Item, chunk: AudioChunk, began: float) -> None:
         response = self.response
-        pcm = resample(chunk.pcm16, chunk.sample_rate, SAMPLE_RATE)
+        pcm = resample_pcm16(chunk.pcm16, chunk.sample_rate, SAMPLE_RATE)
         if response.first_audio_at is None:
             response.first_audio_at = time.perf_counter()
             response.stage_ms["speech_first_audio_ms"] = round((response.first_audio_at - began) * 1000, 1)

@@ -2,22 +2,33 @@
 
 from __future__ import annotations
 
-import array
 import asyncio
 import base64
 import binascii
-import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from hypnos.engine import TranscriptionResult
 from hypnos.types import Modality
+from litestar.types import HTTPDisconnectEvent
 
 from hypnos_server.realtime.events import RealtimeError
 from hypnos_server.routes.inference import Caller, InferenceRun
 from hypnos_server.state import HypnosState, RequestContext, RequestRecord, new_request_id
 
 PATH = "/v1/realtime"
+
+
+@dataclass
+class EarlyTranscript:
+    """The turn's audio so far, transcribing since a pause in the speech (vad.PAUSE_MS): the transcript when the turn
+    ends there, dropped (its stage cancelled) when the speech goes on."""
+
+    task: asyncio.Task[TranscriptionResult]
+    gone: asyncio.Event
+    began: float
 
 
 def new_record(key: str | None) -> RequestRecord:
@@ -33,7 +44,7 @@ def stage_caller(
     """Whom a stage of a realtime turn serves: a context holding `record`, the next-model hint (the scheduler
     prefetches the turn's next model), and a hang-up that is `gone` (barge-in, response.cancel, the socket closed)."""
 
-    async def receive() -> dict[str, Any]:
+    async def receive() -> HTTPDisconnectEvent:
         await gone.wait()
         return {"type": "http.disconnect"}
 
@@ -63,26 +74,3 @@ def decode_audio(data: Any) -> bytes:
     if len(pcm) % 2:
         raise RealtimeError("`audio` is not whole pcm16 samples (an odd byte count)", "invalid_audio", "audio")
     return pcm
-
-
-def resample(pcm: bytes, source_rate: int, target_rate: int) -> bytes:
-    """pcm16 mono from one rate to another (linear interpolation); unchanged when the rates match."""
-    if source_rate == target_rate or not pcm:
-        return pcm
-    samples = array.array("h")
-    samples.frombytes(pcm[: len(pcm) // 2 * 2])
-    if sys.byteorder == "big":
-        samples.byteswap()
-    count = max(1, len(samples) * target_rate // source_rate)
-    step = (len(samples) - 1) / max(count - 1, 1)
-    out = array.array("h", bytes(2 * count))
-    last = len(samples) - 1
-    for index in range(count):
-        position = index * step
-        low = int(position)
-        high = min(low + 1, last)
-        fraction = position - low
-        out[index] = int(samples[low] + (samples[high] - samples[low]) * fraction)
-    if sys.byteorder == "big":
-        out.byteswap()
-    return out.tobytes()

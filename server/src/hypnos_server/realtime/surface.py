@@ -1,5 +1,5 @@
-"""What the client-event handlers and a response use of a realtime session (connection.RealtimeSession), and what the
-speaker uses of its response (turn.Response)."""
+"""What the client-event handlers, the audio-in functions and a response use of a realtime session
+(connection.RealtimeSession), and what the speaker uses of its response (turn.Response)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from hypnos.errors import HypnosError
 
+    from hypnos_server.observability.realtime import RealtimeMetrics
     from hypnos_server.realtime import vad
     from hypnos_server.realtime.conversation import Item
     from hypnos_server.realtime.detectors import SpeechDetectors
     from hypnos_server.realtime.session import SessionConfig
+    from hypnos_server.realtime.stage import EarlyTranscript
     from hypnos_server.routes.inference import InferenceRun
     from hypnos_server.state import HypnosState, RequestRecord
 
@@ -20,13 +22,19 @@ if TYPE_CHECKING:
 class Cancellable(Protocol):
     """The response in progress, as a handler cancels it (turn.Response)."""
 
+    @property
+    def cancelled(self) -> bool:
+        """True once the response was cancelled (it may still be finishing)."""
+        ...
+
     def cancel(self, reason: str) -> None:
         """Stop the response's stages at their next check."""
         ...
 
 
 class SessionSurface(Protocol):
-    """One connection's state and actions, as the handlers (handlers.py) and a response (turn.py) see it."""
+    """One connection's state and actions, as the handlers (handlers.py), the audio-in functions (input_audio.py) and
+    a response (turn.py) see it."""
 
     app: Any
     state: HypnosState
@@ -38,6 +46,13 @@ class SessionSurface(Protocol):
     segmenter: vad.TurnSegmenter | None
     detectors: SpeechDetectors
     turn: Item | None  # the user audio committed last that no response answered yet
+    speech_item: str | None  # the item id of the turn the VAD hears now
+    early: EarlyTranscript | None  # the turn so far, transcribing since a pause
+    early_dropped: asyncio.Task[Any] | None  # the last early transcription dropped (it runs on)
+    transcriptions: set[asyncio.Task[Any]]  # the committed audio being transcribed
+    tasks: set[asyncio.Task[Any]]  # what the session's end waits for
+    gone: asyncio.Event  # the session ends: every stage stops
+    metrics: RealtimeMetrics | None
 
     @property
     def beta(self) -> bool:
@@ -96,26 +111,6 @@ class SessionSurface(Protocol):
 
     def finish_record(self, record: RequestRecord) -> None:
         """Charge the key and hand the response's record to the request log and metrics."""
-        ...
-
-    def drop_early(self) -> None:
-        """Cancel the transcription started in a pause of the speech, if any."""
-        ...
-
-    def new_segmenter(self) -> vad.TurnSegmenter | None:
-        """A VAD for the session's turn_detection (None when it is off)."""
-        ...
-
-    async def append(self, pcm: bytes) -> None:
-        """Add audio to the input buffer."""
-        ...
-
-    async def commit(self, item_id: str | None = None) -> None:
-        """Commit the input buffer as a user item."""
-        ...
-
-    async def transcriptions_done(self, cancelled: asyncio.Event) -> None:
-        """Wait for the committed audio to be transcribed, or for `cancelled`."""
         ...
 
     def start_response(self, options: dict[str, Any]) -> None:

@@ -17,6 +17,7 @@ from hypnos.openai import ToolCall
 from hypnos_server.observability.realtime import FIRST_AUDIO
 from hypnos_server.realtime.conversation import Item, add_items, chat_tools, output_limit
 from hypnos_server.realtime.events import new_id
+from hypnos_server.realtime.input_audio import transcriptions_done
 from hypnos_server.realtime.phrases import PhraseSplitter
 from hypnos_server.realtime.session import SAMPLE_RATE
 from hypnos_server.realtime.speaker import Speaker
@@ -123,7 +124,7 @@ class Response:
         await self.session.send({"type": "response.created", "response": self.render("in_progress")})
         await self.session.rate_limits()
         try:
-            await self.session.transcriptions_done(self.gone)
+            await transcriptions_done(self.session, self.gone)
             if not self.cancelled:
                 await self._chat()
         except HypnosError as error:
@@ -138,6 +139,7 @@ class Response:
         for item in self.output:
             if item.status == "in_progress":
                 item.status = "incomplete"
+        details: dict[str, Any] | None
         if self.cancelled:
             status, details = "cancelled", {"type": "cancelled", "reason": self.reason}
         elif self.error is not None:
@@ -215,8 +217,9 @@ class Response:
                             message = await self._open_message()
                         message.text += event.text
                         await self._text_delta(message, event.text)
-                        for phrase in splitter.feed(event.text) if speaker is not None else []:
-                            self._say(speaker, message, phrase, began)
+                        if speaker is not None:
+                            for phrase in splitter.feed(event.text):
+                                self._say(speaker, message, phrase, began)
                     elif isinstance(event, ToolCallEvent):
                         await self._function_call(event.call)
                     elif isinstance(event, ChatFinished):

@@ -4,7 +4,7 @@ before the headers go; a wire format only shapes the events and the answer."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
 from hypnos.chat import ChatInput
@@ -64,11 +64,11 @@ class ChatRun:
             headers={"cache-control": "no-cache", **self.run.headers(), **(headers or {})},
         )
 
-    async def events(self) -> AsyncIterator[ChatEvent]:
+    async def events(self) -> AsyncGenerator[ChatEvent, None]:
         """The engine's events of the answer, each taken into `answer`; the usage recorded however it ends. A device
         OOM before the first event (nothing was sent) evicts the idle models and starts the answer once more."""
         run = self.run
-        events: AsyncIterator[ChatEvent] | None = None
+        events: AsyncGenerator[ChatEvent, None] | None = None
         try:
             events, first = await run.lease.first_with_oom_retry(
                 lambda engine: engine.chat(self.chat, run.lease.cancel)
@@ -80,7 +80,7 @@ class ChatRun:
                     self.answer.add(event)
                     yield event
         finally:
-            aclose = getattr(events, "aclose", None)
+            aclose = getattr(events, "aclose", None)  # an engine's own iterator may have none
             if aclose is not None:
                 await aclose()
             self.answer.record_usage(run, self.chat)

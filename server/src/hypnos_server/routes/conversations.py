@@ -66,7 +66,7 @@ async def _conversation(request: Request[Any, Any, Any]) -> StoredConversation:
     found = await store.arun(store.get, ident, owner_of(request_context(request)))
     if found is None:
         raise unknown_conversation(ident)
-    return found  # type: ignore[no-any-return]
+    return found
 
 
 @post("/v1/conversations", status_code=200)

@@ -243,8 +243,8 @@ async def _events(
     stop_reason, stop_sequence = stop_of(finished)
     delta = {"stop_reason": stop_reason, "stop_sequence": stop_sequence}
     yield _sse("message_delta", delta=delta, usage=usage_of(finished), hypnos_telemetry=telemetry)
-    message = {"id": message_id, "type": "message", "role": "assistant", "model": run.model, **delta}
-    await save({**message, "content": content_blocks(answer.choice(0)), "usage": usage_of(finished)})
+    final = {"id": message_id, "type": "message", "role": "assistant", "model": run.model, **delta}
+    await save({**final, "content": content_blocks(answer.choice(0)), "usage": usage_of(finished)})
     yield _sse("message_stop")
 
 

@@ -66,9 +66,10 @@ def _system_message(content: Any, index: int) -> str:
     if isinstance(content, str):
         return content
     blocks = content if isinstance(content, list) else [None]
-    if any(not isinstance(block, dict) or block.get("type") != "text" for block in blocks):
+    texts = [block for block in blocks if isinstance(block, dict) and block.get("type") == "text"]
+    if len(texts) != len(blocks):
         raise invalid_request(f"Invalid value for `messages[{index}].content`: a system message holds text only")
-    return "".join(str(block.get("text") or "") for block in blocks)
+    return "".join(str(block.get("text") or "") for block in texts)
 
 
 def _image_url(block: dict[str, Any], where: str) -> str:

@@ -266,7 +266,7 @@ async def _run_background(
                 state.live_responses.pop(meta.id, None)
 
 
-def _forget(state: HypnosState, response_id: str):  # type: ignore[no-untyped-def]
+def _forget(state: HypnosState, response_id: str):
     async def forget() -> None:
         state.live_responses.pop(response_id, None)
 

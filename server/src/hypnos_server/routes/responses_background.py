@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+
+from litestar.types import HTTPDisconnectEvent
 
 from hypnos_server.state import HypnosState, RequestContext, RequestRecord, new_request_id
 
@@ -64,7 +65,7 @@ class StopSwitch:
         """Cancel: a run still waiting for its lease leaves the queue."""
         self._stop.set()
 
-    async def receive(self) -> dict[str, Any]:
+    async def receive(self) -> HTTPDisconnectEvent:
         """An ASGI receive that answers once, at the stop."""
         await self._stop.wait()
         return {"type": "http.disconnect"}

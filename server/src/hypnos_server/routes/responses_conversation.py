@@ -47,7 +47,7 @@ async def conversation_history(state: HypnosState, owner: str, ident: str) -> li
     conversations = None if store is None else store.conversations
     if conversations is None or await conversations.arun(conversations.get, ident, owner) is None:
         raise unknown_conversation(ident)
-    return await conversations.arun(conversations.items, ident)  # type: ignore[no-any-return]
+    return await conversations.arun(conversations.items, ident)
 
 
 async def add_to_conversation(state: HypnosState, owner: str, ident: str, items: list[dict[str, Any]]) -> None:

@@ -15,6 +15,7 @@ import msgspec
 from hypnos.engine import ChatFinished
 from hypnos.errors import HypnosError, clip, staging
 from litestar import WebSocket, websocket
+from litestar.types import HTTPDisconnectEvent
 
 from hypnos_server.asgi.cors import OriginPolicy
 from hypnos_server.asgi.keys import ApiKey
@@ -75,7 +76,8 @@ class ResponsesSocket:
                 self.gone.set()
                 await messages.put(None)
                 return
-            await messages.put(message.get("text") or message.get("bytes") or b"")
+            if message["type"] == "websocket.receive":
+                await messages.put(message.get("text") or message.get("bytes") or b"")
 
     async def answer(self, data: str | bytes) -> None:
         """One client message: a `response.create` runs a response; anything else is an `error` event."""
@@ -109,7 +111,7 @@ class ResponsesSocket:
     def _caller(self, context: RequestContext) -> Caller:
         """Whom one response serves: its own context, and a hang-up that is the socket closing."""
 
-        async def receive() -> dict[str, Any]:
+        async def receive() -> HTTPDisconnectEvent:
             await self.gone.wait()
             return {"type": "http.disconnect"}
 

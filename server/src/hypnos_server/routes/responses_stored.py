@@ -46,10 +46,12 @@ async def retrieve_response(request: Request[Any, Any, Any]) -> Response[Any]:
     if starting_after < -1:
         raise invalid_request("Invalid value for `starting_after`: a sequence number (an integer >= 0)")
     live = hypnos_state(request).live_responses.get(response_id)
-    mine = live is not None and live.owner == owner_of(request_context(request)) and live.meta.body.store
-    mine = mine and not (live.conversation is not None and live.conversation.discarded)
+    if live is not None:  # another key's (or an unstored, or a discarded conversation's) is not the caller's to see
+        mine = live.owner == owner_of(request_context(request)) and live.meta.body.store
+        if not mine or (live.conversation is not None and live.conversation.discarded):
+            live = None
     if stream == "true":
-        if mine and live.log is not None:
+        if live is not None and live.log is not None:
             followed = ending_with_done(live.log.follow(starting_after))
             return Stream(followed, media_type="text/event-stream", headers=NO_CACHE)
         await _stored(request, response_id)  # 404 unless the caller's
@@ -63,7 +65,7 @@ async def retrieve_response(request: Request[Any, Any, Any]) -> Response[Any]:
         return Response(
             content=b"".join([*events[starting_after + 1 :], DONE]), media_type="text/event-stream", headers=NO_CACHE
         )
-    if mine:
+    if live is not None:
         return json_response(live.snapshot())
     return json_response((await _stored(request, response_id)).response)
 

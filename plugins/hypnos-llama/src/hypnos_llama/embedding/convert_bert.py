@@ -37,7 +37,7 @@ HEAD_TENSORS = {
 }
 
 
-def _pooling(model_dir: Path):  # type: ignore[no-untyped-def]
+def _pooling(model_dir: Path):
     """The llama.cpp pooling type of a sentence-transformers folder (mean when unspecified; rank for a reranker)."""
     import gguf
 
@@ -60,7 +60,8 @@ def _vocab(model_dir: Path) -> tuple[list[str], list[int]]:
     import gguf
 
     tokens = (model_dir / "vocab.txt").read_text(encoding="utf-8").splitlines()
-    texts, types = [], []
+    texts: list[str] = []
+    types: list[int] = []  # gguf.TokenType values
     for token in tokens:
         if token in SPECIAL_TOKENS:
             texts.append(token)
@@ -77,7 +78,7 @@ def _vocab(model_dir: Path) -> tuple[list[str], list[int]]:
 WEIGHT_TYPES = ("f32", "f16", "bf16")
 
 
-def _matrix_data(array, weight_type: str):  # type: ignore[no-untyped-def]
+def _matrix_data(array, weight_type: str):
     """A matmul weight in the chosen type: (data, raw_dtype for add_tensor)."""
     import gguf
     import numpy as np

@@ -51,7 +51,7 @@ def _calls_from_json(payload: Any, arguments_keys: tuple[str, ...] = ("arguments
     for item in items:
         if not isinstance(item, dict) or not isinstance(item.get("name"), str):
             return []
-        raw = next((item[key] for key in arguments_keys if key in item), {})
+        raw: Any = next((item[key] for key in arguments_keys if key in item), {})
         arguments = _json_arguments(raw)
         if arguments is None:
             return []
