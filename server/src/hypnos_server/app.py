@@ -31,10 +31,10 @@ from hypnos_server.batches.service import BatchService
 from hypnos_server.catalog import Catalog, shipped_catalog_path
 from hypnos_server.errors import exception_handler
 from hypnos_server.lifeline import tie_to_parent
+from hypnos_server.model_pool import ModelPool
 from hypnos_server.observability import install_observability, observability_of, observe_dispatch
 from hypnos_server.openapi import openapi_config
 from hypnos_server.plugin_loading import collect_routes, installed_plugin_manager
-from hypnos_server.pool import ModelPool
 from hypnos_server.realtime.detectors import collect_speech_detectors
 from hypnos_server.responses_store import ResponseStore
 from hypnos_server.routes import server_routes

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from hypnos_server.asgi.keylimits import KeyLimiter
     from hypnos_server.asgi.keys import ApiKey, KeyRing
     from hypnos_server.catalog import Catalog
-    from hypnos_server.pool import ModelPool
+    from hypnos_server.model_pool import ModelPool
     from hypnos_server.realtime.detectors import SpeechDetectors
     from hypnos_server.responses_store import ResponseStore
 

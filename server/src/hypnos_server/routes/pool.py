@@ -19,7 +19,7 @@ from hypnos_server.catalog import (
     file_state,
     variant_files,
 )
-from hypnos_server.pool import ModelPool
+from hypnos_server.model_pool import ModelPool
 from hypnos_server.routes.inference import decode_json, json_response, ready_guard
 from hypnos_server.state import HypnosState, hypnos_state
 
