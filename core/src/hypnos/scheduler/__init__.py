@@ -2,7 +2,7 @@
 
 from hypnos.scheduler.budgets import Budgets, compute_budgets
 from hypnos.scheduler.lease import Lease
-from hypnos.scheduler.leasing import LeaseContext
+from hypnos.scheduler.lease_context import LeaseContext
 from hypnos.scheduler.planner import FreeMemory, PlacementRequest, plan_placement
 from hypnos.scheduler.records import EvictionRecord, SchedulerCounters
 from hypnos.scheduler.scheduler import Scheduler

@@ -26,7 +26,7 @@ from hypnos.scheduler.budgets import compute_budgets
 from hypnos.scheduler.core_shares import CoreShares
 from hypnos.scheduler.kv_park import KvParkStore
 from hypnos.scheduler.lease import Lease
-from hypnos.scheduler.leasing import LeaseContext
+from hypnos.scheduler.lease_context import LeaseContext
 from hypnos.scheduler.load_backoff import backoff_left, forget_load_failures, refuse_while_backing_off
 from hypnos.scheduler.measure_store import MeasuredStore, measured_path
 from hypnos.scheduler.pool import PoolChanges
