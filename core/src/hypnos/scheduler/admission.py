@@ -9,7 +9,7 @@ from typing import Any
 from hypnos.config import LimitsConfig, ProfileObjective, ServerConfig
 from hypnos.errors import HypnosError
 from hypnos.scheduler.budgets import Budgets
-from hypnos.scheduler.state import ModelState
+from hypnos.scheduler.model_state import ModelState
 from hypnos.types import MemoryTier
 
 # Built-in workload profiles ([server] profile = "<name>"): (metric, target_ms).

@@ -12,9 +12,9 @@ from hypnos.hardware import HardwareProbe
 from hypnos.scheduler.budgets import Budgets, Tier1Figures, tier1_figures
 from hypnos.scheduler.eviction import EvictionCandidate
 from hypnos.scheduler.measure_store import MeasuredStore
+from hypnos.scheduler.model_state import ModelState
 from hypnos.scheduler.planner import FreeMemory
 from hypnos.scheduler.records import RECENT_EVICTIONS, EvictionRecord, SchedulerCounters
-from hypnos.scheduler.state import ModelState
 from hypnos.types import LayerPlacementPlan, MemoryTier, ModelPriority
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 
 from hypnos.cpu_cores import CoreDemand, plan_cores
 from hypnos.engine import Engine
-from hypnos.scheduler.state import ModelState
+from hypnos.scheduler.model_state import ModelState
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from hypnos.types import LayerPlacementPlan, MemoryTier
 
 if TYPE_CHECKING:
     from hypnos.scheduler.books import TierBooks
-    from hypnos.scheduler.state import ModelState
+    from hypnos.scheduler.model_state import ModelState
 
 logger = logging.getLogger(__name__)
 

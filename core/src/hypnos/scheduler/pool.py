@@ -11,7 +11,7 @@ from typing import Any
 from hypnos.config import ConfigError, ModelConfig
 from hypnos.errors import invalid_request, model_busy, model_not_found
 from hypnos.scheduler.kv_park import KvParkStore
-from hypnos.scheduler.state import ModelState
+from hypnos.scheduler.model_state import ModelState
 from hypnos.scheduler.tiers import TierManager
 from hypnos.types import MemoryTier
 

@@ -29,10 +29,10 @@ from hypnos.scheduler.lease import Lease
 from hypnos.scheduler.lease_context import LeaseContext
 from hypnos.scheduler.load_backoff import backoff_left, forget_load_failures, refuse_while_backing_off
 from hypnos.scheduler.measure_store import MeasuredStore, measured_path
+from hypnos.scheduler.model_state import ModelState, failure_reason
 from hypnos.scheduler.pool import PoolChanges
 from hypnos.scheduler.prompt_cache import PromptCacheStore
 from hypnos.scheduler.records import EvictionRecord, SchedulerCounters
-from hypnos.scheduler.state import ModelState, failure_reason
 from hypnos.scheduler.status import build_status
 from hypnos.scheduler.status_types import MemoryStatus
 from hypnos.scheduler.stopping import end_in_flight, shutting_down, unload_all

@@ -12,8 +12,8 @@ from hypnos.hosting import HostedEngine
 from hypnos.scheduler.admission import estimated_wait_ms, profile_objective
 from hypnos.scheduler.books import TierBooks
 from hypnos.scheduler.load_backoff import load_failure_reason
+from hypnos.scheduler.model_state import ModelState
 from hypnos.scheduler.planner import total_weight_bytes
-from hypnos.scheduler.state import ModelState
 from hypnos.scheduler.status_types import (
     Capabilities,
     KvParkStatus,

@@ -18,7 +18,7 @@ from typing import Any
 from hypnos.errors import HypnosError
 from hypnos.hosting import HostedEngine
 from hypnos.scheduler.lease import Lease
-from hypnos.scheduler.state import ModelState
+from hypnos.scheduler.model_state import ModelState
 from hypnos.scheduler.tiers import TierManager
 from hypnos.types import MemoryTier
 

@@ -14,6 +14,7 @@ from hypnos.scheduler.books import TierBooks
 from hypnos.scheduler.eviction import Eviction, choose_victims
 from hypnos.scheduler.load_backoff import forget_load_failures, is_load_failure, record_load_failure
 from hypnos.scheduler.measured import correct_after_load
+from hypnos.scheduler.model_state import ModelState
 from hypnos.scheduler.planner import (
     FreeMemory,
     PlacementRequest,
@@ -23,7 +24,6 @@ from hypnos.scheduler.planner import (
     total_weight_bytes,
 )
 from hypnos.scheduler.records import EvictionRecord, LoadOutcome
-from hypnos.scheduler.state import ModelState
 from hypnos.types import LayerPlacementPlan, MemoryTier
 
 logger = logging.getLogger(__name__)
