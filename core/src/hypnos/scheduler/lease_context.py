@@ -12,7 +12,7 @@ from hypnos.scheduler.lease import Lease
 from hypnos.scheduler.load_backoff import refuse_while_backing_off
 from hypnos.scheduler.measured import rebook_measured
 from hypnos.scheduler.model_state import ModelState
-from hypnos.scheduler.pool import PoolChanges
+from hypnos.scheduler.pool_changes import PoolChanges
 from hypnos.scheduler.stopping import shutting_down
 from hypnos.scheduler.tiers import TierManager
 from hypnos.types import MemoryTier, Modality

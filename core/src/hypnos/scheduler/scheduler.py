@@ -30,7 +30,7 @@ from hypnos.scheduler.lease_context import LeaseContext
 from hypnos.scheduler.load_backoff import backoff_left, forget_load_failures, refuse_while_backing_off
 from hypnos.scheduler.measure_store import MeasuredStore, measured_path
 from hypnos.scheduler.model_state import ModelState, failure_reason
-from hypnos.scheduler.pool import PoolChanges
+from hypnos.scheduler.pool_changes import PoolChanges
 from hypnos.scheduler.prompt_cache import PromptCacheStore
 from hypnos.scheduler.records import EvictionRecord, SchedulerCounters
 from hypnos.scheduler.status import build_status
