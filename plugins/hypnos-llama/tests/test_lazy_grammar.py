@@ -14,7 +14,7 @@ from hypnos_llama.chat_plan import plan_chat
 from hypnos_llama.grammar import request_grammar
 from hypnos_llama.lazy_grammar import LazyGrammar
 from hypnos_llama.testing import chat_request
-from hypnos_llama.tool_grammar import bare_trigger
+from hypnos_llama.tool_grammar import BARE_TRIGGER
 
 WEATHER = ToolDefinition(
     function=FunctionDefinition(
@@ -121,15 +121,22 @@ def test_a_bare_json_call_at_the_answer_start_triggers_the_grammar(model: Any) -
         model.lib.llama_sampler_free(sampler)
     late = LazyGrammar(model, constraint.grammar, constraint.triggers)
     assert _feed(late, model, 'Call it like {"name": "get_weather"}') is None  # not at the start: free text
-    # bare JSON naming no declared function is no call (as llama.cpp's server has it): free text, read as text
-    other = LazyGrammar(model, constraint.grammar, constraint.triggers)
-    assert _feed(other, model, '{"name":"say_hello","arguments":{"lang":"fr"}}') is None
+    # the grammar holds from `{"name":` on, before the name: the model picks among the declared names (Codex CLI's
+    # `read_file_hello_tx0` and Claude Code's `hello.txt` came out as text, and no tool ran)
+    for name, allowed in (('say_hello"', False), ('get_weather"', True)):
+        other = LazyGrammar(model, constraint.grammar, constraint.triggers)
+        sampler = _feed(other, model, '{"name":"')
+        assert sampler is not None
+        try:
+            assert _allows(model, sampler, name) == allowed, name
+        finally:
+            model.lib.llama_sampler_free(sampler)
 
 
 def test_a_trigger_the_grammar_refuses_is_dropped(model: Any) -> None:
     """The bare-JSON trigger fires on text the grammar refuses (a leading tab it does not allow): nothing is fed
     to llama.cpp (its own lazy sampler would abort the process), and the output stays free."""
-    lazy = LazyGrammar(model, 'root ::= "{\\"name\\": \\"x\\"}"', (bare_trigger(["x"]),))
+    lazy = LazyGrammar(model, 'root ::= "{\\"name\\": \\"x\\"}"', (BARE_TRIGGER,))
     assert _feed(lazy, model, '\t{"name":"x"}') is None
 
 

@@ -1,9 +1,9 @@
 """Tool-call grammars: a call names one of the declared functions and its arguments follow that function's schema.
 
 With tool_choice "auto" the grammar is lazy (as llama.cpp's server does it): the model writes freely until a trigger,
-the family's opener (`<tool_call>`) or, for families whose models also write calls as bare JSON, a `{"name": "f"` at
-the start of the answer naming a declared function f; from there the call is constrained. After the opener the name
-is one of the declared functions: a call of any other never comes out (as llama.cpp's server does it). With a
+the family's opener (`<tool_call>`) or, for families whose models also write calls as bare JSON, `{"name":` at the
+start of the answer, before the name (llama.cpp's server waits for a declared name there); from there the call is
+constrained. After the opener the name is one of the declared functions: a call of any other never comes out. With a
 response_format too, the grammar is active from the first token: a call, or the answer under the schema (issue 40,
 Build 7).
 """
@@ -23,14 +23,10 @@ from hypnos_llama.formats.tool_formats import canonical
 from hypnos_llama.schema_gbnf import bounded_converter, check_bounds
 
 logger = logging.getLogger(__name__)
-# A bare JSON call at the start of the answer, in a ```json block or not, alone or in a list, up to its name
-BARE_OPENER = r'^\s*(?:```json\s*)?\[?\s*\{\s*"name"\s*:\s*'
-
-
-def bare_trigger(names: list[str]) -> str:
-    """The trigger of a bare JSON call: its opener and one of the declared `names` (as llama.cpp's server does it:
-    an answer that is JSON naming another function is text, never held to the call grammar)."""
-    return BARE_OPENER + "(?:" + "|".join(re.escape(json.dumps(name)) for name in names) + ")"
+# A bare JSON call at the start of the answer, in a ```json block or not, alone or in a list, up to its name's colon:
+# the grammar holds before the name is sampled, so the model picks among the declared names (an answer that starts a
+# call has shown its intent; an undeclared name would only come out as text and no tool would run)
+BARE_TRIGGER = r'^\s*(?:```json\s*)?\[?\s*\{\s*"name"\s*:'
 
 
 @dataclass(frozen=True)
@@ -154,8 +150,7 @@ def auto_call_grammar(
         return None  # a schema the converter cannot express: the calls are parsed, not constrained
     if answer_rule is None:
         converter._add_rule("root", "call-root")
-        names = [tool.function.name for tool in request.tools]
-        triggers = [re.escape(shape.open)] + ([bare_trigger(names)] if bare else [])
+        triggers = [re.escape(shape.open)] + ([BARE_TRIGGER] if bare else [])
         return CallGrammar(converter.format_grammar(), tuple(triggers))
     converter._add_rule("root", f"call-root | {answer_rule}")
     return CallGrammar(converter.format_grammar())
