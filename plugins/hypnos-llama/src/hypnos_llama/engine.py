@@ -31,6 +31,7 @@ from hypnos.kit.warm_pages import WarmPages
 from hypnos.types import LayerPlacementPlan, Modality, TierSwitchPhases
 
 from hypnos_llama.batch_loop import BatchLoop, context_shape
+from hypnos_llama.call_gate import call_gate
 from hypnos_llama.chat_plan import ChatPlan, ChoiceReader, plan_chat, thinking_guard
 from hypnos_llama.echo_guard import echo_guard
 from hypnos_llama.estimate import estimate_gguf
@@ -358,6 +359,7 @@ class LlamaEngine(StagedEngine):
         # a media prompt's chunks are evaluated into one slot: its other choices would need them again
         choices = 1 if media is not None else max(1, request.n)
         top = (request.top_logprobs or 0) if request.logprobs else None
+        gate = call_gate(constraint, call_opener(format_name), self.options.call_confidence, thinking=plan.thinking_on)
         jobs = []
         for index in range(choices):
             job = ChatJob(
@@ -365,7 +367,7 @@ class LlamaEngine(StagedEngine):
                 max_tokens=max_tokens,
                 required_ctx=required,
                 sampling=SamplingParams.from_request(
-                    request, grammar, index, constraint.triggers if constraint else ()
+                    request, grammar, index, constraint.triggers if constraint else (), gate
                 ),
                 emit=emit,
                 cancel=cancel,

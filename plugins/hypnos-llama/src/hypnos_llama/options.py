@@ -39,6 +39,9 @@ class LlamaOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # 1 / (1 + share) of their pace while a long prompt prefills); alone, a chunk is cut to about prefill_step_secs.
     prefill_share: Annotated[float, msgspec.Meta(gt=0)] = 0.2
     prefill_step_secs: Annotated[float, msgspec.Meta(gt=0)] = 1.0
+    # tool_choice "auto": the least probability the answer's first token gives to opening a call for a call to be
+    # written there; under it the call's openers are banned and the model answers in words (0: off; call_gate.py)
+    call_confidence: Annotated[float, msgspec.Meta(ge=0, le=1)] = 0.0
     use_mmap: bool = True
     repack: bool = False
     deterministic_prefill: bool = False

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import ctypes
+import logging
 import random
 from dataclasses import dataclass, field
 from typing import Any
 
 from hypnos.chat import ChatInput
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_TEMPERATURE = 0.8
 DEFAULT_TOP_P = 0.95
@@ -32,6 +35,8 @@ class SamplingParams:
     grammar: str | None = None  # GBNF the answer must follow (response_format, tool calls)
     # Regexes that switch the grammar on (lazy: free text until one shows; `^` ones anchored at the answer's start)
     triggers: tuple[str, ...] = ()
+    # With tool_choice "auto": how the answer's first token weighs a call (hypnos_llama.call_gate.CallGate)
+    gate: Any = None
 
     @property
     def greedy(self) -> bool:
@@ -40,7 +45,12 @@ class SamplingParams:
 
     @classmethod
     def from_request(
-        cls, request: ChatInput, grammar: str | None = None, choice: int = 0, triggers: tuple[str, ...] = ()
+        cls,
+        request: ChatInput,
+        grammar: str | None = None,
+        choice: int = 0,
+        triggers: tuple[str, ...] = (),
+        gate: Any = None,
     ) -> SamplingParams:
         """The request's sampling fields with engine defaults; no seed means a fresh random one (choice `i` of `n`
         samples with seed + i)."""
@@ -56,6 +66,7 @@ class SamplingParams:
             logit_bias=dict(given.logit_bias),
             grammar=grammar,
             triggers=triggers if grammar is not None else (),
+            gate=gate if grammar is not None and triggers else None,
         )
 
 
@@ -107,7 +118,9 @@ class SlotSampler:
 
     def __init__(self, model: Any, params: SamplingParams) -> None:
         self.lib = lib = model.lib
+        self.model = model
         self.n_vocab = model.n_vocab
+        self.gate = params.gate
         self.chain = build_sampler_chain(lib, params, model.n_vocab)
         self.grammar: Any = None
         self.lazy: Any = None
@@ -134,12 +147,15 @@ class SlotSampler:
     def sample(self, context: Any, index: int) -> int:
         """The next token from batch row `index` (accepted by the chain and the grammar)."""
         lib = self.lib
+        if self.gate is not None:  # the answer's first token: is a call meant?
+            self._weigh(context, index)
         if self.grammar is None:
             if self._logits is not None:
                 token = int(self._logits(lib.llama_get_logits_ith(context, index), shape=(self.n_vocab,)).argmax())
             else:
                 token = int(lib.llama_sampler_sample(self.chain, context, index))
             if self.lazy is not None and (grammar := self.lazy.accept(token)) is not None:
+                logger.debug("the call grammar holds after %r", bytes(self.lazy.text[-64:]))
                 self.grammar, self.lazy = grammar, None  # from the next token on, the grammar holds
             return token
         import numpy as np
@@ -149,10 +165,32 @@ class SlotSampler:
         self._one[0].id, self._one[0].logit, self._one[0].p = token, 1.0, 0.0
         lib.llama_sampler_apply(self.grammar, ctypes.byref(lib.llama_token_data_array(self._one, 1, -1, False)))
         if self._one[0].logit == float("-inf"):
+            refused, kept = self._kept(logits, token) if logger.isEnabledFor(logging.DEBUG) else (b"", 0.0)
             token = self._pick(logits, grammar_first=True)
+            if refused:
+                logger.debug(
+                    "grammar: %r for %r (%.3f of the probability allowed)", self.model.piece(token), refused, kept
+                )
         lib.llama_sampler_accept(self.grammar, token)
         lib.llama_sampler_accept(self.chain, token)
         return token
+
+    def _weigh(self, context: Any, index: int) -> None:
+        import numpy as np
+
+        gate, self.gate = self.gate, None
+        logits = np.ctypeslib.as_array(self.lib.llama_get_logits_ith(context, index), shape=(self.n_vocab,))
+        if gate.weigh(self.model, logits) and self.lazy is not None:
+            self.lazy.anchored = []  # no call at the answer's start: bare JSON there is text
+
+    def _kept(self, logits: Any, refused: int) -> tuple[bytes, float]:
+        import numpy as np
+
+        self._view["id"], self._view["logit"], self._view["p"] = self._ids, logits, 0.0
+        candidates = self.lib.llama_token_data_array(self._data, self.n_vocab, -1, False)
+        self.lib.llama_sampler_apply(self.grammar, ctypes.byref(candidates))
+        weights = np.exp(logits - logits.max())
+        return self.model.piece(refused), float(weights[np.isfinite(self._view["logit"])].sum() / weights.sum())
 
     def _pick(self, logits: Any, *, grammar_first: bool) -> int:
         self._view["id"] = self._ids
