@@ -39,12 +39,15 @@ class CallGate:
     opener: str | None
     bare: bool
     floor: float
+    name_floor: float = 0.0  # a bare call's name: the least probability on the declared names (SlotSampler)
 
     def weigh(self, model: Any, logits: Any) -> bool:
         """Ban the call openers among the likeliest tokens in `logits` (the first token's row, changed in place)
         when their probability is under the floor; True when they were banned."""
         import numpy as np
 
+        if self.floor <= 0:
+            return False
         top = np.argpartition(logits, -TOP_TOKENS)[-TOP_TOKENS:] if len(logits) > TOP_TOKENS else np.arange(len(logits))
         openers = [int(token) for token in top if opens_call(model.piece(int(token)), self.opener, self.bare)]
         if not openers:
@@ -67,11 +70,13 @@ class CallGate:
         return banned
 
 
-def call_gate(constraint: Any, opener: str | None, floor: float, *, thinking: bool) -> CallGate | None:
+def call_gate(
+    constraint: Any, opener: str | None, floor: float, name_floor: float = 0.0, *, thinking: bool
+) -> CallGate | None:
     """The gate of a request whose call grammar waits for a trigger (tool_choice "auto", a JSON-calling family):
-    None when `floor` is 0, without such a grammar, or when the answer starts with thinking."""
+    None when both floors are 0, without such a grammar, or when the answer starts with thinking."""
     from hypnos_llama.tool_grammar import BARE_TRIGGER
 
-    if constraint is None or not constraint.triggers or floor <= 0 or thinking:
+    if constraint is None or not constraint.triggers or (floor <= 0 and name_floor <= 0) or thinking:
         return None
-    return CallGate(opener, BARE_TRIGGER in constraint.triggers, floor)
+    return CallGate(opener, BARE_TRIGGER in constraint.triggers, floor, name_floor)

@@ -359,7 +359,8 @@ class LlamaEngine(StagedEngine):
         # a media prompt's chunks are evaluated into one slot: its other choices would need them again
         choices = 1 if media is not None else max(1, request.n)
         top = (request.top_logprobs or 0) if request.logprobs else None
-        gate = call_gate(constraint, call_opener(format_name), self.options.call_confidence, thinking=plan.thinking_on)
+        floors = self.options.call_confidence, self.options.call_name_confidence
+        gate = call_gate(constraint, call_opener(format_name), *floors, thinking=plan.thinking_on)
         jobs = []
         for index in range(choices):
             job = ChatJob(

@@ -29,6 +29,7 @@ class LazyGrammar:
         self.text = bytearray()
         self.tokens: list[tuple[int, int]] = []  # (token, offset of its first byte in text)
         self.searched = 0  # offsets before this are never a trigger's start again
+        self.name_from: int | None = None  # where a bare call's name begins, once an anchored trigger fired
         self._one = (model.lib.llama_token_data * 1)()
 
     def accept(self, token: int) -> Any | None:
@@ -40,6 +41,8 @@ class LazyGrammar:
         for start in self._starts(len(piece)):
             sampler = self._replay(start)
             if sampler is not None:
+                bare = [found for pattern in self.anchored if start == 0 and (found := pattern.match(self.text))]
+                self.name_from = bare[0].end() if bare else None
                 return sampler
             self.searched = start + 1
         return None

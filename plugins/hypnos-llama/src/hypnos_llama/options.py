@@ -42,6 +42,9 @@ class LlamaOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # tool_choice "auto": the least probability the answer's first token gives to opening a call for a call to be
     # written there; under it the call's openers are banned and the model answers in words (0: off; call_gate.py)
     call_confidence: Annotated[float, msgspec.Meta(ge=0, le=1)] = 0.0
+    # a bare JSON call at the answer's start: where its name leaves the declared names, the least probability the
+    # model gives them for the grammar to hold it to one; under it the answer is text (0: always held)
+    call_name_confidence: Annotated[float, msgspec.Meta(ge=0, le=1)] = 0.5
     use_mmap: bool = True
     repack: bool = False
     deterministic_prefill: bool = False

@@ -121,6 +121,9 @@ class SlotSampler:
         self.model = model
         self.n_vocab = model.n_vocab
         self.gate = params.gate
+        # after a bare call's trigger, its name so far (None: not naming, or no floor); see _release
+        self._naming: bytearray | None = None
+        self._name_floor = params.gate.name_floor if params.gate is not None else 0.0
         self.chain = build_sampler_chain(lib, params, model.n_vocab)
         self.grammar: Any = None
         self.lazy: Any = None
@@ -156,6 +159,8 @@ class SlotSampler:
                 token = int(lib.llama_sampler_sample(self.chain, context, index))
             if self.lazy is not None and (grammar := self.lazy.accept(token)) is not None:
                 logger.debug("the call grammar holds after %r", bytes(self.lazy.text[-64:]))
+                if self._name_floor > 0 and self.lazy.name_from is not None:
+                    self._naming = self.lazy.text[self.lazy.name_from :]
                 self.grammar, self.lazy = grammar, None  # from the next token on, the grammar holds
             return token
         import numpy as np
@@ -165,7 +170,10 @@ class SlotSampler:
         self._one[0].id, self._one[0].logit, self._one[0].p = token, 1.0, 0.0
         lib.llama_sampler_apply(self.grammar, ctypes.byref(lib.llama_token_data_array(self._one, 1, -1, False)))
         if self._one[0].logit == float("-inf"):
-            refused, kept = self._kept(logits, token) if logger.isEnabledFor(logging.DEBUG) else (b"", 0.0)
+            weigh = self._naming is not None or logger.isEnabledFor(logging.DEBUG)
+            refused, kept = self._kept(logits, token) if weigh else (b"", 1.0)
+            if self._naming is not None and kept < self._name_floor:
+                return self._release(token, kept)
             token = self._pick(logits, grammar_first=True)
             if refused:
                 logger.debug(
@@ -173,6 +181,20 @@ class SlotSampler:
                 )
         lib.llama_sampler_accept(self.grammar, token)
         lib.llama_sampler_accept(self.chain, token)
+        if self._naming is not None:
+            self._naming += self.model.piece(token)
+            if self._naming.count(b'"') >= 2:  # the name is written: the call goes on under the grammar
+                self._naming = None
+        return token
+
+    def _release(self, token: int, kept: float) -> int:
+        """A bare call's name the model gives the declared names less than the floor for: the grammar lets go and
+        the answer is free text (as llama.cpp's trigger, which waits for a declared name, has it); `token` is the
+        model's own pick."""
+        logger.debug("a bare call names no declared function (%.3f on them): the answer is text", kept)
+        self.lib.llama_sampler_free(self.grammar)
+        self.grammar, self._naming = None, None
+        self.lib.llama_sampler_accept(self.chain, token)
         return token
 
     def _weigh(self, context: Any, index: int) -> None:
