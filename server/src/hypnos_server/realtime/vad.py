@@ -1,6 +1,6 @@
 """Server VAD: 20 ms frames through a speech detector, turned into turn events.
 
-Detectors come as SpeechDetectorKinds: plugins offer model detectors (the audio plugin's Silero) through the
+Detectors come as SpeechDetectorKinds: plugins offer model detectors (a neural VAD model, say) through the
 `hypnos_speech_detectors` hook, and the built-in `energy` one is the fallback: a plain RMS energy gate in pure Python,
 speech when a frame's level is above -60 + 40 * threshold dBFS (threshold 0.5: -40 dBFS). It needs no model and keeps
 up with real time on any CPU, but it hears any loud noise as speech.
