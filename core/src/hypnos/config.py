@@ -180,6 +180,10 @@ class ProcessConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     env: dict[str, str] = {}
     # OMP_NUM_THREADS (and MKL_NUM_THREADS) of the host; None: the library's default
     threads: int | None = None
+    # sessions per thread count an ONNX Runtime or CTranslate2 model keeps (their threads are fixed when a session is
+    # made; each call runs on the one matching the model's core share, each one a copy of the weights); 1: one session
+    # with the engine's configured threads, pinned to the share; None: 2 for a session of at most 1 GiB, else 1
+    thread_sessions: Annotated[int, msgspec.Meta(ge=1)] | None = None
     # OMP_WAIT_POLICY of the host (it drops the kind's GOMP_SPINCOUNT); None: the kind's measured default
     omp_wait_policy: Literal["ACTIVE", "PASSIVE"] | None = None
     # the host's CPU niceness (0 as the server .. 19 yields the most; below 0 needs privileges); None: the engine

@@ -292,6 +292,7 @@ class Engine:
     """
 
     core_threads: int | None = None  # the thread count of the scheduler's last core share (None: never told)
+    core_alone: bool = False  # whether no other model computed when the share was given (spinning threads cost none)
 
     def __init__(self, model: ModelConfig, context: EngineContext) -> None:
         self.model = model
@@ -323,12 +324,14 @@ class Engine:
         """What the server must know of this engine (image edits, voices); the base reports nothing special."""
         return EngineCapabilities()
 
-    async def follow_cores(self, cores: list[int]) -> int | None:
+    async def follow_cores(self, cores: list[int], alone: bool = False) -> int | None:
         """The scheduler's core share for the model while it computes (CPU ids, planned with the other models
-        computing now); an engine that can change its thread count at run time follows it and returns the threads it
-        computes with now (None: it cannot, and an engine host is pinned to the share instead). The base keeps the
-        count in `core_threads` for engines that read it at their next call."""
+        computing now; `alone`: no other model computes); an engine that can change its thread count at run time
+        follows it and returns the threads it computes with now (None: it cannot, and an engine host is pinned to the
+        share instead). The base keeps both in `core_threads` and `core_alone` for engines that read them at their
+        next call."""
         self.core_threads = max(1, len(cores))
+        self.core_alone = alone
         return None
 
     def device_oom(self, error: BaseException) -> bool:

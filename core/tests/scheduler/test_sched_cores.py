@@ -98,3 +98,21 @@ async def test_share_cores_off_gives_no_shares() -> None:
             assert scheduler.get("a").engine.core_threads is None
     finally:
         await scheduler.shutdown()
+
+
+async def test_an_engine_hears_whether_it_computes_alone() -> None:
+    pinned = {**fake_model("batch"), "cores": [0]}
+    scheduler = make_scheduler([pinned, fake_model("chat")], cores=[0, 1])
+    try:
+        async with scheduler.lease("batch", TEXT):
+            await settled(scheduler)
+            batch = scheduler.get("batch").engine
+            assert batch.core_threads == 1 and batch.core_alone
+            async with scheduler.lease("chat", TEXT):
+                await settled(scheduler)
+                assert batch.core_threads == 1 and not batch.core_alone  # the same share, another model beside it
+                assert not scheduler.get("chat").engine.core_alone
+            await settled(scheduler)
+            assert batch.core_alone
+    finally:
+        await scheduler.shutdown()

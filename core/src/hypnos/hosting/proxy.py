@@ -94,6 +94,7 @@ class HostedEngine(Engine):
         self._capabilities: EngineCapabilities | None = None
         self.base_rss = 0  # the host's resident set when it started (interpreter and engine factory, no model)
         self.cores: list[int] = []  # the scheduler's last core share: a new host is pinned to it at its start
+        self.alone = False  # whether no other model computed when that share was given
 
     # ---- what the server asks before any load ---------------------------------------------------------------------
 
@@ -209,7 +210,7 @@ class HostedEngine(Engine):
         self.base_rss = rss_bytes(host.pid) if host.pid is not None else 0
         host.memory_limit = memory_limit(self.model.process, estimate, self.base_rss)
         if self.cores:
-            await host.call("follow_cores", (self.cores,))
+            await host.call("follow_cores", (self.cores, self.alone))
         return host
 
     def _estimate_or_none(self) -> MemoryEstimate | None:
@@ -284,14 +285,14 @@ class HostedEngine(Engine):
             if self.context.threads_changed is not None:
                 self.context.threads_changed(model_id, threads)
 
-    async def follow_cores(self, cores: list[int]) -> int | None:
+    async def follow_cores(self, cores: list[int], alone: bool = False) -> int | None:
         """Pin the host's threads to the share and tell its engine (a host started later is pinned at its start);
         the threads the engine computes with now, where it reports them."""
-        self.cores = list(cores)
+        self.cores, self.alone = list(cores), alone
         host = self.host
         if host is None or not host.alive:
             return None
-        threads = await host.call("follow_cores", (self.cores,))
+        threads = await host.call("follow_cores", (self.cores, alone))
         return None if threads is None else int(threads)
 
     async def load(self, plan: LayerPlacementPlan) -> TierSwitchPhases:

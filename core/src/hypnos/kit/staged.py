@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from hypnos.engine import CancelToken, Engine, EngineContext, EngineUnavailable
 from hypnos.errors import HypnosError
+from hypnos.kit.thread_sessions import ThreadSessions
 from hypnos.kit.worker import ModelWorker
 from hypnos.types import LayerPlacementPlan, MemoryTier, TierSwitchPhases
 
@@ -61,6 +62,8 @@ class StagedEngine(Engine):
     options_type: ClassVar[type[Any] | None] = None
     build_consumes_warm_copy: bool = False  # a class's default, or set by the instance from its options
     load_mode: str = "read"  # how the library reads the weights (the timing's load_mode): a default, or per instance
+    # an ONNX Runtime or CTranslate2 engine's sessions per thread count (hypnos.kit.thread_sessions), set by build
+    thread_sessions: ThreadSessions[Any] | None = None
 
     def __init__(self, model: ModelConfig, context: EngineContext) -> None:
         super().__init__(model, context)
@@ -109,12 +112,16 @@ class StagedEngine(Engine):
         """Run function(*args) on the model's worker thread (never on the event loop)."""
         return await self.worker.run(function, *args)
 
-    async def follow_cores(self, cores: list[int]) -> int | None:
-        """The share's thread count reaches torch where the engine loaded it: set on the worker thread before the
-        next call queued there, never above the count torch had before (the configured one); returns that count
-        (None without torch: the host is pinned to the share)."""
-        await super().follow_cores(cores)
+    async def follow_cores(self, cores: list[int], alone: bool = False) -> int | None:
+        """The share's thread count reaches the engine's `thread_sessions` (its next call runs on the session made
+        for the share) or torch where the engine loaded it: set on the worker thread before the next call queued
+        there, never above the count torch had before (the configured one); returns that count (None without either:
+        the host is pinned to the share)."""
+        await super().follow_cores(cores, alone)
         threads = self.core_threads
+        sessions = self.thread_sessions
+        if sessions is not None and sessions.limit > 1:
+            return sessions.threads(threads)
         if "torch" not in sys.modules or not self.ready or threads is None:
             return None
         self.worker.submit(self._follow_torch, threads)

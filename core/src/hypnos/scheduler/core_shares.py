@@ -17,7 +17,8 @@ logger = logging.getLogger(__name__)
 
 class CoreShares:
     """Counts each model's computations (leases in flight); every change re-plans the shares (cpu_cores.plan_cores)
-    and tells each engine whose share changed, in the background, in order per model."""
+    and tells each engine whose share changed, or which computes alone now or no longer, in the background, in order
+    per model."""
 
     def __init__(self, cores: Sequence[int], models: Mapping[str, ModelState]) -> None:
         self.cores = list(cores)
@@ -25,8 +26,8 @@ class CoreShares:
         self._computing: dict[str, tuple[ModelState, int, int]] = {}  # model id -> (state, leases, order)
         self._order = itertools.count()
         # what each engine was last told (by engine: a model replaced in the pool has a new one to tell)
-        self._told: weakref.WeakKeyDictionary[Engine, list[int]] = weakref.WeakKeyDictionary()
-        self._wanted: dict[str, list[int]] = {}
+        self._told: weakref.WeakKeyDictionary[Engine, tuple[list[int], bool]] = weakref.WeakKeyDictionary()
+        self._wanted: dict[str, tuple[list[int], bool]] = {}  # model id -> (share, alone)
         self._tellers: dict[str, asyncio.Task[None]] = {}
 
     def start(self, state: ModelState) -> None:
@@ -73,13 +74,14 @@ class CoreShares:
 
     def _replan(self) -> None:
         shares = plan_cores(self.cores, self.demands())
+        alone = len(self._computing) == 1
         for model_id, (state, _, _) in self._computing.items():
             share = shares.get(model_id, [])
             state.core_share = share
-            if share and state.engine is not None and self._told.get(state.engine) != share:
-                self._tell(state, share)
+            if share and state.engine is not None and self._told.get(state.engine) != (share, alone):
+                self._tell(state, (share, alone))
 
-    def _tell(self, state: ModelState, share: list[int]) -> None:
+    def _tell(self, state: ModelState, share: tuple[list[int], bool]) -> None:
         self._wanted[state.id] = share
         running = self._tellers.get(state.id)
         if running is not None and not running.done():
@@ -92,12 +94,13 @@ class CoreShares:
 
     async def _teller(self, state: ModelState) -> None:
         while (engine := state.engine) is not None:
-            share = self._wanted.get(state.id)
-            if share is None or self._told.get(engine) == share:
+            wanted = self._wanted.get(state.id)
+            if wanted is None or self._told.get(engine) == wanted:
                 return
-            self._told[engine] = share
+            self._told[engine] = wanted
+            share, alone = wanted
             try:
-                threads = await engine.follow_cores(list(share))
+                threads = await engine.follow_cores(list(share), alone)
             except Exception as error:  # a host that died or is stopping: its next start is told again
                 logger.info("telling %s its cores %s failed: %s", state.id, share, error)
                 self._told.pop(engine, None)

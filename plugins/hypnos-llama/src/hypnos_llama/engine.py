@@ -131,9 +131,11 @@ class LlamaEngine(StagedEngine):
             self._gguf = read_gguf(self.path)
         return self._gguf
 
-    async def follow_cores(self, cores: list[int]) -> int | None:
-        """The scheduler's share: the batch loop's next decodes use as many threads (at most n_threads)."""
+    async def follow_cores(self, cores: list[int], alone: bool = False) -> int | None:
+        """The scheduler's share: the batch loop's next decodes use as many threads (at most n_threads); `alone`
+        changes nothing (OpenMP's spin policy is fixed when the host starts)."""
         self.core_threads = max(1, len(cores))
+        self.core_alone = alone
         return self.governor.share(self.core_threads) if self.governor is not None else None
 
     def device_oom(self, error: BaseException) -> bool:
