@@ -46,13 +46,14 @@ async def test_language_and_prompt_reach_whisper(
     whisper: WhisperEngine, spoken: bytes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen: dict[str, object] = {}
-    real = whisper._whisper.transcribe
+    model = whisper.thread_sessions.session(whisper.core_threads, whisper.core_alone)
+    real = model.transcribe
 
     def spy(audio, **kwargs):  # type: ignore[no-untyped-def]
         seen.update(kwargs)
         return real(audio, **kwargs)
 
-    monkeypatch.setattr(whisper._whisper, "transcribe", spy)
+    monkeypatch.setattr(model, "transcribe", spy)
     job = TranscriptionInput(audio=wav_bytes(spoken, 24000), language="en-US", prompt="Foxes and dogs.")
     result = await whisper.transcribe(job, CancelToken())
     assert seen["language"] == "en" and seen["initial_prompt"] == "Foxes and dogs."
@@ -84,15 +85,16 @@ async def test_undecodable_audio_is_a_400(whisper: WhisperEngine) -> None:
 async def test_tier_moves(starter_settings: Settings) -> None:
     engine = make_engine(starter_settings, "whisper-tiny.en")
     on_disk = sum(p.stat().st_size for p in engine.model_dir.iterdir())
-    # tiny.en is stored in float16; on a CPU CTranslate2 widens it to float32, so it needs about twice its size
-    expected = (1.8, 2.1) if engine._resolve_device() == "cpu" else (0.95, 1.05)
+    # tiny.en is stored in float16; on a CPU CTranslate2 widens it to float32, so a model needs about twice its
+    # size, and two are kept (one per thread count) beside the files they are built from
+    expected = (2 * 1.8 + 1, 2 * 2.1 + 1) if engine._resolve_device() == "cpu" else (0.95, 1.05)
     assert on_disk * expected[0] < engine.estimate().weight_bytes < on_disk * expected[1]
     await engine.load(LayerPlacementPlan(primary_tier=MemoryTier.TIER2))
-    assert not engine.ready and engine._files and engine._whisper is None
+    assert not engine.ready and engine._files and engine.thread_sessions is None
     await engine.load(LayerPlacementPlan(primary_tier=MemoryTier.TIER1))
-    assert engine.ready and engine._whisper is not None and engine._files is None
+    assert engine.ready and engine.thread_sessions is not None and engine._files  # kept for another share's model
     await engine.demote(MemoryTier.TIER2)
-    assert not engine.ready and engine._whisper is None and engine._files
+    assert not engine.ready and engine.thread_sessions is None and engine._files
     await engine.demote(MemoryTier.TIER3)
     assert not engine.ready and engine._files is None
     await engine.unload()

@@ -97,7 +97,6 @@ class KokoroEngine(OnnxVoiceEngine):
         self._voices: dict[str, np.ndarray] | None = None
         self._voice_names: list[str] | None = None
         self._vocab: dict[str, int] | None = None
-        self._session: Any = None
         self._token_input = "tokens"
         self._phonemize: EspeakPhonemizer | None = None
         self._fallbacks_logged: set[str] = set()
@@ -117,19 +116,20 @@ class KokoroEngine(OnnxVoiceEngine):
                 raise EngineUnavailable(f"the voice pack {self.voices_file} holds no voices")
 
     def build(self, plan: LayerPlacementPlan) -> None:
-        """Tier 1: the vocabulary, the phonemizer and the ONNX Runtime session (warmed up when configured)."""
+        """Tier 1: the vocabulary, the phonemizer and the ONNX Runtime sessions (the first warmed up when
+        configured)."""
         assert self._voices is not None
         self._vocab = load_vocab(self.vocab_file)
         self._phonemize = EspeakPhonemizer(self.options.espeak_language)
-        self._session = self.open_session()
-        inputs = {item.name for item in self._session.get_inputs()}
+        session = self.open_sessions(lambda made: made).session(self.core_threads, self.core_alone)
+        inputs = {item.name for item in session.get_inputs()}
         self._token_input = "input_ids" if "input_ids" in inputs else "tokens"
         if self.options.warmup:
-            self._infer_phonemes("ə", next(iter(self._voices)), 1.0)
+            self._infer_phonemes(session, "ə", next(iter(self._voices)), 1.0)
 
     def release_device(self) -> None:
-        """Drop the session and the phonemizer."""
-        self._session = None
+        """Drop the sessions and the phonemizer."""
+        super().release_device()
         self._phonemize = None
 
     def release_warm(self) -> None:
@@ -211,16 +211,18 @@ class KokoroEngine(OnnxVoiceEngine):
 
     def _synthesize(self, phrase: str, voice: str, speed: float, cancel: CancelToken) -> np.ndarray:
         """One phrase to float audio (worker thread): phonemes, batches of <= 510, inference, trimmed silence."""
-        if cancel.cancelled or self._session is None or self._phonemize is None or self._vocab is None:
+        sessions = self.thread_sessions
+        if cancel.cancelled or sessions is None or self._phonemize is None or self._vocab is None:
             return np.zeros(0, dtype=np.float32)
+        session = sessions.session(self.core_threads, self.core_alone)  # the one for the core share now
         vocab = self._vocab
         phonemes = "".join(p for p in self._phonemize(phrase) if p in vocab)
-        parts = [self._infer_phonemes(piece, voice, speed) for piece in split_phonemes(phonemes)]
+        parts = [self._infer_phonemes(session, piece, voice, speed) for piece in split_phonemes(phonemes)]
         self.chunks_synthesized += 1
         parts = [part for part in parts if part.size]
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
 
-    def _infer_phonemes(self, phonemes: str, voice: str, speed: float) -> np.ndarray:
+    def _infer_phonemes(self, session: Any, phonemes: str, voice: str, speed: float) -> np.ndarray:
         assert self._vocab is not None and self._voices is not None
         tokens = tokenize(phonemes, self._vocab)
         if not tokens:
@@ -228,7 +230,7 @@ class KokoroEngine(OnnxVoiceEngine):
         table = self._voices[voice]
         style = table[min(len(tokens), len(table)) - 1].reshape(1, -1)
         try:
-            outputs = self._session.run(
+            outputs = session.run(
                 None,
                 {
                     self._token_input: np.array([[0, *tokens, 0]], dtype=np.int64),

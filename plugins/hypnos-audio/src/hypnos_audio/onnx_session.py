@@ -55,8 +55,9 @@ def wanted_providers(device: str, available: list[str], distribution: str) -> li
     return [CUDA_PROVIDER, CPU_PROVIDER] if cuda_ready else [CPU_PROVIDER]
 
 
-def create_session(model: bytes, device: str, threads: int, name: str) -> Any:
-    """An InferenceSession from the model bytes, with the CUDA provider verified active when it was asked for."""
+def create_session(model: bytes, device: str, threads: int, name: str, spin: bool = True) -> Any:
+    """An InferenceSession from the model bytes with `threads` intra-op threads (0: ONNX Runtime's default) that spin
+    between runs only when `spin`, with the CUDA provider verified active when it was asked for."""
     distribution = installed_distribution()
     import onnxruntime
 
@@ -64,6 +65,7 @@ def create_session(model: bytes, device: str, threads: int, name: str) -> Any:
     options = onnxruntime.SessionOptions()
     if threads > 0:
         options.intra_op_num_threads = threads
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
     session = onnxruntime.InferenceSession(model, sess_options=options, providers=providers)
     active = session.get_providers()
     if CUDA_PROVIDER in providers and CUDA_PROVIDER not in active:

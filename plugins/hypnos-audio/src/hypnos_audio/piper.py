@@ -45,7 +45,6 @@ class PiperEngine(OnnxVoiceEngine):
         self.options: PiperOptions
         self.config_file = self.companion_file
         self._config: dict[str, Any] | None = None
-        self._voice: Any = None
         self.sentences_synthesized = 0
 
     def _read_config(self) -> dict[str, Any]:
@@ -62,17 +61,14 @@ class PiperEngine(OnnxVoiceEngine):
         super().read_weights()
 
     def build(self, plan: LayerPlacementPlan) -> None:
-        """Tier 1: the ONNX Runtime session wrapped in piper's PiperVoice (its bundled espeak-ng phonemizes)."""
+        """Tier 1: the ONNX Runtime sessions, each wrapped in piper's PiperVoice (its bundled espeak-ng phonemizes)."""
         try:
             from piper import PiperVoice
             from piper.config import PiperConfig
         except ImportError as error:
             raise missing_library("piper-tts", "hypnos-audio[piper]") from error
-        self._voice = PiperVoice(config=PiperConfig.from_dict(self._read_config()), session=self.open_session())
-
-    def release_device(self) -> None:
-        """Drop the session."""
-        self._voice = None
+        config = PiperConfig.from_dict(self._read_config())
+        self.open_sessions(lambda session: PiperVoice(config=config, session=session))
 
     def capabilities(self) -> EngineCapabilities:
         """The voice's speakers (a multi-speaker voice) or the voice itself, named after its file; OpenAI's voice names
@@ -108,19 +104,21 @@ class PiperEngine(OnnxVoiceEngine):
 
     def _sentences(self, speech: SpeechInput) -> Iterator[Any]:
         """Piper's sentence-by-sentence synthesis of the input, not started yet (worker thread)."""
-        if self._voice is None:
+        sessions = self.thread_sessions
+        if sessions is None:
             raise ModelNotLoaded(self.model.id)
+        voice = sessions.session(self.core_threads, self.core_alone)  # the one for the core share now
         from piper.config import SynthesisConfig
 
         speakers = self._read_config().get("speaker_id_map") or {}
         speed = min(max(speech.speed, self.options.min_speed), self.options.max_speed)
         config = SynthesisConfig(
             speaker_id=speakers.get(speech.voice),
-            length_scale=self._voice.config.length_scale / speed,
+            length_scale=voice.config.length_scale / speed,
             noise_scale=self.options.noise_scale,
             noise_w_scale=self.options.noise_w_scale,
         )
-        return iter(self._voice.synthesize(speech.text, syn_config=config))
+        return iter(voice.synthesize(speech.text, syn_config=config))
 
     def _next_sentence(self, sentences: Iterator[Any]) -> np.ndarray | None:
         """The next sentence as float audio at 24 kHz, None after the last (worker thread)."""
