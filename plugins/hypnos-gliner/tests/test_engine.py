@@ -24,11 +24,14 @@ TEXTS = ["Mario Rossi works in Milan for Ferrari.", "Tim Cook announced the iPho
 
 
 def model_and_context(
-    models_dir: Path, runtime: str, batch: int | None = None, **options: Any
+    models_dir: Path, runtime: str, batch: int | None = None, process: dict[str, Any] | None = None, **options: Any
 ) -> tuple[ModelConfig, EngineContext]:
-    """The tiny model served by one runtime (`batch` passes per call), and an engine context."""
+    """The tiny model served by one runtime (`batch` passes per call, `process` its [models.process]), and an engine
+    context."""
     table = {"id": f"tiny-{runtime}", "modality": "entity_extraction", "engine": "gliner",
              "weights_path": "gliner-tiny", "gliner": {"runtime": runtime, **options}}  # fmt: skip
+    if process is not None:
+        table["process"] = process
     if batch is not None:
         table["batching"] = {"max_batch_size": batch}
     settings = settings_from_mapping({"models_dir": str(models_dir), "models": [table]})
@@ -64,9 +67,11 @@ def conformance_engine(request: pytest.FixtureRequest, models_dir: Path) -> Conf
                              missing_library=missing)  # fmt: skip
 
 
-def make_engine(models_dir: Path, runtime: str, batch: int | None = None, **options: Any) -> GlinerEngine:
+def make_engine(
+    models_dir: Path, runtime: str, batch: int | None = None, process: dict[str, Any] | None = None, **options: Any
+) -> GlinerEngine:
     """A fresh engine (tier 3)."""
-    model, context = model_and_context(models_dir, runtime, batch, **options)
+    model, context = model_and_context(models_dir, runtime, batch, process, **options)
     return GlinerEngine(model, context)
 
 
@@ -78,7 +83,10 @@ def test_estimate_reads_the_weights_headers(models_dir: Path) -> None:
     torch_estimate = make_engine(models_dir, "torch").estimate()
     assert torch_estimate.weight_bytes == tensor_bytes
     onnx_estimate = make_engine(models_dir, "onnx").estimate()
-    assert onnx_estimate.weight_bytes == (models_dir / "gliner-tiny" / "model.onnx").stat().st_size
+    onnx_bytes = (models_dir / "gliner-tiny" / "model.onnx").stat().st_size
+    assert onnx_estimate.weight_bytes == 3 * onnx_bytes  # two sessions per thread count and the bytes they come from
+    one_session = make_engine(models_dir, "onnx", process={"thread_sessions": 1}).estimate()
+    assert one_session.weight_bytes == onnx_bytes
     assert torch_estimate.workspace_bytes > 0
     assert make_engine(models_dir, "torch", batch=16).estimate().workspace_bytes > torch_estimate.workspace_bytes
 

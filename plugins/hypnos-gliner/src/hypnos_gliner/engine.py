@@ -15,6 +15,7 @@ from hypnos.kit.batching import BATCHING_TABLE, BatchingOptions, BatchLimits
 from hypnos.kit.device_oom import onnxruntime_out_of_memory, torch_out_of_memory
 from hypnos.kit.entities import EntityEngine
 from hypnos.kit.staged import ModelNotLoaded
+from hypnos.kit.thread_sessions import SessionKey, ThreadSessions, session_limit, sessions_bytes
 from hypnos.types import LayerPlacementPlan
 
 from hypnos_gliner.runner import GlinerRunner, Pass, WordSpan
@@ -94,8 +95,11 @@ class GlinerEngine(EntityEngine):
         return torch_out_of_memory(error) or onnxruntime_out_of_memory(error)
 
     def estimate(self) -> MemoryEstimate:
-        """The weights' bytes from the files' headers, plus the configured inference workspace."""
+        """The weights' bytes from the files' headers (ONNX: times the sessions kept per thread count, plus the
+        bytes they are made from), plus the configured inference workspace."""
         weights = weight_bytes(self.files)
+        if self.files.runtime == "onnx":
+            weights = sessions_bytes(weights, weights, self._session_limit(weights))
         workspace = self.options.workspace_bytes
         if workspace is None:
             workspace = workspace_bytes(self.files, self.batcher.limits.max_batch_size)
@@ -114,17 +118,33 @@ class GlinerEngine(EntityEngine):
         """Tier 2 -> 1: the model on the device, from the RAM copy."""
         device = self._pick_device()
         if self.files.runtime == "onnx":
-            self._runner = GlinerRunner.from_onnx(self.files, self._warm, device, self.options.threads)
-            self._warm = None
+            limit = self._session_limit(len(self._warm), device)
+            sessions = ThreadSessions(self._onnx_runner, threads=self.options.threads, spin=False, limit=limit)
+            self._runner = sessions.session(self.core_threads, self.core_alone)
+            self.thread_sessions = sessions
+            self.build_consumes_warm_copy = limit == 1
+            if limit == 1:
+                self._warm = None
         else:
             self._runner = GlinerRunner.from_torch(self.files, self._warm, device, self.options.threads)
         self.device = self._runner.device
         logger.info("%s: GLiNER built (%s on %s)", self.model.id, self.files.runtime, self.device)
 
+    def _onnx_runner(self, key: SessionKey) -> GlinerRunner:
+        """A runner on an ONNX Runtime session with the key's intra-op threads, from the export's bytes in RAM (its
+        threads never spin: the configured session's measured choice, so the key's spin is always off)."""
+        assert self._warm is not None
+        return GlinerRunner.from_onnx(self.files, self._warm, self._pick_device(), key.threads, key.spin)
+
+    def _session_limit(self, size: int, device: str | None = None) -> int:
+        return session_limit(self.model, size, device or self.options.device, self.context.accelerator)
+
     def release_device(self) -> None:
-        """Tier 1 -> 2: drop the built model (the state dict stays; ONNX reads its bytes again)."""
+        """Tier 1 -> 2: drop the built model (the state dict stays; ONNX keeps its bytes with several sessions, else
+        reads them again)."""
         cuda = self.device == "cuda"
         self._runner = None
+        self.thread_sessions = None
         gc.collect()
         if cuda and self.files.runtime == "torch":
             import torch
@@ -194,6 +214,9 @@ class GlinerEngine(EntityEngine):
         return entities
 
     def _runner_or_raise(self) -> GlinerRunner:
+        sessions = self.thread_sessions
+        if sessions is not None and self._runner is not None:  # ONNX: the session for the core share now
+            self._runner = sessions.session(self.core_threads, self.core_alone)
         runner = self._runner
         if runner is None:
             raise ModelNotLoaded(self.model.id)

@@ -81,13 +81,13 @@ def _torch_model(files: ModelFiles, state_dict: dict[str, Any], device: str) -> 
     return model
 
 
-def _onnx_model(files: ModelFiles, onnx_bytes: bytes, device: str, threads: int) -> Any:
+def _onnx_model(files: ModelFiles, onnx_bytes: bytes, device: str, threads: int, spin: bool) -> Any:
     import onnxruntime as ort
     from gliner import GLiNER
 
     options = ort.SessionOptions()
-    # the session's threads sleep between runs instead of spinning: they share the cores with the server's threads
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    # the engine's sessions sleep between runs instead of spinning: they share the cores with the server's threads
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
     if threads > 0:
         options.intra_op_num_threads = threads
     providers = ["CPUExecutionProvider"]
@@ -125,9 +125,12 @@ class GlinerRunner:
         return cls(_torch_model(files, state_dict, device), device)
 
     @classmethod
-    def from_onnx(cls, files: ModelFiles, onnx_bytes: bytes, device: str, threads: int) -> GlinerRunner:
-        """Build an ONNX Runtime session from the export's bytes in RAM (CUDA provider when device is cuda)."""
-        model = _onnx_model(files, onnx_bytes, device, threads)
+    def from_onnx(
+        cls, files: ModelFiles, onnx_bytes: bytes, device: str, threads: int, spin: bool = False
+    ) -> GlinerRunner:
+        """Build an ONNX Runtime session from the export's bytes in RAM (CUDA provider when device is cuda) with
+        `threads` intra-op threads (0: ONNX Runtime's default) that spin between runs only when `spin`."""
+        model = _onnx_model(files, onnx_bytes, device, threads, spin)
         providers = model.model.session.get_providers() if hasattr(model.model, "session") else []
         return cls(model, "cuda" if "CUDAExecutionProvider" in providers else "cpu")
 
