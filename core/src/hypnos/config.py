@@ -90,6 +90,11 @@ class ServerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     files_quota_bytes: Annotated[int, msgspec.Meta(ge=1)] = 2048 * MiB
     batch_priority: Annotated[int, msgspec.Meta(lt=0)] = -1
     batch_max_concurrent_lines: Annotated[int, msgspec.Meta(ge=1)] = 4
+    # a model counts as in interactive use for batch_interactive_secs after an interactive request: meanwhile batch
+    # lines leave batch_reserved_slots of its slots free (never every slot: a one-slot model lends it and takes it back)
+    # and a batch line's load never evicts it
+    batch_reserved_slots: Annotated[int, msgspec.Meta(ge=0)] = 1
+    batch_interactive_secs: Annotated[float, msgspec.Meta(ge=0)] = 600.0
     # whose cached prompt states a request may restore: "model" (any caller's: a prefix is the same computation whoever
     # sent it) or "key" (only those of the same API key, slots included)
     prompt_cache_isolation: Literal["model", "key"] = "model"

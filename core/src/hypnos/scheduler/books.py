@@ -109,9 +109,11 @@ class TierBooks:
             host_tier1=self.budgets.simulated or not self.budgets.discrete,
         )
 
-    def candidates(self, exclude: ModelState) -> list[EvictionCandidate]:
-        """Idle, evictable models holding memory (never leased, moving, or realtime_pinned)."""
+    def candidates(self, exclude: ModelState, *, spare_interactive: bool = False) -> list[EvictionCandidate]:
+        """Idle, evictable models holding memory (never leased, moving, or realtime_pinned; with `spare_interactive`,
+        for a batch line, never one in interactive use)."""
         now = self.clock()
+        window = self.settings.server.batch_interactive_secs
         budgets = self.budgets
         host_tier1 = budgets.simulated or not budgets.discrete
         pinned_rank = ModelPriority.REALTIME_PINNED.rank
@@ -127,6 +129,8 @@ class TierBooks:
                 continue
             gate = state.gate
             if state.active_leases or gate.in_use or gate.queued or state.transition is not None or not state.engine:
+                continue
+            if spare_interactive and state.in_interactive_use(now, window):
                 continue
             rate = state.rate.per_minute(now)
             warm = 0

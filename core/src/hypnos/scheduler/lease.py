@@ -140,16 +140,25 @@ class Lease:
         )
 
 
+def _always() -> bool:
+    return True
+
+
 class SlotGate:
     """Slots of one model: `capacity` requests run together, the rest wait, higher priority first and in arrival
-    order within a priority. A holder below the interactive priority (0: a batch line) that registered a yield
-    is asked to give its slot back when a request of a higher priority has to wait."""
+    order within a priority. Work below the interactive priority (0: a batch line) never holds the last `reserve`
+    slots while `reserving()` says interactive requests use the model (a one-slot model still lends its slot), and a
+    holder of it that registered a yield is asked to give its slot back when a request of a higher priority has to
+    wait."""
 
-    __slots__ = ("_seq", "_waiters", "_yielders", "capacity", "in_use")
+    __slots__ = ("_seq", "_waiters", "_yielders", "capacity", "in_use", "lent", "reserve", "reserving")
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, reserve: int = 0) -> None:
         self.capacity = max(1, capacity)
         self.in_use = 0
+        self.lent = 0  # slots held below priority 0
+        self.reserve = reserve  # slots low-priority work leaves to interactive requests while `reserving()`
+        self.reserving: Callable[[], bool] = _always
         self._seq = 0
         self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []  # (-priority, arrival, waiter), sorted
         self._yielders: list[tuple[int, Callable[[], None]]] = []  # (priority, yield) of low-priority holders
@@ -168,10 +177,24 @@ class SlotGate:
         """Slots held by low-priority work that gives them back when asked."""
         return len(self._yielders)
 
+    @property
+    def lendable(self) -> int:
+        """The slots work below priority 0 may hold together now: all of them, less the reserve while it holds."""
+        if not self.reserve or not self.reserving():
+            return self.capacity
+        return self.capacity - min(self.reserve, self.capacity - 1)
+
+    def _free_to(self, priority: int) -> bool:
+        return self.in_use < self.capacity and (priority >= 0 or self.lent < self.lendable)
+
+    def _take(self, priority: int) -> None:
+        self.in_use += 1
+        self.lent += priority < 0
+
     def try_acquire(self, priority: int = 0) -> bool:
-        """Take a slot without waiting, when one is free and nobody of this priority or above is ahead."""
-        if self.in_use < self.capacity and not self.queued_from(priority):
-            self.in_use += 1
+        """Take a slot without waiting, when one is free to this priority and nobody of it or above is ahead."""
+        if self._free_to(priority) and not self.queued_from(priority):
+            self._take(priority)
             return True
         return False
 
@@ -189,7 +212,7 @@ class SlotGate:
             await waiter
         except asyncio.CancelledError:
             if waiter.done() and not waiter.cancelled():
-                self.release()  # the slot was handed to us as we were cancelled: pass it on
+                self.release(priority)  # the slot was handed to us as we were cancelled: pass it on
             else:
                 try:
                     self._waiters.remove(entry)
@@ -218,11 +241,18 @@ class SlotGate:
             self._yielders.remove(entry)
             entry[1]()
 
-    def release(self) -> None:
-        """Hand the slot to the next waiter, or free it."""
-        while self._waiters:
-            _, _, waiter = self._waiters.pop(0)
-            if not waiter.done():
-                waiter.set_result(None)
-                return
+    def release(self, priority: int = 0) -> None:
+        """Free a slot taken at `priority`: the next waiter takes it when its priority may (a batch line never takes
+        a reserved one)."""
         self.in_use -= 1
+        self.lent -= priority < 0
+        while self._waiters:
+            rank, _, waiter = self._waiters[0]
+            if waiter.done():
+                self._waiters.pop(0)
+                continue
+            if not self._free_to(-rank):
+                return
+            self._waiters.pop(0)
+            self._take(-rank)
+            waiter.set_result(None)

@@ -85,6 +85,8 @@ class LeaseContext:
         state = sched.serving(self._model_id, *self._modalities)
         priority = self._priority
         estimate = sched.admit(state, self._deadline_ms, priority)
+        if priority >= 0:  # from now on batch lines leave the model's reserved slots to interactive requests
+            state.interactive_at = sched.clock()
         previous = state.tier
         self._arrived = arrived = time.perf_counter()
         gate = state.gate
@@ -100,7 +102,7 @@ class LeaseContext:
             if state.tier is not MemoryTier.TIER1 or state.transition is not None:
                 refuse_while_backing_off(state, sched.clock())  # a load failed while this request queued
                 try:
-                    outcome = await sched.tiers.ensure(state, MemoryTier.TIER1)
+                    outcome = await sched.tiers.ensure(state, MemoryTier.TIER1, batch=priority < 0)
                 except Exception:
                     if sched.stopping:  # the stop ended the load (its host killed): the stop is the reason
                         raise shutting_down() from None
@@ -115,7 +117,7 @@ class LeaseContext:
                 placement=state.placement,
                 estimated_wait_ms=estimate,
                 queue_ms=(started - arrived) * 1000,
-                on_device_oom=lambda: sched.tiers.evict_idle_for_oom(state),
+                on_device_oom=lambda: sched.tiers.evict_idle_for_oom(state, spare_interactive=priority < 0),
                 priority=priority,
             )
             if outcome is not None:
@@ -147,6 +149,8 @@ class LeaseContext:
                 lease.cancel.cancel()  # the client went away: the engine stops at its next check
         state.record_service((time.perf_counter() - self._held_from) * 1000)
         state.last_used = self._sched.clock()
+        if self._priority >= 0:
+            state.interactive_at = state.last_used
         self._release(state)
         rebook_measured(self._sched.tiers, state)  # what its host holds after serving, if more than booked
 
@@ -156,4 +160,4 @@ class LeaseContext:
             self._unyield()
             self._unyield = None
         state.active_leases -= 1
-        state.gate.release()
+        state.gate.release(self._priority)

@@ -61,6 +61,7 @@ class ModelState:
     load_backoff: CrashPolicy = field(default_factory=load_backoff_policy)
     service_ms_avg: float | None = None
     last_used: float = 0.0
+    interactive_at: float | None = None  # when an interactive request (not a batch line) last came or ended
     gate: SlotGate = field(default_factory=lambda: SlotGate(1))
     transition: asyncio.Task[Any] | None = None
     estimate_cache: MemoryEstimate | None = None  # the estimate the planner uses: the engine's, corrected
@@ -122,6 +123,10 @@ class ModelState:
     def busy(self) -> bool:
         """Leased, holding a slot, or with requests queued: never evicted or moved."""
         return self.active_leases > 0 or self.gate.in_use > 0 or self.gate.queued > 0
+
+    def in_interactive_use(self, now: float, window_secs: float) -> bool:
+        """Whether an interactive request came or ended within `window_secs` (batch work leaves the model to it)."""
+        return self.interactive_at is not None and now - self.interactive_at <= window_secs
 
     def record_service(self, elapsed_ms: float) -> None:
         """Fold one request's holding time into the average."""

@@ -99,6 +99,15 @@ class Scheduler:
         return state.config.prompt_cache if state is not None else None
 
     def _make_state(self, model: ModelConfig) -> ModelState:
+        """The model's state, its slot gate keeping server.batch_reserved_slots from batch lines while interactive
+        requests use it."""
+        state = self._new_state(model)
+        server = self.settings.server
+        state.gate.reserve = server.batch_reserved_slots
+        state.gate.reserving = lambda: state.in_interactive_use(self.clock(), server.batch_interactive_secs)
+        return state
+
+    def _new_state(self, model: ModelConfig) -> ModelState:
         """The model's state; an engine whose options, factory or estimate fail leaves the model unavailable
         (with the reason /v1/memory/status shows) instead of stopping the server. Bad options are a ConfigError."""
         kind = self.engine_kinds.get(model.engine)

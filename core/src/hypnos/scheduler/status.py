@@ -49,6 +49,7 @@ def model_status(state: ModelState, tiers: TierBooks, now: float) -> ModelMemory
         moe_offload=state.moe_offload,
         expert_bytes=estimate.expert_bytes,
         active_leases=state.active_leases,
+        batch_leases=state.gate.lent,
         idle_seconds=round(idle, 3),
         total_requests_served=state.total_requests_served,
         requests_per_minute=round(state.rate.per_minute(now), 3),

@@ -48,6 +48,8 @@ class ModelMemoryStatus(msgspec.Struct, kw_only=True):
     moe_offload: MoeOffload
     expert_bytes: int
     active_leases: int
+    # of those, the slots batch lines hold (/v1/batches: below every interactive request)
+    batch_leases: int = 0
     idle_seconds: float
     total_requests_served: int
     requests_per_minute: float

@@ -11,7 +11,7 @@ from typing import Any
 
 from hypnos.errors import HypnosError, model_busy, server_error
 from hypnos.scheduler.books import TierBooks
-from hypnos.scheduler.eviction import Eviction, choose_victims
+from hypnos.scheduler.eviction import Eviction, EvictionCandidate, choose_victims
 from hypnos.scheduler.load_backoff import forget_load_failures, is_load_failure, record_load_failure
 from hypnos.scheduler.measured import correct_after_load
 from hypnos.scheduler.model_state import ModelState
@@ -27,6 +27,18 @@ from hypnos.scheduler.records import EvictionRecord, LoadOutcome
 from hypnos.types import LayerPlacementPlan, MemoryTier
 
 logger = logging.getLogger(__name__)
+
+
+class BatchDeferred(HypnosError):
+    """503: a batch line's model fits only by evicting a model interactive requests use; the line runs later."""
+
+    def __init__(self, model_id: str) -> None:
+        super().__init__(
+            503,
+            "model_not_available",
+            f"the model `{model_id}` would have to evict a model interactive requests use; batch lines wait",
+            retry_after=5,
+        )
 
 
 def _empty_plan(state: ModelState) -> LayerPlacementPlan:
@@ -55,23 +67,35 @@ class TierManager(TierBooks):
         )
 
     def reserve(
-        self, state: ModelState, target: MemoryTier, context_len: int | None = None
+        self, state: ModelState, target: MemoryTier, context_len: int | None = None, *, batch: bool = False
     ) -> tuple[LayerPlacementPlan, list[Eviction]]:
         """Plan `state` into `target`, choose and start the evictions it needs, and book it (no await: atomic).
 
         Parked KV states count as free room here: the ones in the way are dropped after booking, before any model
-        would have to go (a parked state costs one prefill to lose, a model a reload)."""
+        would have to go (a parked state costs one prefill to lose, a model a reload). For a batch line (`batch`)
+        the models in interactive use are never victims: a plan that needs them is a BatchDeferred 503."""
         with self.parked.lock:  # a park from a worker thread waits for whole bookings
-            reserved = self._reserve(state, target, context_len)
+            reserved = self._reserve(state, target, context_len, batch)
             self.fit_parked(state.id)
         return reserved
 
     def _reserve(
-        self, state: ModelState, target: MemoryTier, context_len: int | None
+        self, state: ModelState, target: MemoryTier, context_len: int | None, batch: bool = False
+    ) -> tuple[LayerPlacementPlan, list[Eviction]]:
+        try:
+            return self._reserve_among(state, target, context_len, self.candidates(state, spare_interactive=batch))
+        except BatchDeferred:
+            raise
+        except HypnosError:
+            if batch and len(self.candidates(state)) > len(self.candidates(state, spare_interactive=True)):
+                raise BatchDeferred(state.id) from None  # it would fit by evicting a model in interactive use
+            raise
+
+    def _reserve_among(
+        self, state: ModelState, target: MemoryTier, context_len: int | None, candidates: list[EvictionCandidate]
     ) -> tuple[LayerPlacementPlan, list[Eviction]]:
         request = self.placement_request(state, target, context_len)
         free = self.free_memory(own=state, parked_free=True)
-        candidates = self.candidates(exclude=state)
         best_case = FreeMemory(
             tier1=free.tier1 + sum(c.tier1_bytes for c in candidates),
             tier2=free.tier2 + sum(c.tier2_bytes for c in candidates),
@@ -172,16 +196,28 @@ class TierManager(TierBooks):
                 continue
 
     async def ensure(
-        self, state: ModelState, target: MemoryTier, context_len: int | None = None, *, exclusive: bool = False
+        self,
+        state: ModelState,
+        target: MemoryTier,
+        context_len: int | None = None,
+        *,
+        exclusive: bool = False,
+        batch: bool = False,
     ) -> LoadOutcome | None:
         """Bring the model to `target` (one transition at a time; racing callers share it); None if already there.
 
         exclusive (moves by hand, disable): refuse with 429 model_busy if the model is in use when the move starts.
+        batch (a batch line's lease): evict no model in interactive use (else BatchDeferred).
         """
         while True:
             if state.transition is not None:
                 current = state.transition
-                outcome = await asyncio.shield(current)
+                try:
+                    outcome = await asyncio.shield(current)
+                except BatchDeferred:
+                    if batch:
+                        raise
+                    continue  # a batch line's load held back: an interactive request may evict
                 if state.tier == target and context_len is None:
                     return outcome if outcome.tier == target else None
                 continue
@@ -189,17 +225,19 @@ class TierManager(TierBooks):
                 return None
             if exclusive and state.busy:
                 raise model_busy(f"the model `{state.id}` is in use ({state.active_leases} leases); retry when idle")
-            task = self._start_transition(state, self._move(state, target, context_len))
+            task = self._start_transition(state, self._move(state, target, context_len, batch))
             return await asyncio.shield(task)
 
-    async def _move(self, state: ModelState, target: MemoryTier, context_len: int | None) -> LoadOutcome:
+    async def _move(
+        self, state: ModelState, target: MemoryTier, context_len: int | None, batch: bool = False
+    ) -> LoadOutcome:
         started = time.perf_counter()
         previous = state.tier
         if target == MemoryTier.TIER3:
             self.book(state, _empty_plan(state))
             await self._demote_engine(state, MemoryTier.TIER3, state.booked)
             return LoadOutcome(tier=target, elapsed_ms=(time.perf_counter() - started) * 1000)
-        plan, evictions = self.reserve(state, target, context_len)
+        plan, evictions = self.reserve(state, target, context_len, batch=batch)
         victims = [self.models[e.model_id].transition for e in evictions]
         pending = [task for task in victims if task is not None]
         if pending:
@@ -281,13 +319,14 @@ class TierManager(TierBooks):
         state.placement = plan
         return LoadOutcome(tier=to_tier)
 
-    async def evict_idle_for_oom(self, for_model: ModelState) -> list[str]:
-        """After a device OOM: demote every idle tier-1 model (warm in tier 2 when it fits), wait, return their ids."""
+    async def evict_idle_for_oom(self, for_model: ModelState, *, spare_interactive: bool = False) -> list[str]:
+        """After a device OOM: demote every idle tier-1 model (warm in tier 2 when it fits; for a batch line's,
+        `spare_interactive`, none in interactive use), wait, return their ids."""
         evicted: list[ModelState] = []
         with self.parked.lock:  # parked KV states give way to keeping a victim warm, as in reserve()
             free = self.free_memory(parked_free=True)
             spare2 = free.tier2
-            for candidate in self.candidates(exclude=for_model):
+            for candidate in self.candidates(exclude=for_model, spare_interactive=spare_interactive):
                 if candidate.tier1_bytes <= 0:
                     continue
                 grow = candidate.warm_bytes - candidate.tier2_bytes
