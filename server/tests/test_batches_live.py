@@ -43,6 +43,15 @@ slots = 1
 [models.fake]
 tokens = 30
 token_ms = 40
+
+[[models]]
+id = "pair-chat"
+modality = "text_generation"
+engine = "fake"
+slots = 2
+[models.fake]
+tokens = 20
+token_ms = 40
 """
 ENV = {"HYPNOS_PLUGINS": "fake"}
 ENDED = ("completed", "failed", "expired", "cancelled")
@@ -199,6 +208,30 @@ def test_an_interactive_request_takes_the_slot_of_a_batch_line(base: str) -> Non
     metrics = httpx.get(f"{base}/metrics").text
     yields = next(row for row in metrics.splitlines() if row.startswith("hypnos_batch_yields_total"))
     assert float(yields.split()[-1]) >= 1
+
+
+def yields(base: str) -> float:
+    metrics = httpx.get(f"{base}/metrics").text
+    return float(next(row for row in metrics.splitlines() if row.startswith("hypnos_batch_yields_total")).split()[-1])
+
+
+def test_batch_lines_leave_a_slot_to_a_model_in_interactive_use(base: str) -> None:
+    api = sdk(base)
+    question = [{"role": "user", "content": "me first"}]
+    api.chat.completions.create(model="pair-chat", messages=question)  # the model is in interactive use
+    before = yields(base)
+    batch = start(api, "\n".join(chat_line(f"pair-{i}", f"pair question {i}", model="pair-chat") for i in range(6)))
+    while api.batches.retrieve(batch.id).status != "in_progress":
+        time.sleep(0.05)
+    time.sleep(0.3)  # two lines run at once (batch_max_concurrent_lines), the model has two slots
+    for _ in range(3):  # each takes the slot the batch leaves free: no line had to give its slot back
+        answer = api.chat.completions.create(model="pair-chat", messages=question)
+        assert answer.choices[0].finish_reason == "stop"
+        assert api.batches.retrieve(batch.id).status == "in_progress"
+    ended = wait_ended(api, batch.id)
+    assert ended.status == "completed" and ended.request_counts.completed == 6
+    assert sorted(line["custom_id"] for line in lines_of(api, ended.output_file_id)) == [f"pair-{i}" for i in range(6)]
+    assert yields(base) == before
 
 
 def test_cancel_and_expiry_end_with_what_finished(base: str) -> None:
