@@ -94,6 +94,9 @@ class ChatInput(msgspec.Struct, kw_only=True):
     # whose saved prompt states may serve this request (the prompt cache): None anyone's; the server sets the API
     # key's label with server.prompt_cache_isolation = "key"
     cache_scope: str | None = None
+    # the lease's priority: below 0 (a batch line) an engine that steps several answers together runs it only in
+    # what interactive answers leave (the llama batch loop: its prefill and decode yield to theirs)
+    priority: int = 0
 
     @property
     def wants_tools(self) -> bool:

@@ -161,3 +161,27 @@ def test_a_new_prompt_decodes_whole_in_one_step_before_its_first_token() -> None
 def test_deterministic_prefill_decodes_the_last_prompt_token_in_a_step_of_its_own() -> None:
     decoded = _decodes_until_the_first_token(last_token_alone=True)
     assert decoded == [[(5, 0, False), (6, 1, False), (7, 2, False)], [(8, 3, True)]]
+
+
+def test_an_interactive_prompt_prefills_alone_then_batch_lines_decode_beside_its_stream() -> None:
+    events: list = []
+    context = _RecordingContext()
+    loop = BatchLoop(_Model(), context, lambda n: context, prefill_chunk=8, name="t")  # type: ignore[arg-type]
+
+    def slot(seq: int, priority: int, **state: object) -> Slot:
+        job = ChatJob(
+            prompt=[5, 6, 7, 8], max_tokens=4, required_ctx=100, sampling=SamplingParams(), emit=events.append
+        )
+        job.priority = priority
+        return Slot(seq_id=seq, job=job, output=ChoiceOutput(0, []), sampler=_FirstToken(), **state)  # type: ignore[arg-type]
+
+    lines = [slot(seq, -1, cached=[5, 6, 7, 8], next_token=3, first_token=1.0) for seq in (0, 1)]
+    mine = slot(2, 0, pending=[5, 6, 7, 8])
+    loop.slots = [*lines, mine]
+    for _ in range(3):
+        loop._step()
+    assert context.decoded == [
+        [(5, 0, False), (6, 1, False), (7, 2, False), (8, 3, True)],  # the interactive prompt, without the lines
+        [(3, 4, True)],  # its first decode step alone: the pace measures it
+        [(3, 4, True), (3, 4, True), (3, 5, True)],  # then the batch lines decode beside it (within the share)
+    ]

@@ -22,6 +22,7 @@ from hypnos_llama.runtime import ContextShape, LlamaContext, LlamaModel
 from hypnos_llama.sampling import SlotSampler
 from hypnos_llama.slot_cache import clear_idle_caches, make_room, prefill_media, reuse_media_head
 from hypnos_llama.slots import ChatJob, Slot, finished_event
+from hypnos_llama.step_slots import interactive, next_job, step_slots
 from hypnos_llama.thread_governor import ThreadGovernor
 
 logger = logging.getLogger(__name__)
@@ -143,7 +144,7 @@ class BatchLoop:
     def _admit(self) -> None:
         """Admit waiting jobs in order while a slot and KV room are free (rebuilding the context when needed)."""
         while self._waiting:
-            job = self._waiting[0]
+            job = next_job(self._waiting)
             idle = [s for s in self.slots if s.job is None]
             if not idle:
                 return
@@ -231,7 +232,7 @@ class BatchLoop:
         context.batch_clear()
         outputs: list[tuple[Slot, int]] = []
         active = self._active()
-        generating = [s for s in active if not s.pending and s.next_token is not None]
+        generating, answering, prompts, streaming, background = step_slots(active, self.pace)
         for slot in generating:
             token = slot.next_token
             assert token is not None
@@ -240,13 +241,10 @@ class BatchLoop:
         budget = context.shape.n_batch - len(generating)
         stepped = list(generating)
         # tokens inserted into an answer (after its first token) go first; prompts then share the pace's chunk
-        answering = [s for s in active if s.pending and s.first_token is not None]
-        prompts = sorted((s for s in active if s.pending and s.first_token is None), key=lambda s: s.admitted)
-        streaming = bool(generating or answering)
         for slot in answering:
             budget -= self._add_pending(slot, budget, outputs)
             stepped.append(slot)
-        chunk = min(budget, self.pace.budget(streaming)) if prompts else 0
+        chunk = min(budget, self.pace.budget(streaming, not interactive(prompts[0]))) if prompts else 0
         prefilled = 0
         for slot in prompts:
             if chunk - prefilled <= 0:
@@ -264,7 +262,7 @@ class BatchLoop:
             self._decode_failed(status, active)
             return
         if prompts or streaming:
-            self.pace.record(time.perf_counter() - started, prefilled, streaming)
+            self.pace.record(time.perf_counter() - started, prefilled, streaming, background)
         if self.governor is not None and not prefilled and not answering:  # decode steps alone judge the threads
             self.governor.record(time.perf_counter() - started, len(generating))
         self.steps += 1

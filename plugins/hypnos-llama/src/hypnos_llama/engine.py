@@ -380,6 +380,7 @@ class LlamaEngine(StagedEngine):
                 stop=list(request.stop),
                 top_logprobs=top,
                 scope=request.cache_scope,
+                priority=request.priority,
             )
             job.thinking_guard = thinking_guard(
                 plan, prompt_text, lambda text: model.tokenize(text, add_special=False, parse_special=True)

@@ -1,11 +1,12 @@
 """How many prompt tokens the batch loop's next step prefills: chunks short enough that a cancellation is seen
-soon, and beside answers that stream, only as much prefill as keeps their pace."""
+soon, and beside answers that stream, only as much prefill (and batch lines' decoding) as keeps their pace."""
 
 from __future__ import annotations
 
 MIN_CHUNK = 16  # the smallest chunk a time bound makes (smaller batches waste most of a step's fixed cost)
 FIRST_CHUNK = 128  # the most a chunk takes before any rate was measured (a slow CPU: 512 tokens can take 20 s)
 DECODE_WEIGHT = 0.2  # how much a new decode-only step moves the running mean of their duration
+BACKGROUND_STEP = 0.25  # a batch line's prompt chunk alone: this share of step_secs (an interactive one waits less)
 
 
 class PrefillPace:
@@ -16,7 +17,7 @@ class PrefillPace:
     most about that far away). Beside slots that are answering, a step takes at most `chunk_beside` prompt tokens,
     and only while prefill's time beside them (a mixed step's duration beyond a decode-only step's) stays within
     `share` of their decode-only time: their streams keep about 1 / (1 + share) of their pace while a long prompt
-    prefills.
+    prefills. Batch lines' work beside interactive streams (their tokens in a decode step) draws on the same credit.
     """
 
     def __init__(self, n_batch: int, chunk_beside: int, share: float, step_secs: float) -> None:
@@ -28,27 +29,38 @@ class PrefillPace:
         self.decode_s: float | None = None  # running mean of a decode-only step
         self.rate: float | None = None  # prompt tokens a second in the last step that prefilled (falls as KV fills)
 
-    def budget(self, streaming: bool) -> int:
-        """The most prompt tokens the next step may take (0: this step only decodes)."""
+    def budget(self, streaming: bool, background: bool = False) -> int:
+        """The most prompt tokens the next step may take (0: this step only decodes); `background`: a batch line's
+        prompt, in shorter steps (an interactive request arriving waits for the step under way)."""
         if streaming and self.credit < 0:
             return 0
         cap = self.chunk_beside if streaming else self.n_batch
         if self.rate is None:
             cap = min(cap, FIRST_CHUNK)
         elif self.step_secs > 0:
-            cap = min(cap, max(MIN_CHUNK, int(self.rate * self.step_secs)))
+            secs = self.step_secs * (BACKGROUND_STEP if background else 1.0)
+            cap = min(cap, max(MIN_CHUNK, int(self.rate * secs)))
         return cap
 
-    def record(self, elapsed: float, prefilled: int, streaming: bool) -> None:
-        """Account a decoded step: `prefilled` prompt tokens in `elapsed` seconds, beside streams or not."""
-        if prefilled == 0:
+    def lends(self) -> bool:
+        """Whether batch lines may decode beside interactive streams this step (their decode step is measured and
+        no prefill or batch work is owed back)."""
+        return self.decode_s is not None and self.credit >= 0
+
+    def record(self, elapsed: float, prefilled: int, streaming: bool, background: bool = False) -> None:
+        """Account a decoded step: `prefilled` prompt tokens in `elapsed` seconds, beside streams or not;
+        `background`: batch lines decoded in it beside interactive streams."""
+        if prefilled == 0 and not background:
             if streaming:
                 mean = self.decode_s
                 self.decode_s = elapsed if mean is None else mean + DECODE_WEIGHT * (elapsed - mean)
                 self.credit = min(0.0, self.credit + self.share * elapsed)
             return
         extra = elapsed - (self.decode_s or 0.0) if streaming else elapsed
-        extra = max(extra, elapsed * 0.5, 1e-6)  # a noisy decode mean never makes a chunk look free
-        self.rate = prefilled / extra
+        if prefilled:
+            extra = max(extra, elapsed * 0.5, 1e-6)  # a noisy decode mean never makes a chunk look free
+            self.rate = prefilled / extra
+        else:  # batch lines' tokens only: a few more rows of the same step
+            extra = max(extra, elapsed * 0.05, 1e-6)
         if streaming:
             self.credit -= extra

@@ -42,6 +42,7 @@ class ChatJob:
     top_logprobs: int | None = None  # None: no log probabilities; else how many alternatives per token
     restore: Any = None  # a CachedPrompt the prompt cache found: restored into the slot when it beats the slot's
     scope: str | None = None  # the prompt cache's isolation scope (ChatInput.cache_scope)
+    priority: int = 0  # below 0: a batch line, run in what interactive jobs leave (ChatInput.priority)
 
     def inject(self, tokens: list[int], text: str) -> None:
         """Insert `tokens` into the answer after the next sampled token (thread-safe)."""

@@ -28,6 +28,9 @@ class ChatRun:
         if self.run.state.settings.server.prompt_cache_isolation == "key":  # cached prompts stay with their key
             key = self.run.context.key
             self.chat.cache_scope = key.label if key is not None else ""
+        batch = self.run.context.batch
+        if batch is not None:  # a batch line: the engine runs it in what interactive answers leave
+            self.chat.priority = batch.priority
         self.answer = ChatAccumulator(request.model)
 
     @property
