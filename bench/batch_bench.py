@@ -2,7 +2,8 @@
 share of the idle slot-time the batch used.
 
 Run from the repo root: `python -m bench.batch_bench` (`nox -s bench -- batch`: hypnos-llama and the
-Qwen2.5-Coder-0.5B starter, 2 slots), or `--fake` (the fake engine pacing tokens: the scheduling alone, no llama).
+Qwen2.5-Coder-0.5B starter, 4 slots as the starter has them), or `--fake` (the fake engine pacing tokens: the
+scheduling alone, no llama). The load average before and after is printed beside the figures.
 One `hypnos serve`; an interactive client sends streamed chat requests one after another with a pause between them
 (so that the slots are idle part of the time), in three rounds: without a batch, with a `--lines` chat batch running
 (POST /v1/files + /v1/batches, as the OpenAI SDK sends them), without again (the two rounds without are the baseline,
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -28,7 +30,7 @@ from typing import Any
 import httpx
 
 MODEL = "bench-chat"
-SLOTS = 2
+SLOTS = 4
 
 
 def interactive(
@@ -139,6 +141,9 @@ def report(figures: dict[str, Any], args: argparse.Namespace) -> None:
     print(f"decode with the batch / without: {decode_ratio:.2f}x (target >= 0.8x)")
     print(f"idle slot-time the batch used: {share:.0%} (target >= 70%)")
     print(f"batch {batch['id']}: {batch['status']}, request_counts {batch['request_counts']}")
+    print(
+        "load average (1, 5, 15 min) before: {:.1f} {:.1f} {:.1f}, after: {:.1f} {:.1f} {:.1f}".format(*figures["load"])
+    )
 
 
 def main() -> None:
@@ -183,8 +188,10 @@ def main() -> None:
             config = toml_model_config(work, [model], extra="[server]\nrequest_log_capacity = 100000\n")
         path = work / "hypnos.toml"
         path.write_text(config)
+        load = os.getloadavg()
         with live_server(path, env=env, ready_timeout=300) as base:
             figures = measure(base, args)
+        figures["load"] = (*load, *os.getloadavg())
     report(figures, args)
 
 
