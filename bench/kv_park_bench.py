@@ -4,6 +4,8 @@ Run from the repo root: `python -m bench.kv_park_bench` (the Qwen2.5-Coder-0.5B 
 One `hypnos serve` holds the model. Each round: a long first turn, the model moved to tier 2, then the second turn
 (timed: reload + prompt + 8 tokens). Rounds alternate parking off and on (POST /v1/memory/kv-park), so background
 load hits both alike. Prints the medians of the second turn's wall time and of the reload, with the ratio.
+Parking goes through the prompt cache (parked states held under the park cap, restored by prefix on the turn); the
+model's own prompt cache is off here, so with parking off the turn prefills again.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ def main() -> None:
         "slots": 2,
         "context_len": 4096,
         "initial_tier": "tier1_gpu_vram",
+        "prompt_cache": {"enabled": False},  # parking alone: off prefills again
     }
     config.write_text(toml_model_config(gguf.parent, [table]))
     words = " ".join(f"item{i % 97} is filed under shelf {i % 13}." for i in range(args.history_words // 6))

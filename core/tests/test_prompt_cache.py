@@ -180,3 +180,54 @@ def test_ram_copies_are_booked_with_parked_kv_and_released_first(weights: list[s
     room[0] = 10_000
     store.save("chat", NS, conversation(3), state_of(conversation(3)), weights)
     assert park.release(1) == ["prompt cache"] and store.ram_bytes == 0 and park.used_bytes == 0
+
+
+def test_parked_states_are_held_under_the_kv_park_cap_until_their_model_is_back(
+    tmp_path: Path, weights: list[str]
+) -> None:
+    now = [100.0]
+    size = len(state_of(conversation(1)))
+    park = KvParkStore(KvParkConfig(enabled=True, max_bytes=2 * size), clock=lambda: now[0])
+    store = make_store(tmp_path / "cache", ram_bytes=1)  # the cache's own RAM cap holds nothing
+    park.attach_prompt_cache(store)
+    assert store.save("chat", NS, conversation(1), state_of(conversation(1)), weights, parked=True)
+    (held,) = park.status().models
+    assert (held.model, held.slots, held.tokens, held.bytes) == ("chat", 1, len(conversation(1)), size)
+    assert park.parked_bytes == park.used_bytes == store.ram_bytes == size  # in RAM, past ram_bytes
+    now[0] = 101.0
+    store.save("other", NS, conversation(2), state_of(conversation(2)), weights, parked=True)
+    now[0] = 102.0
+    store.save("other", NS, conversation(3), state_of(conversation(3)), weights, parked=True)
+    store.flush()
+    # past the cap the least recently parked model gave way: its state is on disk, no longer parked
+    (held,) = park.status().models
+    assert (held.model, held.slots, held.bytes) == ("other", 2, 2 * size)
+    hit = store.lookup("chat", NS, conversation(1), 0)
+    assert hit is not None and hit.tier == "disk" and hit.state == state_of(conversation(1))
+    hit = store.lookup("other", NS, conversation(2), 0)  # found by prefix like any saved state
+    assert hit is not None and hit.tier == "ram"
+    store.unpark("other")  # its model is back in tier 1: ordinary states under its RAM cap (spilled to disk)
+    assert park.status().models == [] and park.used_bytes == 0
+    hit = store.lookup("other", NS, conversation(3), 0)
+    assert hit is not None and hit.tier == "disk"
+    park.configure(enabled=False)  # parking off: a parked save is an ordinary one
+    store.save("chat", NS, conversation(4), state_of(conversation(4)), weights, parked=True)
+    assert park.status().models == [] and store.ram_bytes == 0
+
+
+def test_parked_states_give_way_after_the_cache_and_before_any_model(weights: list[str]) -> None:
+    now = [100.0]
+    size = len(state_of(conversation(1)))
+    park = KvParkStore(KvParkConfig(enabled=True, max_bytes=1 << 30), clock=lambda: now[0])
+    store = make_store(None)
+    park.attach_prompt_cache(store)
+    store.save("chat", NS, conversation(1), state_of(conversation(1)), weights, parked=True)
+    now[0] = 101.0
+    store.save("other", NS, conversation(2), state_of(conversation(2)), weights, parked=True)
+    store.save("other", NS, conversation(3), state_of(conversation(3)), weights)  # an ordinary one
+    assert park.used_bytes == 3 * size and park.parked_bytes == 2 * size
+    assert park.release(1) == ["prompt cache"] and park.parked_bytes == 2 * size
+    assert park.release(1) == ["chat"]  # the least recently parked
+    assert [m.model for m in park.status().models] == ["other"]
+    park.drop("other")
+    assert park.used_bytes == 0 and store.lookup("other", NS, conversation(2), 0) is None

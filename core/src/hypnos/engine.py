@@ -236,8 +236,15 @@ class PromptCache(Protocol):
     chain hashes of a prompt's fixed-size token blocks (hypnos.kit.prompt_cache), under a namespace that names the
     model file, the context layout and the isolation scope."""
 
-    def save(self, model_id: str, namespace: str, tokens: list[int], state: bytes, files: list[str]) -> bool:
-        """Keep a sequence state for `tokens` (`files`: the model files it depends on; a changed file drops it)."""
+    def save(
+        self, model_id: str, namespace: str, tokens: list[int], state: bytes, files: list[str], parked: bool = False
+    ) -> bool:
+        """Keep a sequence state for `tokens` (`files`: the model files it depends on; a changed file drops it);
+        `parked`: KV parking's, kept under its cap while parking is on and the model is out of tier 1."""
+        ...
+
+    def unpark(self, model_id: str) -> None:
+        """The model is back in tier 1: its parked states become ordinary saved ones."""
         ...
 
     def lookup(self, model_id: str, namespace: str, tokens: list[int], longer_than: int) -> CachedPrompt | None:

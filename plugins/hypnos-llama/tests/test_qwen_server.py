@@ -153,7 +153,6 @@ def test_kv_parking_brings_a_conversation_back_after_a_tier_move(client: Any, se
     ]
     to_tier2()  # parking is off: the next turn prefills the whole history
     plain = client.chat.completions.create(model=MODEL, messages=history, temperature=0, max_tokens=24)
-    assert "kv_restored_tokens" not in plain.model_extra["hypnos_telemetry"]["tier_switch_phases"]
     details = plain.usage.prompt_tokens_details  # left out when nothing was cached
     assert details is None or details.cached_tokens == 0
     try:
@@ -162,8 +161,7 @@ def test_kv_parking_brings_a_conversation_back_after_a_tier_move(client: Any, se
         (parked,) = [m for m in kv_park()["models"] if m["model"] == MODEL]
         assert parked["tokens"] >= plain.usage.prompt_tokens and parked["bytes"] > 0 and parked["slots"] >= 1
         again = client.chat.completions.create(model=MODEL, messages=history, temperature=0, max_tokens=24)
-        phases = again.model_extra["hypnos_telemetry"]["tier_switch_phases"]
-        assert phases["kv_restored_tokens"] >= parked["tokens"] and phases["kv_restore_ms"] >= 0
+        # restored on this turn from the prompt cache, where it was parked
         assert again.usage.prompt_tokens_details.cached_tokens >= plain.usage.prompt_tokens - 1
         assert again.choices[0].message.content == plain.choices[0].message.content  # parking never changes it
         assert kv_park()["models"] == []  # taken back by the model

@@ -222,24 +222,59 @@ async def test_a_later_turn_about_the_same_image_reuses_its_cells(vl_engine: Any
     assert other.cached_tokens < 16  # another image at the same place: its cells are computed anew
 
 
-async def test_a_conversation_about_an_image_survives_a_tier_move_with_kv_parking(tiny_vision: Any) -> None:
-    from hypnos.config import KvParkConfig
+def cached_vision_engine(tiny_vision: Any, tmp_path: Path, *, parking: bool) -> Any:
+    """The tiny vision engine with one slot, a prompt cache (states of 64 tokens or more) and KV parking on or off."""
+    from hypnos.config import KvParkConfig, PromptCacheConfig
     from hypnos.scheduler.kv_park import KvParkStore
-    from hypnos.types import MemoryTier
+    from hypnos.scheduler.prompt_cache import PromptCacheStore
 
     engine = make_vision_engine(tiny_vision, slots=1)
-    engine.context.kv_park = KvParkStore(KvParkConfig(enabled=True))
+    engine.model.prompt_cache = settings = PromptCacheConfig(min_tokens=64)
+    engine.context.prompt_cache = store = PromptCacheStore(tmp_path / "cache", lambda model_id: settings)
+    engine.context.kv_park = KvParkStore(KvParkConfig(enabled=parking))
+    engine.context.kv_park.attach_prompt_cache(store)
+    return engine
+
+
+IMAGE_TURN = ("Describe ", image_part(png_bytes((224, 224))), " briefly.")  # 64 image tokens: worth saving
+
+
+async def test_a_conversation_about_an_image_survives_a_tier_move_with_kv_parking(
+    tiny_vision: Any, tmp_path: Path
+) -> None:
+    from hypnos.types import MemoryTier
+
+    engine = cached_vision_engine(tiny_vision, tmp_path, parking=True)
     await engine.load(tier1(2048))
     try:
-        request = vision_request("Describe ", image_part(png_bytes((112, 112))), " briefly.", temperature=0)
+        request = vision_request(*IMAGE_TURN, temperature=0)
         _, first, _ = await collect(engine, request, max_tokens=4)
         await engine.demote(MemoryTier.TIER2)
-        (parked,) = engine.context.kv_park.status().models
+        (parked,) = engine.context.kv_park.status().models  # in the prompt cache, under the park cap
         assert parked.tokens >= first.prompt_tokens
-        phases = await engine.load(tier1(2048))
-        assert phases.kv_restored_tokens == parked.tokens
+        await engine.load(tier1(2048))
+        assert engine.context.kv_park.status().models == []  # back in tier 1: found by prefix from now on
         _, again, _ = await collect(engine, request, max_tokens=4)
         assert again.cached_tokens == first.prompt_tokens - 1  # the image is not encoded again
+        assert engine.context.prompt_cache.hits["ram"] == 1
+    finally:
+        await engine.unload()
+
+
+async def test_a_conversation_about_an_image_comes_back_from_the_prompt_cache(tiny_vision: Any, tmp_path: Path) -> None:
+    engine = cached_vision_engine(tiny_vision, tmp_path, parking=False)
+    await engine.load(tier1(2048))
+    try:
+        request = vision_request(*IMAGE_TURN, temperature=0)
+        _, before, _ = await collect(engine, request, max_tokens=4)
+        other = chat_request("another conversation entirely, which takes the only slot: " + "red green blue. " * 30)
+        await collect(engine, other, max_tokens=4)  # its slot is saved first, media cells and all
+        _, after, _ = await collect(engine, request, max_tokens=4)
+        assert after.cached_tokens == before.prompt_tokens - 1  # restored: the image is not encoded again
+        # another image at the same place shares only the text before it: its cells are computed anew
+        blue = vision_request("Describe ", image_part(png_bytes((224, 224), color=(0, 0, 255))), " briefly.")
+        _, changed, _ = await collect(engine, blue, max_tokens=4)
+        assert changed.cached_tokens < 16
     finally:
         await engine.unload()
 

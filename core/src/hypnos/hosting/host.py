@@ -114,9 +114,15 @@ class RemotePromptCache:
     def __init__(self, channel: AskChannel) -> None:
         self._channel = channel
 
-    def save(self, model_id: str, namespace: str, tokens: list[int], state: bytes, files: list[str]) -> bool:
+    def save(
+        self, model_id: str, namespace: str, tokens: list[int], state: bytes, files: list[str], parked: bool = False
+    ) -> bool:
         """Save a prompt state at the server."""
-        return bool(self._channel.ask("pc_save", (model_id, namespace, tokens, state, files)))
+        return bool(self._channel.ask("pc_save", (model_id, namespace, tokens, state, files, parked)))
+
+    def unpark(self, model_id: str) -> None:
+        """Turn the model's parked states at the server into ordinary ones."""
+        self._channel.ask("pc_unpark", (model_id,))
 
     def lookup(self, model_id: str, namespace: str, tokens: list[int], longer_than: int) -> CachedPrompt | None:
         """The server's saved state with the longest shared block prefix, when longer than `longer_than`."""

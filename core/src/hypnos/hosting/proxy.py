@@ -258,10 +258,15 @@ class HostedEngine(Engine):
         """The engine's questions, answered from the server's side (KV parking, the prompt cache: a coroutine that
         saves or looks up on a thread, the disk tier's reads kept off the event loop)."""
         cache = self.context.prompt_cache
-        if name in ("pc_save", "pc_lookup"):
+        if name in ("pc_save", "pc_lookup", "pc_unpark"):
             if cache is None:
                 return None
-            return asyncio.to_thread(cache.save if name == "pc_save" else cache.lookup, *payload)
+            calls: dict[str, Callable[..., Any]] = {
+                "pc_save": cache.save,
+                "pc_lookup": cache.lookup,
+                "pc_unpark": cache.unpark,
+            }
+            return asyncio.to_thread(calls[name], *payload)
         store = self.context.kv_park
         if store is None:
             return None if name != "kv_take" else []

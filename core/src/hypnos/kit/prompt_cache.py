@@ -71,19 +71,21 @@ class PromptSaver:
 
     def __init__(self, store: PromptCache, model_id: str, files: list[str]) -> None:
         self.store, self.model_id, self.files = store, model_id, files
-        self._queue: queue.Queue[tuple[str, list[int], bytes] | None] = queue.Queue()
+        self._queue: queue.Queue[tuple[str, list[int], bytes, bool] | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name=f"prompt-saver-{model_id}", daemon=True)
         self._thread.start()
 
-    def save(self, namespace: str, tokens: list[int], state: bytes, *, keep_all: bool = False) -> None:
+    def save(
+        self, namespace: str, tokens: list[int], state: bytes, *, keep_all: bool = False, parked: bool = False
+    ) -> None:
         """Queue one state (from any thread); the oldest waiting one is dropped when MAX_PENDING_SAVES wait, unless
-        `keep_all` (a model leaving tier 1 saves all its slots)."""
+        `keep_all` (a model leaving tier 1 saves all its slots; `parked`: as KV parking's)."""
         while not keep_all and self._queue.qsize() >= MAX_PENDING_SAVES:
             try:
                 self._queue.get_nowait()
             except queue.Empty:
                 break
-        self._queue.put((namespace, tokens, state))
+        self._queue.put((namespace, tokens, state, parked))
 
     def close(self) -> None:
         """Hand over what is queued, then end the thread."""
@@ -92,8 +94,8 @@ class PromptSaver:
 
     def _run(self) -> None:
         while (item := self._queue.get()) is not None:
-            namespace, tokens, state = item
+            namespace, tokens, state, parked = item
             try:
-                self.store.save(self.model_id, namespace, tokens, state, self.files)
+                self.store.save(self.model_id, namespace, tokens, state, self.files, parked)
             except Exception as error:  # the cache is an optimisation: a lost save costs a prefill later
                 logger.warning("could not save a prompt state of %s: %s", self.model_id, error)

@@ -6,6 +6,9 @@ Parked bytes are host memory: the scheduler counts them in tier 2 and against th
 much of those budgets its bookings leave (`budget`), and drops parked states (`release`) before it evicts a model.
 The prompt cache's RAM tier is booked through this store too: its bytes count in `used_bytes`, it gets the room the
 models and the parked states leave, and `release` drops its RAM copies (they stay on disk) before parked states.
+An engine with a prompt cache (llama) parks through it: its parked states are prompt cache entries held under this
+store's switch and cap (found again by prefix on the conversation's next turn); this store's own park/take keep the
+slots of an engine without one. Both kinds show, count and give way here alike, the least recently parked first.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from dataclasses import dataclass, field
 
 from hypnos.config import KvParkConfig
 from hypnos.engine import ParkedSlot
-from hypnos.scheduler.prompt_cache import PromptCacheStore
+from hypnos.scheduler.prompt_cache import ParkedStates, PromptCacheStore
 from hypnos.scheduler.status_types import KvParkedModel, KvParkStatus
 
 logger = logging.getLogger(__name__)
@@ -60,9 +63,16 @@ class KvParkStore:
         self._budget = budget
 
     def attach_prompt_cache(self, cache: PromptCacheStore) -> None:
-        """Book the prompt cache's RAM tier with the parked states (see the module's docstring)."""
+        """Book the prompt cache's RAM tier with the parked states, and park through it (the module's docstring)."""
         self.prompt_cache = cache
         cache.bind_room(self._prompt_cache_room)
+        cache.bind_parking(self._parking_room, self._clock)
+
+    def _parking_room(self) -> int:
+        """What the prompt cache's parked states may hold: none while off (read without the lock, as below)."""
+        if not self.enabled:
+            return 0
+        return max(0, self._limit() - sum(parked.bytes for parked in list(self._models.values())))
 
     def _prompt_cache_room(self) -> int:
         """What the budgets leave the prompt cache (read without the lock: the cache may hold its own)."""
@@ -72,16 +82,17 @@ class KvParkStore:
 
     @property
     def parked_bytes(self) -> int:
-        """Bytes of parked state held now."""
+        """Bytes of parked state held now (the prompt cache's parked states included)."""
         with self.lock:
-            return sum(parked.bytes for parked in self._models.values())
+            cache = self.prompt_cache.parked_bytes if self.prompt_cache is not None else 0
+            return sum(parked.bytes for parked in self._models.values()) + cache
 
     @property
     def used_bytes(self) -> int:
         """Host bytes booked here: parked states plus the prompt cache's RAM tier."""
         with self.lock:
             cache = self.prompt_cache.ram_bytes if self.prompt_cache is not None else 0
-            return self.parked_bytes + cache
+            return sum(parked.bytes for parked in self._models.values()) + cache
 
     def park(self, model_id: str, layout: Hashable, slots: list[ParkedSlot]) -> bool:
         """Keep these slots for the model (replacing what it had parked); False when off, empty, or larger than the
@@ -123,9 +134,8 @@ class KvParkStore:
                 num_bytes -= freed
                 if freed:
                     dropped.append("prompt cache")
-            while num_bytes > 0 and self._models:
-                oldest = self._oldest()
-                num_bytes -= self._models.pop(oldest).bytes
+            while num_bytes > 0 and (oldest := self._oldest()) is not None:
+                num_bytes -= self._drop_parked(oldest)
                 dropped.append(oldest)
         return dropped
 
@@ -138,6 +148,8 @@ class KvParkStore:
                 self.max_bytes = max_bytes
             if not self.enabled:
                 self._models.clear()
+                for held in self._cache_parked():
+                    self._drop_parked(held.model)
             self._fit(self.max_bytes)
 
     def _limit(self) -> int:
@@ -146,13 +158,26 @@ class KvParkStore:
             return self.max_bytes
         return max(0, min(self.max_bytes, self._budget()))
 
-    def _oldest(self) -> str:
-        return min(self._models, key=lambda model_id: self._models[model_id].parked_at)
+    def _cache_parked(self) -> list[ParkedStates]:
+        return self.prompt_cache.parked_models() if self.prompt_cache is not None else []
+
+    def _oldest(self) -> str | None:
+        """The model parked least recently, here or in the prompt cache (lock held)."""
+        times = {model_id: parked.parked_at for model_id, parked in self._models.items()}
+        for held in self._cache_parked():
+            times[held.model] = min(times.get(held.model, held.parked_at), held.parked_at)
+        return min(times, key=lambda model_id: times[model_id]) if times else None
+
+    def _drop_parked(self, model_id: str) -> int:
+        """Drop a model's parked states (the prompt cache's stay on disk where written); the bytes freed."""
+        parked = self._models.pop(model_id, None)
+        freed = parked.bytes if parked is not None else 0
+        return freed + (self.prompt_cache.release_parked(model_id) if self.prompt_cache is not None else 0)
 
     def _fit(self, limit: int) -> None:
         """Drop the least recently parked models until the rest fits `limit` (lock held)."""
-        while self._models and sum(p.bytes for p in self._models.values()) > limit:
-            del self._models[self._oldest()]
+        while self.parked_bytes > limit and (oldest := self._oldest()) is not None:
+            self._drop_parked(oldest)
 
     def status(self) -> KvParkStatus:
         """The kv_park object of /v1/memory/status and /v1/memory/kv-park."""
@@ -166,7 +191,18 @@ class KvParkStore:
                     bytes=parked.bytes,
                     parked_secs_ago=round(max(0.0, now - parked.parked_at), 3),
                 )
-                for model_id, parked in sorted(self._models.items(), key=lambda item: item[1].parked_at)
+                for model_id, parked in self._models.items()
             ]
+            models += [
+                KvParkedModel(
+                    model=held.model,
+                    slots=held.slots,
+                    tokens=held.tokens,
+                    bytes=held.bytes,
+                    parked_secs_ago=round(max(0.0, now - held.parked_at), 3),
+                )
+                for held in self._cache_parked()
+            ]
+        models.sort(key=lambda model: -model.parked_secs_ago)
         used = sum(model.bytes for model in models)
         return KvParkStatus(enabled=self.enabled, max_bytes=self.max_bytes, used_bytes=used, models=models)

@@ -7,6 +7,10 @@ releases them before it evicts a model. Tier 3 is disk under server.data_dir, ea
 saved state is written there too (off the caller's thread), so a state dropped from RAM is still on disk, and the
 disk tier survives an engine host's crash and a restart (indexed at start; a file whose model file changed, or that
 is torn or foreign, is dropped with a log line). Least recently used entries go first in each tier.
+
+KV parking is a special case: a model leaving tier 1 saves its idle slots as parked entries, held in RAM under the
+KV park cap (hardware.kv_park) instead of the model's ram_bytes, until the model is back in tier 1 (`unpark`); they
+are found by prefix like any other entry, and written to disk like them when the model's cache is on.
 """
 
 from __future__ import annotations
@@ -28,14 +32,25 @@ from hypnos.scheduler.prompt_files import (
     FileHeader,
     drop_file,
     model_folder,
-    read_header,
     read_state,
+    saved_files,
     write_entry,
 )
 from hypnos.scheduler.status_types import PromptCacheModel, PromptCacheStatus
 
 logger = logging.getLogger(__name__)
 TIERS = ("slots", "ram", "disk")
+
+
+@dataclass
+class ParkedStates:
+    """One model's parked states: when the oldest was parked, how many, their tokens and bytes."""
+
+    model: str
+    parked_at: float
+    slots: int = 0
+    tokens: int = 0
+    bytes: int = 0
 
 
 @dataclass
@@ -53,6 +68,7 @@ class Entry:
     disk_bytes: int = 0
     writing: bool = False  # its disk write is queued or running (a RAM copy dropped meanwhile is not lost)
     used: float = field(default_factory=time.monotonic)
+    parked: float | None = None  # when KV parking saved it (its model left tier 1); None: an ordinary entry
 
     @property
     def key(self) -> tuple[str, str]:
@@ -67,6 +83,8 @@ class PromptCacheStore:
         self.folder = folder
         self._configs = configs
         self._room: Callable[[], int] | None = None
+        self._parking: Callable[[], int] | None = None  # the bytes parked entries may hold (0: parking is off)
+        self._clock: Callable[[], float] = time.monotonic
         self.lock = threading.RLock()
         self._entries: dict[tuple[str, str], Entry] = {}
         self._index: dict[tuple[str, str], set[tuple[str, str]]] = {}  # (namespace, block hash) -> entries
@@ -81,18 +99,29 @@ class PromptCacheStore:
         """Where the host bytes left for saved states come from (the budgets less models and parked KV)."""
         self._room = room
 
+    def bind_parking(self, room: Callable[[], int], clock: Callable[[], float]) -> None:
+        """Where the bytes parked entries may hold come from (KV parking's cap and budgets), and its clock."""
+        self._parking, self._clock = room, clock
+
     # ---- the engines' side -------------------------------------------------------------------------------------
 
-    def save(self, model_id: str, namespace: str, tokens: list[int], state: bytes, files: list[str]) -> bool:
+    def save(
+        self, model_id: str, namespace: str, tokens: list[int], state: bytes, files: list[str], parked: bool = False
+    ) -> bool:
         """Keep a state for `tokens` (at least one full block) in RAM and write it to disk; False when off or it
-        cannot fit. An entry whose tokens this one extends is replaced by it."""
+        cannot fit. An entry whose tokens this one extends is replaced by it. `parked`: KV parking's (kept under
+        its cap while parking is on, even when the model's cache is off; else an ordinary save)."""
         config = self._configs(model_id)
         hashes = block_hashes(namespace, tokens)
-        if config is None or not config.enabled or not hashes or not state:
+        if config is None or not hashes or not state or not (config.enabled or parked):
             return False
         entry = Entry(model_id, namespace, list(tokens), hashes, list(files), len(state), state=state)
-        entry.writing = to_disk = self.folder is not None and config.disk_bytes >= entry.size
+        entry.writing = to_disk = config.enabled and self.folder is not None and config.disk_bytes >= entry.size
         with self.lock:
+            if parked and self._park_room(model_id, entry.size):
+                entry.parked = self._clock()
+            elif not config.enabled:
+                return False
             for old in [self._entries.get((namespace, h)) for h in hashes]:
                 if old is not None and old.tokens == entry.tokens[: len(old.tokens)]:
                     self._remove(old)
@@ -122,7 +151,10 @@ class PromptCacheStore:
                 self._count(None, longer_than)
                 return None
             entry.used = time.monotonic()
-            state, path = entry.state, entry.path
+            state, path, writing = entry.state, entry.path, entry.writing
+        if state is None and path is None and writing:  # spilled while its file is being written: wait for it
+            self.flush()
+            path = entry.path
         tier = "ram"
         if state is None and path is not None:
             tier = "disk"
@@ -144,12 +176,19 @@ class PromptCacheStore:
 
     @property
     def ram_bytes(self) -> int:
-        """Host bytes the saved states hold now."""
+        """Host bytes the saved states hold now (parked ones included)."""
         with self.lock:
             return sum(e.size for e in self._entries.values() if e.state is not None)
 
+    @property
+    def parked_bytes(self) -> int:
+        """Host bytes the parked states hold now."""
+        with self.lock:
+            return sum(e.size for e in self._parked())
+
     def release_ram(self, num_bytes: int) -> int:
-        """Drop RAM copies, least recently used first, until `num_bytes` are freed (disk copies stay); the bytes."""
+        """Drop RAM copies of unparked states, least recently used first, until `num_bytes` are freed (disk copies
+        stay); the bytes."""
         freed = 0
         with self.lock:
             for entry in sorted(self._in_ram(), key=lambda e: e.used):
@@ -157,6 +196,36 @@ class PromptCacheStore:
                     break
                 freed += self._drop_ram(entry)
         return freed
+
+    def parked_models(self) -> list[ParkedStates]:
+        """Each model's parked states (KV parking's status and its oldest-first order)."""
+        with self.lock:
+            models: dict[str, ParkedStates] = {}
+            for entry in self._parked():
+                assert entry.parked is not None
+                held = models.setdefault(entry.model, ParkedStates(entry.model, entry.parked))
+                held.slots += 1
+                held.tokens += len(entry.tokens)
+                held.bytes += entry.size
+                held.parked_at = min(held.parked_at, entry.parked)
+            return sorted(models.values(), key=lambda m: m.parked_at)
+
+    def release_parked(self, model_id: str) -> int:
+        """Drop the RAM copies of a model's parked states (those on disk stay there, unparked); the bytes freed."""
+        with self.lock:
+            freed = 0
+            for entry in [e for e in self._parked() if e.model == model_id]:
+                entry.parked = None
+                freed += self._drop_ram(entry)
+            return freed
+
+    def unpark(self, model_id: str) -> None:
+        """The model is back in tier 1: its parked states become ordinary ones (its RAM cap, least recently used)."""
+        with self.lock:
+            for entry in self._parked():
+                if entry.model == model_id:
+                    entry.parked = None
+            self._fit_ram(model_id)
 
     def drop(self, model_id: str) -> None:
         """Forget a model's saved states, in RAM and on disk (a deleted or disabled model)."""
@@ -197,8 +266,28 @@ class PromptCacheStore:
         else:
             self.misses += 1
 
+    def _park_room(self, model_id: str, size: int) -> bool:
+        """Whether a parked state of `size` bytes fits KV parking's room, other models' older ones giving way."""
+        room = self._parking() if self._parking is not None else 0
+        if size > room:
+            return False
+        for held in self.parked_models():  # the least recently parked first
+            if self.parked_bytes + size <= room:
+                break
+            if held.model != model_id:
+                self.release_parked(held.model)
+        return self.parked_bytes + size <= room
+
     def _in_ram(self, model_id: str | None = None) -> list[Entry]:
-        return [e for e in self._entries.values() if e.state is not None and model_id in (None, e.model)]
+        """Unparked entries holding RAM (of one model, or all)."""
+        return [
+            e
+            for e in self._entries.values()
+            if e.state is not None and e.parked is None and model_id in (None, e.model)
+        ]
+
+    def _parked(self) -> list[Entry]:
+        return [e for e in self._entries.values() if e.parked is not None and e.state is not None]
 
     def _add(self, entry: Entry) -> None:
         self._entries[entry.key] = entry
@@ -223,7 +312,7 @@ class PromptCacheStore:
     def _drop_ram(self, entry: Entry) -> int:
         """Drop an entry's RAM copy (spilled: its file, or its queued write, keeps it); the bytes freed."""
         freed = entry.size
-        entry.state = None
+        entry.state, entry.parked = None, None
         if entry.path is None and not entry.writing:
             self._remove(entry)
         return freed
@@ -239,7 +328,7 @@ class PromptCacheStore:
                 break
             held -= self._drop_ram(entry)
         if self._room is not None:
-            over = sum(e.size for e in self._in_ram()) - self._room()
+            over = sum(e.size for e in self._entries.values() if e.state is not None) - self._room()
             if over > 0:
                 self.release_ram(over)
 
@@ -298,21 +387,8 @@ class PromptCacheStore:
             self._fit_disk(entry.model)
 
     def _index_disk(self, folder: Path) -> None:
-        """Index the files a previous run left: stale temp files, torn ones and those of changed models dropped."""
-        if not folder.is_dir():
-            return
-        for path in sorted(folder.glob(f"*/*{SUFFIX}")):
-            if path.name.startswith(".tmp-"):
-                path.unlink(missing_ok=True)  # a write that never reached its rename
-                continue
-            try:
-                header = read_header(path)
-            except (OSError, CacheFileError) as error:
-                drop_file(path, str(error))
-                continue
-            if not header.hashes or not files_unchanged(header.files):
-                drop_file(path, "its model file changed since it was saved")
-                continue
+        """Index the files a previous run left (prompt_files.saved_files drops those it cannot trust)."""
+        for path, header in saved_files(folder, files_unchanged):
             stat = path.stat()
             entry = Entry(
                 header.model,

@@ -13,6 +13,7 @@ import logging
 import os
 import re
 import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -115,3 +116,23 @@ def drop_file(path: Path, why: str) -> None:
     """Remove a cache file that must not be loaded, with a log line saying why."""
     logger.warning("dropping prompt cache file %s: %s", path, why)
     path.unlink(missing_ok=True)
+
+
+def saved_files(folder: Path, trusted: Callable[[list[str]], bool]) -> Iterator[tuple[Path, FileHeader]]:
+    """The files a previous run left that can be indexed: stale temp files, torn ones and those whose model files
+    are no longer `trusted` dropped (with a log line)."""
+    if not folder.is_dir():
+        return
+    for path in sorted(folder.glob(f"*/*{SUFFIX}")):
+        if path.name.startswith(".tmp-"):
+            path.unlink(missing_ok=True)  # a write that never reached its rename
+            continue
+        try:
+            header = read_header(path)
+        except (OSError, CacheFileError) as error:
+            drop_file(path, str(error))
+            continue
+        if not header.hashes or not trusted(header.files):
+            drop_file(path, "its model file changed since it was saved")
+            continue
+        yield path, header

@@ -188,11 +188,11 @@ class BatchLoop:
 
     def _start(self, slot: Slot, job: ChatJob) -> None:
         slot.admitted = time.perf_counter()
+        if self.states is not None:  # save what the slot would lose; restore a saved state that shares more
+            self.states.prepare(self.context, slot, job)
         if job.media is not None and slot.scope == job.scope and reuse_media_head(self.context, slot, job):
-            reuse = len(slot.cached)  # the slot already holds this prompt's media (an earlier turn)
+            reuse = len(slot.cached)  # the slot already holds this prompt's media (an earlier turn, a saved state)
         else:
-            if self.states is not None:  # save what the slot would lose; restore a saved state that shares more
-                self.states.prepare(self.context, slot, job)
             reuse = 0 if job.media is not None else min(shared_prefix(slot, job), len(job.prompt) - 1)
             if not self.context.seq_trim(slot.seq_id, reuse):
                 self.context.seq_trim(slot.seq_id, 0)

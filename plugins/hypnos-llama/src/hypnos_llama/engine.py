@@ -38,7 +38,6 @@ from hypnos_llama.estimate import estimate_gguf
 from hypnos_llama.gguf_meta import GgufFile, read_gguf
 from hypnos_llama.grammar import check_grammar, request_grammar
 from hypnos_llama.handoff import Handoff
-from hypnos_llama.kv_parking import context_layout, park_slots, restore_slots
 from hypnos_llama.moe_offload import expert_layers, expert_pattern
 from hypnos_llama.multimodal import Projector, load_projector, media_kinds, media_prompt, projector_modalities_of
 from hypnos_llama.options import LlamaOptions
@@ -96,7 +95,7 @@ class LlamaEngine(StagedEngine):
         self._projector_modalities = projector_modalities_of(self.projector_path)
         self._projector: Projector | None = None
         self._projector_ms: float | None = None
-        self._kv_restored: tuple[float, int] | None = None
+        self._parked = False  # whether the model parked conversations when it left tier 1
         self.cpu_expert_pattern: str | None = None  # MoE offload: the expert tensors kept on the CPU at tier 1
         self._built_ms: tuple[float, float] = (0.0, 0.0)  # the last build's (weights, context) milliseconds
         self._gguf: GgufFile | None = None
@@ -164,20 +163,19 @@ class LlamaEngine(StagedEngine):
         self.device = "cuda" if on_device else "cpu"
 
     def build_phases(self, phases: TierSwitchPhases) -> TierSwitchPhases:
-        """Pages and model load as weights_ms, the context as context_ms, the projector and the KV restore."""
+        """Pages and model load as weights_ms, the context as context_ms, and the projector (parked conversations come
+        back on their next turn, through the prompt cache: cached_tokens)."""
         weights_ms, context_ms = self._built_ms
-        restored = self._kv_restored
         return msgspec.structs.replace(
             phases,
             weights_ms=round((phases.weights_ms or 0.0) + weights_ms, 3),
             context_ms=round(context_ms, 3),
             projector_ms=self._projector_ms,
-            kv_restore_ms=restored and round(restored[0], 3),
-            kv_restored_tokens=restored and restored[1],
         )
 
     def release_device(self) -> None:
-        """Tier 1 -> 2: stop the batch loop, park the idle slots' KV, free the context, projector and model."""
+        """Tier 1 -> 2: stop the batch loop, save (or park) the idle slots' KV, free the context, projector and
+        model."""
         batch, model, projector = self._batch, self._runtime_model, self._projector
         self._batch = self._runtime_model = self._projector = self._states = None
         if batch is not None:
@@ -256,10 +254,12 @@ class LlamaEngine(StagedEngine):
             governor=self.governor,
             batch_threads=self.options.n_threads_batch,
         )
-        self._kv_restored = restore_slots(self.context.kv_park, self.model.id, self._layout(context), batch)
         store, cache = self.context.prompt_cache, self.model.prompt_cache
-        if store is not None and cache.enabled and self.projector_path is None:  # media cells are not saved
-            batch.states = self._states = PromptStates(store, self.model.id, cache, self.path, self.options)
+        if store is not None and (cache.enabled or self.context.kv_park is not None):  # KV parking goes through it
+            store.unpark(self.model.id)  # back in tier 1: what it parked is found by prefix, as any saved state
+            parked, self._parked = self._parked, False
+            states = PromptStates(store, self.model.id, cache, self.path, self.options, parked=parked)
+            batch.states = self._states = states
         batch.start()
         self._runtime_model, self._template, self._batch = model, template, batch
         self._projector = projector
@@ -271,19 +271,15 @@ class LlamaEngine(StagedEngine):
         cells = min(int(n_ctx), trained * max(1, self.model.slots))
         return context_shape(cells, self.model.slots, self.options.n_batch, self.options.n_ubatch)
 
-    def _layout(self, context) -> tuple:
-        return context_layout(self.path, self.options, context)
-
     def _teardown(self, batch: BatchLoop, model, projector=None) -> None:
         batch.stop()
-        parked = 0
-        try:  # KV parking: the idle slots' conversations wait in host memory for the model's return
-            parked = park_slots(self.context.kv_park, self.model.id, self._layout(batch.context), batch)
-        except Exception as error:  # parking is an optimisation: a failure only costs a prefill later
-            logger.warning("could not park the KV states of %s: %s", self.model.id, error)
-        if batch.states is not None:  # else the prompt cache keeps them (RAM, then disk), found again by prefix
-            if not parked:
-                batch.states.save_idle(batch.context, batch.slots)
+        if batch.states is not None:  # the prompt cache keeps the idle slots (RAM, then disk), found again by prefix
+            try:  # KV parking: all of them, held in RAM under its cap until the model is back
+                park = self.context.kv_park is not None and self.context.kv_park.enabled
+            except Exception as error:  # the server is gone: an ordinary save
+                logger.warning("could not ask whether KV parking is on: %s", error)
+                park = False
+            self._parked = batch.states.leave(batch.context, batch.slots, park=park)
             batch.states.close()
         batch.context.close()
         if projector is not None:  # before the model it was built on
@@ -389,7 +385,7 @@ class LlamaEngine(StagedEngine):
             job.echo_guard = echo_guard(call_opener(format_name), plan.echoes, enabled=plain)
             jobs.append(job)
         readers = [ChoiceReader(plan.output_parser(prompt_text), index) for index in range(choices)]
-        if self._states is not None and media is None:  # a saved state sharing more of the prompt than any slot
+        if self._states is not None:  # a saved state sharing more of the prompt than any slot
             await self._states.find(batch.context, batch.slots, jobs)
         for job in jobs:
             batch.submit(job)

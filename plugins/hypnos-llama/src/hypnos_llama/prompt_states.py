@@ -1,17 +1,20 @@
 """The llama engine's side of the prompt cache (section 14): a slot's KV state saved by prefix before the slot is
-reused for another prompt, when a request leaves many new tokens in it, and when the model leaves tier 1; a saved
-state that shares more of a new prompt than any slot does restored into the slot the prompt takes."""
+reused for another prompt, when a request leaves many new tokens in it, and when the model leaves tier 1 (with KV
+parking on: every idle slot, parked under its cap); a saved state that shares more of a new prompt than any slot does
+restored into the slot the prompt takes. Media cells are saved too: a state starts with the position offset its media
+left (M-RoPE), and a media prompt takes a state only when it holds all of the prompt's media."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hypnos.config import PromptCacheConfig
 from hypnos.engine import CachedPrompt, PromptCache
-from hypnos.kit.prompt_cache import PromptSaver, cache_namespace, file_identity
+from hypnos.kit.prompt_cache import BLOCK_TOKENS, PromptSaver, cache_namespace, file_identity
 
 from hypnos_llama.options import LlamaOptions
 from hypnos_llama.slots import ChatJob, Slot, common_prefix
@@ -20,6 +23,8 @@ if TYPE_CHECKING:
     from hypnos_llama.runtime import LlamaContext
 
 logger = logging.getLogger(__name__)
+OFFSET = struct.Struct("<q")  # a saved state's head: the slot's positions minus cells (after its media)
+FORMAT = 2  # in the namespace: states of another layout of the saved bytes are never found
 
 
 def shared_prefix(slot: Slot, job: ChatJob) -> int:
@@ -27,17 +32,33 @@ def shared_prefix(slot: Slot, job: ChatJob) -> int:
     return common_prefix(slot.cached, job.prompt) if slot.scope == job.scope else 0
 
 
+def kept_prefix(slot: Slot, job: ChatJob) -> int:
+    """The slot's tokens a job keeps: a media prompt keeps them only when they hold all of its media."""
+    shared = shared_prefix(slot, job)
+    if job.media is not None and (not slot.media or shared < job.media.head_tokens):
+        return 0
+    return shared
+
+
 class PromptStates:
-    """Saves and restores one model's slot states through the prompt cache store."""
+    """Saves, parks and restores one model's slot states through the prompt cache store."""
 
     def __init__(
-        self, store: PromptCache, model_id: str, config: PromptCacheConfig, weights: Path, options: LlamaOptions
+        self,
+        store: PromptCache,
+        model_id: str,
+        config: PromptCacheConfig,
+        weights: Path,
+        options: LlamaOptions,
+        parked: bool = False,
     ) -> None:
         self.model_id = model_id
-        self.min_tokens = config.min_tokens
+        self.enabled, self.min_tokens = config.enabled, config.min_tokens
+        # the shortest prompt looked up: min_tokens, or a block after the model parked conversations (any length)
+        self.lookup_from = BLOCK_TOKENS if parked else config.min_tokens if config.enabled else None
         identity = file_identity(weights)
         # what a state must match besides the tokens: the weights and the KV cells' types and layout
-        self._layout = (identity, options.type_k, options.type_v, options.flash_attn, options.kv_unified)
+        self._layout = (identity, options.type_k, options.type_v, options.flash_attn, options.kv_unified, FORMAT)
         self.store = store
         self.saver = PromptSaver(store, model_id, [identity])
 
@@ -47,27 +68,34 @@ class PromptStates:
 
     def lookup(self, context: LlamaContext, slots: list[Slot], job: ChatJob) -> CachedPrompt | None:
         """The saved state sharing more of the job's prompt than any slot (read on a request's thread)."""
-        held = max((shared_prefix(slot, job) for slot in slots), default=0)
+        held = max((kept_prefix(slot, job) for slot in slots), default=0)
         found = self.store.lookup(self.model_id, self.namespace(context, job.scope), job.prompt, held)
         if found is None or min(common_prefix(found.tokens, job.prompt), len(job.prompt) - 1) <= held:
             return None
         return found
 
     async def find(self, context: LlamaContext, slots: list[Slot], jobs: list[ChatJob]) -> None:
-        """Look a request's prompt up (on a thread, when it has min_tokens) and give its jobs what was found."""
-        if len(jobs[0].prompt) >= self.min_tokens:
+        """Look a request's prompt up (on a thread, when it is long enough) and give its jobs what was found."""
+        if self.lookup_from is not None and len(jobs[0].prompt) >= max(self.lookup_from, BLOCK_TOKENS):
             found = await asyncio.to_thread(self.lookup, context, slots, jobs[0])
             for job in jobs:
                 job.restore = found
 
-    def save(self, context: LlamaContext, slot: Slot, *, keep_all: bool = False) -> None:
-        """Hand the slot's state to the store when it holds enough tokens not saved yet (the batch loop's thread)."""
-        if slot.media or len(slot.cached) < self.min_tokens or slot.saved >= len(slot.cached):
-            return
+    def save(self, context: LlamaContext, slot: Slot, *, keep_all: bool = False, parked: bool = False) -> bool:
+        """Hand the slot's state to the store when it holds enough tokens not saved yet (the batch loop's thread);
+        `parked`: every slot of a full block or more, saved or not (KV parking). True when one was handed over."""
+        if parked:
+            if len(slot.cached) < BLOCK_TOKENS:
+                return False
+        elif not self.enabled or len(slot.cached) < self.min_tokens or slot.saved >= len(slot.cached):
+            return False
         state = context.seq_state(slot.seq_id)
-        if state:
-            self.saver.save(self.namespace(context, slot.scope), list(slot.cached), state, keep_all=keep_all)
-            slot.saved = len(slot.cached)
+        if not state:
+            return False
+        blob = OFFSET.pack(slot.pos_offset) + state
+        self.saver.save(self.namespace(context, slot.scope), list(slot.cached), blob, keep_all=keep_all, parked=parked)
+        slot.saved = len(slot.cached)
+        return True
 
     def finished(self, context: LlamaContext, slot: Slot) -> None:
         """After a request: save when it left at least min_tokens new tokens (a long prompt survives a restart)."""
@@ -77,31 +105,40 @@ class PromptStates:
     def prepare(self, context: LlamaContext, slot: Slot, job: ChatJob) -> None:
         """Before a job takes the slot: save what it would lose, then restore the job's found state when it shares
         more of the prompt than the slot does (a refused state leaves the slot empty: the prompt prefills)."""
-        kept = 0 if job.media is not None else shared_prefix(slot, job)
+        kept = kept_prefix(slot, job)
         if kept < len(slot.cached):
             self.save(context, slot)
         found: CachedPrompt | None = job.restore
-        if found is None or job.media is not None:
+        if found is None:
             return
-        if min(common_prefix(found.tokens, job.prompt), len(job.prompt) - 1) <= kept:
+        shared = min(common_prefix(found.tokens, job.prompt), len(job.prompt) - 1)
+        if shared <= kept or (job.media is not None and shared < job.media.head_tokens):
             return
-        slot.pos_offset, slot.media, slot.scope = 0, False, job.scope
+        slot.scope = job.scope
         context.seq_trim(slot.seq_id, 0)
-        if context.set_seq_state(slot.seq_id, found.state):
+        if len(found.state) > OFFSET.size and context.set_seq_state(slot.seq_id, found.state, skip=OFFSET.size):
             slot.cached, slot.saved = list(found.tokens), len(found.tokens)
+            slot.pos_offset = OFFSET.unpack_from(found.state)[0]
+            slot.media = any(token < 0 for token in found.tokens)  # media cells hold negative content ids
             return
         logger.info("llama.cpp refused a saved prompt state of %s (%s tier)", self.model_id, found.tier)
         context.seq_trim(slot.seq_id, 0)
-        slot.cached, slot.saved = [], 0
+        slot.cached, slot.saved, slot.pos_offset, slot.media = [], 0, 0, False
 
-    def save_idle(self, context: LlamaContext, slots: list[Slot]) -> None:
-        """Save every idle slot's state (the model leaves tier 1), then wait until the store has them."""
+    def leave(self, context: LlamaContext, slots: list[Slot], *, park: bool) -> bool:
+        """The model leaves tier 1: save every idle slot (parked with KV parking on; `close` waits until the store
+        has them); True when any was parked."""
+        parked: list[int] = []
         for slot in slots:
             if slot.job is None:
                 try:
-                    self.save(context, slot, keep_all=True)
+                    if self.save(context, slot, keep_all=True, parked=park) and park:
+                        parked.append(len(slot.cached))
                 except Exception as error:  # an optimisation: a failure costs a prefill later
                     logger.warning("could not save a slot of %s: %s", self.model_id, error)
+        if parked:
+            logger.info("parking %d slots of %s (%d tokens)", len(parked), self.model_id, sum(parked))
+        return bool(parked)
 
     def close(self) -> None:
         """Hand over the queued states and stop the saver's thread."""

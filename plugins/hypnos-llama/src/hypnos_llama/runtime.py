@@ -177,16 +177,18 @@ class LlamaContext:
         return bool(self.lib.llama_memory_seq_rm(self.memory, seq_id, keep, -1))
 
     def seq_state(self, seq_id: int) -> bytes:
-        """llama.cpp's serialized state of one sequence (its KV cells), for KV parking."""
+        """llama.cpp's serialized state of one sequence (its KV cells), for the prompt cache."""
         size = self.lib.llama_state_seq_get_size(self.pointer, seq_id)
         buffer = (ctypes.c_uint8 * size)()
         written = self.lib.llama_state_seq_get_data(self.pointer, buffer, size, seq_id)
         return ctypes.string_at(buffer, written)
 
-    def set_seq_state(self, seq_id: int, state: bytes) -> bool:
-        """Load a sequence's state saved by seq_state into `seq_id`; False when llama.cpp refuses it."""
-        buffer = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
-        return self.lib.llama_state_seq_set_data(self.pointer, buffer, len(state), seq_id) > 0
+    def set_seq_state(self, seq_id: int, state: bytes, skip: int = 0) -> bool:
+        """Load a sequence's state saved by seq_state (after `skip` bytes of `state`) into `seq_id`; False when
+        llama.cpp refuses it."""
+        size = len(state) - skip
+        buffer = (ctypes.c_uint8 * size).from_buffer_copy(state, skip)
+        return self.lib.llama_state_seq_set_data(self.pointer, buffer, size, seq_id) > 0
 
     def clear(self) -> None:
         """Drop every sequence's cells."""
