@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from pathlib import Path
 
 import pytest
 from hypnos.config import KvParkConfig, PromptCacheConfig
-from hypnos.kit.prompt_cache import BLOCK_TOKENS, cache_namespace, file_identity
+from hypnos.kit.prompt_cache import BLOCK_TOKENS, PromptSaver, cache_namespace, file_identity
 from hypnos.scheduler.kv_park import KvParkStore
 from hypnos.scheduler.prompt_cache import PromptCacheStore
 
@@ -231,3 +232,33 @@ def test_parked_states_give_way_after_the_cache_and_before_any_model(weights: li
     assert [m.model for m in park.status().models] == ["other"]
     park.drop("other")
     assert park.used_bytes == 0 and store.lookup("other", NS, conversation(2), 0) is None
+
+
+class SlowStore:
+    """A store whose first save waits until released (the saver falls behind meanwhile)."""
+
+    def __init__(self) -> None:
+        self.saved: list[list[int]] = []
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def save(
+        self, model_id: str, namespace: str, tokens: list[int], state: bytes, files: list[str], parked: bool
+    ) -> bool:
+        self.entered.set()
+        self.release.wait(10)
+        self.saved.append(tokens)
+        return True
+
+
+def test_a_saver_that_falls_behind_drops_a_superseded_save_before_the_oldest() -> None:
+    store = SlowStore()
+    saver = PromptSaver(store, "chat", [])  # type: ignore[arg-type]
+    first, grown, longer = conversation(1, 1), conversation(1, 2), conversation(1, 3)
+    saver.save(NS, first, b"1")
+    assert store.entered.wait(10)  # the store holds the first one
+    saver.save(NS, conversation(2), b"2")
+    saver.save(NS, grown, b"3")
+    saver.save(NS, longer, b"4")  # two wait: `grown`, which this one extends, gives way, not the older other one
+    store.release.set()
+    saver.close()
+    assert store.saved == [first, conversation(2), longer] and saver.dropped == 1

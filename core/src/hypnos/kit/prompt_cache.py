@@ -6,9 +6,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import queue
 import threading
+from collections import deque
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from hypnos.engine import PromptCache
 logger = logging.getLogger(__name__)
 
 BLOCK_TOKENS = 64  # tokens per hashed block: a lookup walks len(prompt) / BLOCK_TOKENS hashes
-MAX_PENDING_SAVES = 2  # states waiting for the store; past it the oldest is dropped (host memory stays bounded)
+MAX_PENDING_SAVES = 2  # states waiting for the store; past it one is dropped (host memory stays bounded)
 
 
 def cache_namespace(*parts: Any) -> str:
@@ -66,36 +67,65 @@ def file_identity(path: Path) -> str:
     return f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
 
 
+@dataclass
+class PendingSave:
+    """A state waiting for the store."""
+
+    namespace: str
+    tokens: list[int]
+    state: bytes
+    parked: bool
+
+    def extends(self, other: PendingSave) -> bool:
+        """True when this state holds all of `other`'s tokens and more (the same conversation, later)."""
+        return self.namespace == other.namespace and self.tokens[: len(other.tokens)] == other.tokens
+
+
 class PromptSaver:
-    """Hands states to the prompt cache on a thread of its own, so a batch loop never waits for the store."""
+    """Hands states to the prompt cache on a thread of its own, so a batch loop never waits for the store. While the
+    store is slower than the saves, a waiting save that a newer one extends gives way first (the store would replace
+    it), then the oldest: at most MAX_PENDING_SAVES states wait in host memory (`dropped` counts the others)."""
 
     def __init__(self, store: PromptCache, model_id: str, files: list[str]) -> None:
         self.store, self.model_id, self.files = store, model_id, files
-        self._queue: queue.Queue[tuple[str, list[int], bytes, bool] | None] = queue.Queue()
+        self.dropped = 0
+        self._pending: deque[PendingSave | None] = deque()
+        self._ready = threading.Condition()
         self._thread = threading.Thread(target=self._run, name=f"prompt-saver-{model_id}", daemon=True)
         self._thread.start()
 
     def save(
         self, namespace: str, tokens: list[int], state: bytes, *, keep_all: bool = False, parked: bool = False
     ) -> None:
-        """Queue one state (from any thread); the oldest waiting one is dropped when MAX_PENDING_SAVES wait, unless
-        `keep_all` (a model leaving tier 1 saves all its slots; `parked`: as KV parking's)."""
-        while not keep_all and self._queue.qsize() >= MAX_PENDING_SAVES:
-            try:
-                self._queue.get_nowait()
-            except queue.Empty:
-                break
-        self._queue.put((namespace, tokens, state, parked))
+        """Queue one state (from any thread); `keep_all`: no other waiting one is dropped for it (a model leaving
+        tier 1 saves all its slots; `parked`: as KV parking's)."""
+        item = PendingSave(namespace, list(tokens), state, parked)
+        with self._ready:
+            kept = deque(p for p in self._pending if p is None or not item.extends(p))
+            self.dropped += len(self._pending) - len(kept)
+            while not keep_all and len(kept) >= MAX_PENDING_SAVES:
+                kept.popleft()
+                self.dropped += 1
+            self._pending = kept
+            self._pending.append(item)
+            self._ready.notify()
 
     def close(self) -> None:
         """Hand over what is queued, then end the thread."""
-        self._queue.put(None)
+        with self._ready:
+            self._pending.append(None)
+            self._ready.notify()
         self._thread.join()
 
     def _run(self) -> None:
-        while (item := self._queue.get()) is not None:
-            namespace, tokens, state, parked = item
+        while True:
+            with self._ready:
+                while not self._pending:
+                    self._ready.wait()
+                item = self._pending.popleft()
+            if item is None:
+                return
             try:
-                self.store.save(self.model_id, namespace, tokens, state, self.files, parked)
+                self.store.save(self.model_id, item.namespace, item.tokens, item.state, self.files, item.parked)
             except Exception as error:  # the cache is an optimisation: a lost save costs a prefill later
                 logger.warning("could not save a prompt state of %s: %s", self.model_id, error)
