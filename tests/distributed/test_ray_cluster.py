@@ -121,7 +121,8 @@ def test_kv_parking_changes_apply_on_every_node(front: str) -> None:
         parks = node_kv_parks(front)
         assert len(parks) == 2 and all((p["enabled"], p["max_bytes"]) == (True, cap) for p in parks)
         client = openai.OpenAI(base_url=f"{front}/v1", api_key="unused", max_retries=0)
-        messages = [{"role": "user", "content": "tell me about the fox"}]
+        fox = "tell me about the quick brown fox that jumps over the lazy dog, " * 3  # > 64 tokens: a parked block
+        messages = [{"role": "user", "content": fox}]
         client.chat.completions.create(model="tiny-gguf", messages=messages, max_tokens=6, temperature=0)
         (holder,) = nodes_holding(front, "tiny-gguf")
         assert move(front, "tiny-gguf", "tier2_pinned_ram").status_code == 200  # leaves tier 1 on its node: parked
