@@ -189,6 +189,30 @@ def test_cpu_pressure_is_the_stall_growth_over_the_last_quarter_second(tmp_path:
     assert reader() == 1.25
 
 
+def test_a_stall_while_only_niced_programs_compute_reads_calm(tmp_path: Path) -> None:
+    psi, stat = tmp_path / "cpu", tmp_path / "stat"
+    clock = Clock()
+    own = [0.0]
+    reader = CpuPressure(psi, stat, clock, own_cpu=lambda: own[0])
+
+    def tick(stalled_us: int, user: int, nice: int, own_secs: float) -> None:
+        psi.write_text(f"some avg10=40.00 avg60=0 avg300=0 total={stalled_us}\nfull avg10=0 total=0\n")
+        stat.write_text(f"cpu  {user} {nice} 0 1000 0 0 0 0 0 0\ncpu0 1 2 3\n")
+        own[0] = own_secs
+
+    tick(5_000_000, 1000, 0, 0.0)
+    assert reader() == 40.0  # the first read: avg10
+    # a niced converter computes beside the decode and waits half the time: its CPU is the nice column, the user
+    # column's growth is the decode's own CPU time
+    clock.now += 1.0
+    tick(5_500_000, 1100, 100, 1.0)
+    assert reader() == 0.0
+    # a program at normal priority computes too: the same stall is contention
+    clock.now += 1.0
+    tick(6_000_000, 1300, 200, 2.0)
+    assert reader() == 50.0
+
+
 async def test_a_loaded_engine_decodes_with_its_share(tiny_gguf: Path) -> None:
     reported: dict[str, int] = {}
     base = make_engine(tiny_gguf, llama={"n_threads": None})

@@ -12,8 +12,10 @@ steps are clearly worse, or steps far past their quiet pace, are judged without 
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
@@ -29,6 +31,8 @@ KEEP = 0.97  # a try is kept when its typical step is at most this share of the 
 PROBE_SECS = 2.0  # the first wait between tries; doubled after each failed one, up to MAX_BACKOFF_SECS
 MAX_BACKOFF_SECS = 60.0
 READ_EVERY_SECS = 0.25  # the pressure is measured over the span since the last read, at least this long
+OTHERS_PERCENT = 25.0  # other programs' normal-priority CPU (% of one core) under which a stall is niced work's
+OTHERS_SPAN_SECS = 1.0  # the span other programs' CPU time is measured over
 SETTLE_SECS = 2 * READ_EVERY_SECS  # after a thread change, readings wait this long to show the new count alone
 
 
@@ -36,19 +40,24 @@ class CpuPressure:
     """The machine's CPU pressure in percent since the last read (READ_EVERY_SECS or more before): the growth of
     /proc/pressure/cpu's `some total` (stalled microseconds; `avg10` at the first read), else the steal share of
     /proc/stat's jiffies; None when neither can be read. Not avg10: it decays over tens of seconds, far too slowly
-    to see another program end."""
+    to see another program end. A stall while no other program computes at normal priority (the CPU time of
+    /proc/stat's user, system and irq columns, less this process's own, under OTHERS_PERCENT of a core) reads 0:
+    it is niced programs waiting (a batch engine host), which give way to the decode, or the decode's own threads."""
 
     def __init__(
         self,
         psi: str | Path = "/proc/pressure/cpu",
         stat: str | Path = "/proc/stat",
         clock: Callable[[], float] = time.monotonic,
+        own_cpu: Callable[[], float] = time.process_time,
     ) -> None:
-        self._psi, self._stat, self._clock = Path(psi), Path(stat), clock
+        self._psi, self._stat, self._clock, self._own_cpu = Path(psi), Path(stat), clock, own_cpu
         self._read_at = -1e18
         self._value: float | None = None
         self._last: tuple[int, int] | None = None  # (steal, total) jiffies at the last read
         self._stalled: float | None = None  # PSI's `some total` (microseconds) at the last read
+        self._samples: deque[tuple[float, float, float]] = deque()  # (clock, normal-priority CPU secs, own CPU secs)
+        self._jiffies = _clock_ticks()
 
     def __call__(self) -> float | None:
         now = self._clock()
@@ -64,8 +73,11 @@ class CpuPressure:
                 if line.startswith("some "):
                     fields = dict(part.split("=", 1) for part in line.split()[1:])
                     stalled, self._stalled = self._stalled, float(fields["total"])
+                    others = self._others()
                     if stalled is None:
                         return float(fields["avg10"])
+                    if others is not None and others < OTHERS_PERCENT:
+                        return 0.0
                     return min(100.0, max(0.0, (self._stalled - stalled) / (span * 1e4)))
         except (OSError, ValueError, KeyError):
             pass
@@ -78,6 +90,24 @@ class CpuPressure:
         if last is None or total <= last[1]:
             return None
         return 100.0 * (steal - last[0]) / (total - last[1])
+
+    def _others(self) -> float | None:
+        """Other programs' CPU time at normal priority over about the last OTHERS_SPAN_SECS, in percent of one core
+        (None at the first read or without /proc/stat): user, system, irq and softirq jiffies (not the nice column),
+        less this process's own CPU time. Over a second, not a quarter: jiffies are too coarse for that."""
+        try:
+            numbers = [int(n) for n in self._stat.read_text().splitlines()[0].split()[1:]]
+            busy = (numbers[0] + numbers[2] + numbers[5] + numbers[6]) / self._jiffies
+        except (OSError, ValueError, IndexError):
+            return None
+        now = (self._clock(), busy, self._own_cpu())
+        while len(self._samples) > 1 and now[0] - self._samples[1][0] >= OTHERS_SPAN_SECS:
+            self._samples.popleft()
+        self._samples.append(now)
+        first = self._samples[0]
+        if first is now or now[0] <= first[0]:
+            return None
+        return max(0.0, (now[1] - first[1]) - (now[2] - first[2])) * 100.0 / (now[0] - first[0])
 
 
 class ThreadGovernor:
@@ -213,6 +243,14 @@ class ThreadGovernor:
     def _busy(self) -> bool:
         value = self._pressure()
         return value is not None and value > BUSY_PERCENT
+
+
+def _clock_ticks() -> int:
+    """/proc/stat's jiffies per second (USER_HZ)."""
+    try:
+        return max(1, os.sysconf("SC_CLK_TCK"))
+    except (ValueError, OSError):
+        return 100
 
 
 def engine_governor(
