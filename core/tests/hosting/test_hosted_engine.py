@@ -182,5 +182,9 @@ async def test_a_host_takes_the_niceness_its_model_sets_and_the_kinds_default_ot
         assert batch is not None and plain is not None
         assert niceness(batch) == min(19, niceness(os.getpid()) + 7)
         assert niceness(plain) == niceness(os.getpid())  # the fake kind declares no niceness
+        # a niced host runs on what the others leave idle (SCHED_IDLE), its engine's threads too; a plain one as usual
+        batch_threads = [int(tid) for tid in os.listdir(f"/proc/{batch}/task")]
+        assert {os.sched_getscheduler(tid) for tid in batch_threads} == {os.SCHED_IDLE}
+        assert os.sched_getscheduler(plain) == os.sched_getscheduler(0)
     finally:
         await scheduler.shutdown()

@@ -280,13 +280,20 @@ def tie_to_server() -> None:
 
 
 def take_niceness(value: str) -> None:
-    """Lower (or, with privileges, raise) this process's CPU priority by the configured niceness."""
+    """Lower (or, with privileges, raise) this process's CPU priority by the configured niceness. A niced host (a
+    batch engine's) also takes Linux's SCHED_IDLE policy: it runs on what the other programs leave idle. Niceness
+    alone still gives each of its threads a tenth of a core beside a decode thread, and a decode's threads wait for
+    the slowest of them at every layer: a converter's six threads took a third of the core they shared with one."""
     try:
         wanted = int(value)
         if wanted:
             os.nice(wanted)
     except (ValueError, OSError) as error:  # a negative niceness without CAP_SYS_NICE: keep the server's
         logger.warning("could not take niceness %s: %s", value, error)
+        return
+    if wanted > 0 and hasattr(os, "SCHED_IDLE"):  # set before the engine starts threads: they inherit it
+        with contextlib.suppress(OSError):
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
 
 
 def main(argv: list[str]) -> None:
