@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncGenerator, Callable, Hashable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -44,6 +44,7 @@ from hypnos.engine_methods import (  # the method table is part of this contract
     engine_method,
     method_table,
 )
+from hypnos.engine_stores import CachedPrompt, KvPark, ParkedSlot, PromptCache  # the stores an engine may use
 from hypnos.errors import HypnosError
 from hypnos.option_tables import decode_table
 from hypnos.types import (
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
 __all__ = [  # the contract: what a plugin imports from here (the inputs, results and method table re-exported)
     "ENGINE_METHODS",
     "AudioChunk",
+    "CachedPrompt",
     "CancelToken",
     "ChatAccepted",
     "ChatEvent",
@@ -87,6 +89,7 @@ __all__ = [  # the contract: what a plugin imports from here (the inputs, result
     "KvPark",
     "MemoryEstimate",
     "ParkedSlot",
+    "PromptCache",
     "ReasoningDelta",
     "RerankInput",
     "RerankResult",
@@ -192,65 +195,6 @@ class MemoryEstimate(msgspec.Struct, kw_only=True):
     def expert_bytes(self) -> int:
         """All expert tensor bytes (0 for a dense model)."""
         return sum(self.expert_bytes_per_layer)
-
-
-@dataclass(frozen=True)
-class ParkedSlot:
-    """One slot's conversation: the tokens its KV cells hold and the engine's serialized sequence state."""
-
-    seq_id: int
-    tokens: list[int]
-    state: bytes
-    extra: Any = None  # engine-private facts restored with the state (e.g. positions after media)
-
-
-class KvPark(Protocol):
-    """What an engine may use of KV parking (section 14); the scheduler's store implements it (thread-safe)."""
-
-    @property
-    def enabled(self) -> bool:
-        """False while parking is off: park() keeps nothing."""
-        ...
-
-    def park(self, model_id: str, layout: Hashable, slots: list[ParkedSlot]) -> bool:
-        """Keep these slots for the model (replacing what it had parked); False when off, empty, above the cap, or
-        larger than the room the tier-2 and process budgets leave (parked bytes are booked like a model's)."""
-        ...
-
-    def take(self, model_id: str, layout: Hashable) -> list[ParkedSlot]:
-        """The model's parked slots, removed; none when the layout changed since they were parked."""
-        ...
-
-
-@dataclass(frozen=True)
-class CachedPrompt:
-    """A saved prompt state found by prefix: the tokens its KV holds, the engine's sequence state, and its tier."""
-
-    tokens: list[int]
-    state: bytes
-    tier: str = "ram"  # where it was found: "ram" or "disk"
-
-
-class PromptCache(Protocol):
-    """What an engine may use of the prompt cache (the scheduler's store; thread-safe). Entries are keyed by the
-    chain hashes of a prompt's fixed-size token blocks (hypnos.kit.prompt_cache), under a namespace that names the
-    model file, the context layout and the isolation scope."""
-
-    def save(
-        self, model_id: str, namespace: str, tokens: list[int], state: bytes, files: list[str], parked: bool = False
-    ) -> bool:
-        """Keep a sequence state for `tokens` (`files`: the model files it depends on; a changed file drops it);
-        `parked`: KV parking's, kept under its cap while parking is on and the model is out of tier 1."""
-        ...
-
-    def unpark(self, model_id: str) -> None:
-        """The model is back in tier 1: its parked states become ordinary saved ones."""
-        ...
-
-    def lookup(self, model_id: str, namespace: str, tokens: list[int], longer_than: int) -> CachedPrompt | None:
-        """The saved state sharing the longest block prefix with `tokens` when longer than `longer_than` tokens (what
-        a slot already holds: counted as a slot hit), else None."""
-        ...
 
 
 @dataclass
