@@ -10,7 +10,6 @@ import os
 import signal
 import struct
 import time
-import zlib
 from collections.abc import AsyncGenerator
 from typing import Any
 
@@ -50,7 +49,7 @@ from hypnos.engine import (
 from hypnos.errors import HypnosError, server_error
 from hypnos.hosting.host import HOST_ENV
 from hypnos.kit.audio import audio_file
-from hypnos.openai import ToolCall, ToolCallFunction
+from hypnos.testing.fake_outputs import Pace, png, prompt_words, tool_call
 from hypnos.types import SPEC_KIND_BY_MODALITY, EngineTiming, LayerPlacementPlan, MemoryTier, Modality, TierSwitchPhases
 
 
@@ -106,56 +105,6 @@ class FakeImageOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True)
     """The `[models.image]` table: whether the model edits images (reported as a capability)."""
 
     edit: bool = False
-
-
-class _Pace:
-    """Steps of `ms` each at a fixed rate, as an engine's compute runs: a sleep that wakes late (epoll rounds a
-    timeout up to the next millisecond each time something else wakes the loop mid-sleep, as a Ray actor's I/O does)
-    shortens the next step (by up to one step) instead of slowing the engine down."""
-
-    def __init__(self, ms: float) -> None:
-        self.step = ms / 1000.0
-        self.due: float | None = None
-
-    async def tick(self) -> None:
-        """Wait for the end of the next step (at least one pass of the loop)."""
-        if not self.step:
-            await asyncio.sleep(0)
-            return
-        now = time.perf_counter()
-        self.due = (now if self.due is None else max(self.due, now - self.step)) + self.step
-        await asyncio.sleep(max(0.0, self.due - now))
-
-
-def _words(seed_text: str, count: int) -> list[str]:
-    """A deterministic word sequence derived from the prompt text."""
-    vocabulary = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet"]
-    digest = hashlib.sha256(seed_text.encode()).digest()
-    return [vocabulary[digest[i % len(digest)] % len(vocabulary)] for i in range(count)]
-
-
-def _tool_call(request: ChatInput) -> ToolCall | None:
-    """A call of the named (or first) tool with the last user text as `query`, unless a tool result came last."""
-    if not request.wants_tools or request.messages[-1].role == "tool":
-        return None
-    name = request.forced_tool or request.tools[0].function.name
-    arguments = msgspec.json.encode({"query": request.messages[-1].text()}).decode()
-    return ToolCall(
-        id=f"call_{hashlib.sha256(arguments.encode()).hexdigest()[:8]}_0",
-        function=ToolCallFunction(name=name, arguments=arguments),
-    )
-
-
-def _png(width: int, height: int, seed: int) -> bytes:
-    """A valid single-colour RGB PNG."""
-    colour = bytes([seed % 256, (seed // 7) % 256, (seed // 13) % 256])
-    raw = b"".join(b"\x00" + colour * width for _ in range(height))
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
 
 
 class FakeEngine(Engine):
@@ -248,8 +197,8 @@ class FakeEngine(Engine):
             if self.context.context_resized is not None:
                 self.context.context_resized(self.model.id, cells)
 
-    def _pace(self) -> _Pace:
-        return _Pace(self.options.token_ms)
+    def _pace(self) -> Pace:
+        return Pace(self.options.token_ms)
 
     async def _prefill(self, cancel: CancelToken) -> None:
         steps = max(1, math.ceil(self.options.first_token_ms / 10))  # a cancellation check every 10 ms
@@ -316,11 +265,11 @@ class FakeEngine(Engine):
         if self.options.first_token_ms:
             await self._prefill(cancel)
         if request.thinking:
-            for index, word in enumerate(_words("thought " + prompt, 4)):
+            for index, word in enumerate(prompt_words("thought " + prompt, 4)):
                 await pace.tick()
                 produced += 1
                 yield ReasoningDelta(("thinking: " if index == 0 else " ") + word)
-        call = _tool_call(request)
+        call = tool_call(request)
         if call is not None:
             yield ToolCallEvent(call)
             yield ChatFinished(finish_reason="tool_calls", prompt_tokens=prompt_tokens, completion_tokens=produced + 1)
@@ -328,7 +277,7 @@ class FakeEngine(Engine):
         options = self.options
         stopped_at: str | None = None
         grabbed: list[bytearray] = []  # held to the chat's end
-        for index, word in enumerate(_words(prompt + str(request.sampling.seed or 0), count)):
+        for index, word in enumerate(prompt_words(prompt + str(request.sampling.seed or 0), count)):
             if word in request.stop:  # a stop string that is a whole word ends the answer before it
                 stopped_at = word
                 break
@@ -405,9 +354,7 @@ class FakeEngine(Engine):
         """One flat-colour PNG per image, coloured by its seed."""
         self._maybe_oom()
         await self._work(cancel)
-        images = [
-            GeneratedImage(png=_png(job.width, job.height, job.seed + i), seed=job.seed + i) for i in range(job.n)
-        ]
+        images = [GeneratedImage(png=png(job.width, job.height, job.seed + i), seed=job.seed + i) for i in range(job.n)]
         return ImageResult(images=images)
 
     async def convert_document(
