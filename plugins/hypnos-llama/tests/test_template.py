@@ -67,10 +67,30 @@ TURNS_ONLY = (
 
 def test_a_system_message_after_the_first_stands_where_it_is_when_the_template_renders_it() -> None:
     request = _request(
-        ChatMessage(role="system", content="S1"), ChatMessage(role="user", content="hi"), ChatMessage("system", "S2")
+        ChatMessage(role="system", content="S1"),
+        ChatMessage(role="user", content="hi"),
+        ChatMessage("system", "S2"),
+        ChatMessage(role="assistant", content="hello"),
+        ChatMessage(role="user", content="bye"),
     )
     text = ChatTemplate(CHATML_FALLBACK).render(request)
-    assert text.index("S1") < text.index("hi") < text.index("<|im_start|>system\nS2")
+    assert text.index("S1") < text.index("hi") < text.index("<|im_start|>system\nS2") < text.index("hello")
+
+
+def test_system_messages_after_the_last_turn_go_before_it() -> None:
+    """Claude Code sends its environment block as a system message after the user's task: rendered last, the model
+    answers it (the 0.5B starter repeated it word for word) instead of the task."""
+    request = _request(
+        ChatMessage(role="system", content="S1"),
+        ChatMessage(role="user", content="task"),
+        ChatMessage("system", "env"),
+        ChatMessage("developer", "dev"),
+    )
+    text = ChatTemplate(CHATML_FALLBACK).render(request)
+    assert text.index("S1") < text.index("<|im_start|>system\nenv") < text.index("dev") < text.index("task")
+    assert text.endswith("<|im_start|>user\ntask<|im_end|>\n<|im_start|>assistant\n")
+    alone = ChatTemplate(CHATML_FALLBACK).render(_request(ChatMessage("user", "task"), ChatMessage("system", "env")))
+    assert alone == "<|im_start|>system\nenv<|im_end|>\n<|im_start|>user\ntask<|im_end|>\n<|im_start|>assistant\n"
 
 
 def test_a_template_that_refuses_or_drops_a_later_system_message_gets_them_folded_in_order() -> None:

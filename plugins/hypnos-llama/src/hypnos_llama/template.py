@@ -93,9 +93,11 @@ class ChatTemplate:
 
     def render(self, request: ChatInput, *, extra: dict[str, Any] | None = None) -> str:
         """The prompt text for a request, ending with the assistant's generation prompt. A system (or developer)
-        message after the first message stands where it is when the template renders it there; a template that
-        refuses it or leaves it out gets every system message folded, in order, into one system prompt first."""
-        messages = [message_to_dict(m) for m in request.messages]
+        message after the first message stands where it is when the template renders it there, except after the
+        last user turn (Claude Code's environment block): there it goes before that turn, which the model answers
+        (a small model otherwise repeats the system text). A template that refuses it or leaves it out gets every
+        system message folded, in order, into one system prompt first."""
+        messages = trailing_system_first([message_to_dict(m) for m in request.messages])
         if "developer" not in self.source:  # a template that knows no developer role would drop those messages
             for message in messages:
                 if message["role"] == "developer":
@@ -129,6 +131,18 @@ class ChatTemplate:
         except Exception as error:  # jinja errors, sandbox violations: their text (Python names) stays in the log
             logger.info("the chat template failed: %s", error)
             raise TemplateError("it cannot render this conversation") from error
+
+
+def trailing_system_first(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The conversation with the system and developer messages that follow its last user or tool turn moved, in
+    order, before that turn (unchanged when none follows it, or when an assistant turn comes last)."""
+    end = len(messages)
+    while end and messages[end - 1]["role"] in ("system", "developer"):
+        end -= 1
+    last = end - 1
+    if end == len(messages) or last < 0 or messages[last]["role"] not in ("user", "tool"):
+        return messages
+    return [*messages[:last], *messages[end:], messages[last]]
 
 
 def folded_system(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
