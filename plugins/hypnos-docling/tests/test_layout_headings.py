@@ -109,3 +109,16 @@ def test_definition_terms_and_index_letters_are_not_headings() -> None:
     markdown = markdown_of(draw)
     assert _headings(markdown) == ["Release 0.1.7"]
     assert "co.linkends.show" in markdown and "callout.markup.circled" in markdown
+
+
+def test_a_slide_title_repeated_on_its_next_builds_is_one_heading() -> None:
+    def draw(canvas: Any) -> None:  # mom's slides (and beamer's pauses): each build a page, the title kept in place
+        for build, title in enumerate(["PDF slides", "PDF slides", "PDF slides", "Pauses and transitions"]):
+            canvas.setFont("Helvetica-Bold", 20)
+            canvas.drawString(72, 770, title)
+            _text(canvas, 730, TEXT[: build + 1] if title == "PDF slides" else TEXT)
+            canvas.showPage()
+
+    markdown = markdown_of(draw)
+    assert _headings(markdown) == ["PDF slides", "Pauses and transitions"]
+    assert markdown.count("PDF slides") == 3  # the repeats stay in the text

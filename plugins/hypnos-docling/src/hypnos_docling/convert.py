@@ -27,6 +27,7 @@ from hypnos_docling.html_clean import main_content
 from hypnos_docling.layout import Figure, Line, page_document
 from hypnos_docling.layout_furniture import FurnitureTracker, PageBands, bands_of
 from hypnos_docling.layout_lines import segments_of_words
+from hypnos_docling.layout_repeats import RepeatedHeadings
 from hypnos_docling.md_text import markdown_of
 from hypnos_docling.outline import OutlineGuide, read_outline
 from hypnos_docling.pdf_cells import page_cells
@@ -169,6 +170,7 @@ class Converter:
             parsed: dict[int, ParsedPage] = {}
             tracker = FurnitureTracker(numbers)
             outline = OutlineGuide(read_outline(pdfium))
+            repeats = RepeatedHeadings()
             emitted = 0
             upcoming = iter(numbers)
             next_page = next(upcoming, None)
@@ -188,12 +190,12 @@ class Converter:
                     tracker.add(page.number, page.bands)
                     parsed[page.number] = page
                     while next_page in parsed and not tracker.undecided(next_page, parsed[next_page].bands):
-                        emit(self._pdf_page_done(job, name, parsed.pop(next_page), tracker, outline, started))
+                        emit(self._pdf_page_done(job, name, parsed.pop(next_page), tracker, outline, started, repeats))
                         emitted += 1
                         next_page = next(upcoming, None)
                         started = time.perf_counter()
                 while next_page in parsed:  # every page parsed: the rest, in order
-                    emit(self._pdf_page_done(job, name, parsed.pop(next_page), tracker, outline, started))
+                    emit(self._pdf_page_done(job, name, parsed.pop(next_page), tracker, outline, started, repeats))
                     next_page = next(upcoming, None)
                     started = time.perf_counter()
             finally:
@@ -229,12 +231,12 @@ class Converter:
 
     def _pdf_page_done(
         self, job: DocumentInput, name: str, page: ParsedPage, tracker: FurnitureTracker, outline: OutlineGuide,
-        started: float,
+        started: float, repeats: RepeatedHeadings | None = None,
     ) -> PageDone:  # fmt: skip
         furniture = tracker.furniture(page.number, page.bands)
         lines = [line for line in page.lines if not any(line is other for other in furniture)]
         done = self._page_done(
-            job, name, page.number, page.size, lines, page.figures, furniture, page.ocr, outline, page.rules
+            job, name, page.number, page.size, lines, page.figures, furniture, page.ocr, outline, page.rules, repeats
         )
         done.ms = round((time.perf_counter() - started) * 1000, 3)
         return done
@@ -248,10 +250,10 @@ class Converter:
         self, job: DocumentInput, name: str, page_no: int, size: tuple[float, float], lines: list[Line],
         figures: list[Figure], furniture: list[Line] | None = None, ocr: bool = False,
         outline: OutlineGuide | None = None, rules: Callable[[], list[Rule]] | None = None,
+        repeats: RepeatedHeadings | None = None,
     ) -> PageDone:  # fmt: skip
-        doc = page_document(
-            name, page_no, size, lines, figures, furniture=furniture, ocr=ocr, outline=outline, rules=rules
-        )
+        doc = page_document(name, page_no, size, lines, figures, furniture=furniture, ocr=ocr, outline=outline,
+                            rules=rules, repeats=repeats)  # fmt: skip
         return PageDone(
             page=page_no,
             markdown=markdown_of(doc, page_no),

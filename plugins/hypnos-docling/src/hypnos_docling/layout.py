@@ -16,6 +16,7 @@ from typing import Any
 from hypnos_docling.layout_blocks import CAPTION, Block, blocks_of, code_text, ocr_blocks
 from hypnos_docling.layout_grid import Grid, grids_of
 from hypnos_docling.layout_lines import Line, column_split, fonts_of, rows_of
+from hypnos_docling.layout_repeats import RepeatedHeadings
 from hypnos_docling.layout_title import mend_title_block
 from hypnos_docling.outline import OutlineGuide
 from hypnos_docling.pdf_rules import Rule
@@ -134,10 +135,10 @@ def _box(lines: list[Line]) -> tuple[float, float, float, float]:
 def page_document(
     name: str, page_no: int, size: tuple[float, float], lines: list[Line], figures: list[Figure], *,
     furniture: list[Line] | None = None, ocr: bool = False, outline: OutlineGuide | None = None,
-    rules: Callable[[], list[Rule]] | None = None,
+    rules: Callable[[], list[Rule]] | None = None, repeats: RepeatedHeadings | None = None,
 ) -> Any:  # fmt: skip
     """A DoclingDocument holding this one page: its blocks in reading order (its headings checked against the PDF's
-    outline when it has one), its furniture in the furniture layer."""
+    outline when it has one, and against the page before it: `repeats`), its furniture in the furniture layer."""
     from docling_core.types.doc import ContentLayer, DocItemLabel, DoclingDocument, Size
 
     width, height = size
@@ -150,6 +151,8 @@ def page_document(
     blocks = page_blocks(lines, figures, width, ocr=ocr, rules=rules)
     if page_no == 1 and not ocr:
         mend_title_block(blocks, width)
+    if repeats is not None and not ocr:
+        repeats.apply(page_no, blocks)
     if outline and not ocr:
         outline.apply(page_no, blocks)
     captions = link_captions(blocks)
