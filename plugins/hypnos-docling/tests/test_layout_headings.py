@@ -122,3 +122,63 @@ def test_a_slide_title_repeated_on_its_next_builds_is_one_heading() -> None:
     markdown = markdown_of(draw)
     assert _headings(markdown) == ["PDF slides", "Pauses and transitions"]
     assert markdown.count("PDF slides") == 3  # the repeats stay in the text
+
+
+def test_the_last_term_of_a_definition_list_in_a_list_item_is_not_a_heading() -> None:
+    def draw(canvas: Any) -> None:  # DocBook's variablelist inside a bullet item, as dblatex sets release notes
+        canvas.setFont("Helvetica-Bold", 14)
+        canvas.drawString(72, 770, "Release 0.1.10")
+        y = _text(canvas, 745, TEXT[:1]) - 8
+        canvas.setFont("Times-Roman", 10)
+        canvas.drawString(72, y, "\u2022 the following parameter is added:")
+        canvas.setFont("Times-Bold", 10)
+        canvas.drawString(80, y - 18, "glossterm.auto.link")
+        y = _text(canvas, y - 31, ["Makes glossterms link to their glossary definition."], x=102) - 6
+        canvas.setFont("Times-Roman", 10)
+        canvas.drawString(72, y, "\u2022 A number of bug fixes.")
+        _text(canvas, y - 30, TEXT)
+
+    markdown = markdown_of(draw)
+    assert _headings(markdown) == ["Release 0.1.10"]
+    assert "glossterm.auto.link" in markdown
+
+
+def test_a_line_of_text_with_a_logos_raised_letters_is_not_a_heading() -> None:
+    def draw(canvas: Any) -> None:  # latex2rtf's manual: `LaTeX2RTF` with its raised A and lowered E ends a line
+        canvas.setFont("Helvetica-Bold", 14)
+        canvas.drawString(72, 770, "2.1 Options")
+        y = _text(canvas, 745, TEXT) - 8
+        canvas.setFont("Courier", 10)
+        canvas.drawString(72, y, "-b bblfile")
+        y -= 14
+        line = canvas.beginText(120, y)
+        line.setFont("Times-Roman", 10)
+        line.textOut("Unless a bblfile is specified with the -b option, L")
+        for letter, rise in (("A", 5.0), ("T", 0.0), ("E", -3.5), ("X2RTF uses a", 0.0)):
+            line.setRise(rise)
+            line.setFont("Times-Roman", 7.5 if rise > 0 else 10)
+            line.textOut(letter)
+        canvas.drawText(line)
+        _text(canvas, y - 13, ["default bibliography file with the same name as the input file, which is made", "by "
+                               "running the input file through bibtex."], x=120)  # fmt: skip
+
+    markdown = markdown_of(draw)
+    assert _headings(markdown) == ["2.1 Options"]
+
+
+def test_an_admonitions_label_is_not_a_heading() -> None:
+    def draw(canvas: Any) -> None:  # DocBook's note as dblatex sets it: a bold label over the note's smaller text
+        canvas.setFont("Helvetica-Bold", 14)
+        canvas.drawString(72, 770, "Release 0.1.6")
+        y = _text(canvas, 745, TEXT) - 10
+        canvas.setFont("Helvetica-Bold", 11)
+        canvas.drawString(96, y, "Note")
+        canvas.setFont("Helvetica", 9)
+        canvas.drawString(
+            96, y - 13, "This parameter has no effect if an explicit float style is used for the figures."
+        )
+        _text(canvas, y - 40, TEXT)
+
+    markdown = markdown_of(draw)
+    assert _headings(markdown) == ["Release 0.1.6"]
+    assert "Note" in markdown

@@ -36,6 +36,7 @@ FIELD = re.compile(r"^[^:]{1,40}:$|^\w+:\s*[^A-Za-z]*$")
 BYLINE_JOINTS = ("by", "and", "&")  # `by` / `Joe Chang` / `and` / `Brad Connors`: an article's authors
 PAGE_NUMBER = re.compile(r"^(?:\d{1,4}|[ivxlc]{1,6})$")
 LEADER = re.compile(r"^[.\s\u2026\u00b7]+$")
+ADMONITION = re.compile(r"^(?:note|warning|tip|caution|important|danger|attention|hint)\s*:?$", re.IGNORECASE)
 
 
 @dataclass
@@ -113,8 +114,12 @@ def _heading_like(row: list[Line], fonts: Fonts) -> bool:
     font = _font(row)
     if font in fonts.mono:
         return False
-    # the size of the row's own face: a bold `Note:` opening a line of body text does not make it a heading
-    ratio = max((line.height for line in row if line.font == font), default=_height(row)) / fonts.body_height
+    # the size of the row's own face, that of its longest run in it: a bold `Note:` opening a line of body text does
+    # not make it a heading, nor a logo's raised letters (`LaTeX`) that stretch one run's box
+    own = [line for line in row if line.font == font]
+    ratio = (max(own, key=lambda line: len(line.text)).height if own else _height(row)) / fonts.body_height
+    if ADMONITION.match(text) and ratio < 1.5:  # `Note` over an admonition's text: a label, not a section
+        return False
     distinct = font != fonts.body and bool(font)
     if ratio >= 1.15:
         return True
@@ -282,8 +287,9 @@ def blocks_of(rows: list[list[Line]], fonts: Fonts, grids: Callable[[], list[Gri
 
 def _definition_term(rows: list[list[Line]], index: int, fonts: Fonts) -> bool:
     """A row at about body size over body text indented past it (the next line, and the one after unless another
-    term follows): a term of a definition list (DocBook's variablelist, texinfo's @table), not a heading; a
-    paragraph indenting its first line only goes back to the margin on its second."""
+    term follows, or the row after it starts left of the term): a term of a definition list (DocBook's variablelist,
+    texinfo's @table), not a heading; a paragraph indenting its first line only goes back to the margin on its
+    second."""
     row = rows[index]
     if index + 1 >= len(rows) or _height(row) >= 1.15 * fonts.body_height or NUMBERING.match(_text(row)):
         return False
@@ -291,7 +297,9 @@ def _definition_term(rows: list[list[Line]], index: int, fonts: Fonts) -> bool:
     if body[0].left - row[0].left < 1.5 * fonts.body_height or _font(body) != fonts.body:
         return False
     after = rows[index + 2] if index + 2 < len(rows) else None
-    return after is None or abs(after[0].left - body[0].left) < 2 or _font(after) != fonts.body
+    if after is None or abs(after[0].left - body[0].left) < 2 or _font(after) != fonts.body:
+        return True
+    return after[0].left < row[0].left - 2  # the list's last entry: the text after it starts left of its term
 
 
 def _numbered_headings(rows: list[list[Line]], fonts: Fonts) -> bool:
