@@ -242,3 +242,5 @@ if __name__ == "__main__":
         print(table(score_unseen(paths, withheld=True)))
         print("As published, the truth with the headings their outlines leave out by design (tests/real/unseen.py):\n")
         print(table(score_unseen(paths, printed=True)))
+        print("Without their outlines, the truth with the headings their outlines leave out by design:\n")
+        print(table(score_unseen(paths, withheld=True, printed=True)))

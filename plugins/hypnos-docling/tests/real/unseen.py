@@ -67,9 +67,16 @@ TABLES: dict[str, list[tuple[int, list[list[str]]]]] = {
     ],
 }  # fmt: skip
 
-# headings printed on their pages that their outlines leave out by design: texinfo's @subheading (libtasn1's function
-# reference, a heading a function: the functions of the package's own API index, each on the page printing its name as
-# a line of its own) never goes into the contents or the outline; (page, title)
+# headings printed on their pages that their outlines leave out by design, each on the page whose text (pdfium's) has
+# it as a line of its own; never one because the converter found it; (page, title):
+# - texinfo's @subheading (libtasn1's function reference, a heading a function) never goes into the contents or the
+#   outline: the functions of the package's own API index, and asn1_strerror, an @subheading in the package's own
+#   libtasn1.info (/usr/share/info, where each is underlined) that the index leaves out;
+# - texinfo's @heading, unnumbered and in no outline: the GFDL's ADDENDUM (fdl-1.3.texi, shipped in libtasn1-doc);
+# - a title page's title (the @top title of the packages' .info files; the <title> of shared-mime-info's DocBook source,
+#   shipped as shared-mime-info-spec.xml.gz) and texinfo's `Table of Contents`, no @node of their own;
+# - dblatex's front matter (COLLABORATORS, REVISION HISTORY, Contents: headings on the rendered pages, in no outline),
+#   as the seen corpus counts them for dblatex's manual (PRINTED in test_layout_real.py).
 PRINTED: dict[str, list[tuple[int, str]]] = {
     "libtasn1.pdf": [ (11, "asn1_parser2array"), (11, "asn1_parser2tree"), (12, "asn1_array2tree"),
         (12, "asn1_delete_element"), (12, "asn1_delete_structure"), (12, "asn1_delete_structure2"),
@@ -84,5 +91,10 @@ PRINTED: dict[str, list[tuple[int, str]]] = {
         (23, "asn1_der_decoding_startEnd"), (24, "asn1_expand_any_defined_by"), (24, "asn1_expand_octet_string"),
         (25, "asn1_decode_simple_ber"), (25, "asn1_decode_simple_der"), (25, "asn1_perror"),
         (26, "asn1_check_version"), (26, "asn1_find_node"),
+        (25, "asn1_strerror"), (34, "ADDENDUM: How to use this License for your documents"), (1, "Libtasn1"),
+        (3, "Table of Contents"),
     ],
+    "latex2rtf.pdf": [(1, "LaTeX2RTF"), (69, "Table of Contents")],
+    "shared-mime-info-spec.pdf": [(1, "Shared MIME-info Database")],
+    "release-notes.pdf": [(2, "COLLABORATORS"), (2, "REVISION HISTORY"), (3, "Contents")],
 }  # fmt: skip
