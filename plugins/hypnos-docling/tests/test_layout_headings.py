@@ -182,3 +182,36 @@ def test_an_admonitions_label_is_not_a_heading() -> None:
     markdown = markdown_of(draw)
     assert _headings(markdown) == ["Release 0.1.6"]
     assert "Note" in markdown
+
+
+def test_an_italic_verse_or_cited_title_at_body_size_is_not_a_heading() -> None:
+    from hypnos_docling.layout_blocks import blocks_of
+    from hypnos_docling.layout_lines import Fonts, Line
+
+    body, italic, bold = "/Times-Roman", "/Times-Italic", "/Times-Bold"  # as groff sets mom's sample chapter
+    fonts = Fonts(body=body, body_height=10.8, mono=set(), bold={bold})
+
+    def rows(top: float, lines: list[str], font: str, size: float, left: float = 72) -> list[list[Line]]:
+        return [[Line(text, left, top + 16 * n, left + 4.6 * len(text), top + 16 * n + size, font, size)]
+                for n, text in enumerate(lines)]  # fmt: skip
+
+    page = rows(80, ["The Bonny Blue Yonder"], bold, 14.2)
+    page += rows(110, TEXT, body, 10.8)
+    page += rows(170, ["Invidunt ut labore et dolore", "Magna aliquyam erat sed diam", "No sea takimata sanctus est."],
+                 italic, 10.9, 147)  # fmt: skip
+    page += rows(230, TEXT[:2], body, 10.8)
+    page += rows(262, ["Considered Harmful."], italic, 11.4)  # a paper's title cited on a line of its own
+    page += rows(278, TEXT[1:], body, 10.8)
+    blocks = blocks_of(page, fonts)
+    assert [block.text for block in blocks if block.kind == "heading"] == ["The Bonny Blue Yonder"]
+
+
+def test_a_chapter_label_and_its_title_in_another_face_are_one_heading() -> None:
+    def draw(canvas: Any) -> None:  # mom's chapter opening: `Chapter 1` in bold, its title larger in bold italic
+        canvas.setFont("Times-Bold", 14)
+        canvas.drawCentredString(297, 770, "Chapter 1")
+        canvas.setFont("Times-BoldItalic", 17)
+        canvas.drawCentredString(297, 748, "The Bonny Blue Yonder")
+        _text(canvas, 715, TEXT * 2)
+
+    assert _headings(markdown_of(draw)) == ["Chapter 1 The Bonny Blue Yonder"]

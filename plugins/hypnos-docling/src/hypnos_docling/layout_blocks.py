@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from hypnos_docling.layout_grid import Grid, ruled_table
-from hypnos_docling.layout_lines import Fonts, Line, mono_share, pitch
+from hypnos_docling.layout_lines import Fonts, Line, is_italic, mono_share, pitch
 from hypnos_docling.layout_tables import DOT_LEADER, LIST_MARKER, table_run
 
 BULLET = re.compile(r"^([\u2022\u25cf\u25e6\u25aa\u25a0\u2023\u2043\u2219\u00b7*\-\u2013])\s*(.*)$")
@@ -121,6 +121,8 @@ def _heading_like(row: list[Line], fonts: Fonts) -> bool:
     if ADMONITION.match(text) and ratio < 1.5:  # `Note` over an admonition's text: a label, not a section
         return False
     distinct = font != fonts.body and bool(font)
+    if ratio < 1.15 and is_italic(font) and font not in fonts.bold and not NUMBERING.match(text):
+        return False  # an italic line at about the body's size: a verse, a quotation, a title cited in the text
     if ratio >= 1.15:
         return True
     return ratio >= 0.9 and distinct and (font in fonts.bold or NUMBERING.match(text) is not None or ratio >= 1.0)
@@ -248,7 +250,7 @@ def blocks_of(rows: list[list[Line]], fonts: Fonts, grids: Callable[[], list[Gri
             )
         ):
             chapter = previous is not None and previous.kind == "heading" and CHAPTER.match(previous.text) is not None
-            if previous and previous.kind == "heading" and (gap < 1.5 or chapter) and _font(previous.lines) == font:
+            if previous and previous.kind == "heading" and ((gap < 1.5 and _font(previous.lines) == font) or chapter):
                 previous.text += " " + text
                 previous.lines.extend(row)
             else:

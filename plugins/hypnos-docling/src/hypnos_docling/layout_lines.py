@@ -18,6 +18,7 @@ _MONO_NAME = re.compile(
     re.IGNORECASE,
 )
 _BOLD_NAME = re.compile(r"bold|black|heavy|semibold|demi|cmbx|cmb\d|lmroman\d+-bold", re.IGNORECASE)
+_ITALIC_NAME = re.compile(r"italic|oblique|obli\b|cmti\d|cmsl\d|slanted", re.IGNORECASE)
 WORD_GAP = 0.8  # a gap wider than this many font sizes ends a segment (a monospace space is 0.6)
 
 
@@ -105,6 +106,11 @@ def fonts_of(lines: list[Line]) -> Fonts:
     body_height = _weighted_median([(line.height, len(line.text)) for line in body_lines]) if body_lines else 10.0
     bold = {key for key in chars if _BOLD_NAME.search(key)}
     return Fonts(body=body, body_height=body_height, mono=mono, bold=bold)
+
+
+def is_italic(font: str) -> bool:
+    """Whether the font's name says it slants (`Times-Italic`, `NimbusSanL-ReguObli`, TeX's `CMTI10`)."""
+    return _ITALIC_NAME.search(font) is not None
 
 
 def mono_share(row: list[Line], mono: set[str]) -> float:
