@@ -215,3 +215,32 @@ def test_a_chapter_label_and_its_title_in_another_face_are_one_heading() -> None
         _text(canvas, 715, TEXT * 2)
 
     assert _headings(markdown_of(draw)) == ["Chapter 1 The Bonny Blue Yonder"]
+
+
+def test_a_row_of_labels_each_build_adds_to_is_one_heading() -> None:
+    def draw(canvas: Any) -> None:  # mom's slides: each build of the slide adds a label to the row under its title
+        for build in range(1, 4):
+            canvas.setFont("Helvetica-Bold", 20)
+            canvas.drawString(72, 770, "Macros and preprocessors")
+            canvas.setFont("Helvetica-Bold", 14)
+            for column, label in enumerate(["tbl", "pic", "eqn"][:build]):
+                canvas.drawString(90 + 160 * column, 700, label)
+            _text(canvas, 660, TEXT[:build])
+            canvas.showPage()
+
+    markdown = markdown_of(draw)
+    assert _headings(markdown) == ["Macros and preprocessors"]
+    assert "tbl pic eqn" in markdown
+
+
+def test_a_line_opening_with_an_ellipsis_is_not_a_heading() -> None:
+    def draw(canvas: Any) -> None:  # mom's sample documents close each with a bold `...end of sample chapter`
+        canvas.setFont("Times-Bold", 14)
+        canvas.drawString(72, 770, "2.2. Chapter 5")
+        _text(canvas, 745, TEXT * 2)
+        canvas.setFont("Times-Bold", 12.5)
+        canvas.drawRightString(520, 90, "...end of sample outline")
+
+    markdown = markdown_of(draw)
+    assert _headings(markdown) == ["2.2. Chapter 5"]
+    assert "end of sample outline" in markdown

@@ -96,6 +96,8 @@ def _heading_like(row: list[Line], fonts: Fonts) -> bool:
     text = _text(row)
     if not text or len(text) > 120 or len(text.split()) > 14 or (text.endswith((".", ",", ";")) and len(text) > 40):
         return False
+    if text.startswith(("...", "\u2026")):  # an ellipsis opens text carried on (`...end of sample chapter`)
+        return False
     if CAPTION.match(text) or TOC_ENTRY.match(text) or BULLET.match(text) or DOT_LEADER.search(text):
         return False
     if LINK_LINE.match(text) or "://" in text:  # a link set on a line of its own, a reference with its address
