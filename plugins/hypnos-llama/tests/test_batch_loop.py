@@ -38,6 +38,9 @@ class _Model:
 class _Context:
     shape = ContextShape(n_ctx=256, n_seq=1, n_batch=32, n_ubatch=32)
 
+    def abort_when(self, flag: object) -> None:
+        pass
+
 
 def test_common_prefix() -> None:
     assert common_prefix([1, 2, 3], [1, 2, 4]) == 2
@@ -132,6 +135,9 @@ class _RecordingContext:
     def decode(self) -> int:
         self.decoded.append(self.rows)
         return 0
+
+    def abort_when(self, flag: object) -> None:
+        pass
 
 
 class _FirstToken:

@@ -22,6 +22,7 @@ from hypnos_llama.runtime import ContextShape, LlamaContext, LlamaModel
 from hypnos_llama.sampling import SlotSampler
 from hypnos_llama.slot_cache import clear_idle_caches, make_room, prefill_media, reuse_media_head
 from hypnos_llama.slots import ChatJob, Slot, finished_event
+from hypnos_llama.step_abort import ABORTED, AbortSwitch, put_back
 from hypnos_llama.step_slots import interactive, next_job, step_slots
 from hypnos_llama.thread_governor import ThreadGovernor
 
@@ -64,6 +65,8 @@ class BatchLoop:
         self.max_prefill_beside_streams = 0
         self._ended: BaseException | None = None
         self.states: PromptStates | None = None  # the prompt cache, when the model uses one
+        self.abort = AbortSwitch()  # an interactive job arriving aborts a step of batch lines only
+        context.abort_when(self.abort.flag)
 
     # ---- called from other threads ---------------------------------------------------------------------------
 
@@ -74,6 +77,8 @@ class BatchLoop:
     def submit(self, job: ChatJob) -> None:
         """Queue a job; it joins the running batch at the next step."""
         self._inbox.put(job)
+        if job.priority >= 0:
+            self.abort.interactive_arrived()
         if self._ended is not None:  # the worker is gone: nobody else will answer it
             self._fail_inbox(self._ended)
 
@@ -106,6 +111,7 @@ class BatchLoop:
 
     def _drain_inbox(self, *, block: bool) -> bool:
         """Move submitted jobs into the waiting line; False when asked to stop."""
+        self.abort.taken()
         try:
             if block and self.idle_timeout_s:
                 item = self._wait_clearing_idle_slots()
@@ -222,6 +228,7 @@ class BatchLoop:
         for slot in self.slots:
             slot.cached = []
         self.context = self._rebuild(required)
+        self.context.abort_when(self.abort.flag)
         elapsed = (time.perf_counter() - started) * 1000
         logger.info("llama context rebuilt to %d cells in %.1f ms", self.context.shape.n_ctx, elapsed)
         return elapsed
@@ -232,6 +239,7 @@ class BatchLoop:
         context.batch_clear()
         outputs: list[tuple[Slot, int]] = []
         active = self._active()
+        before = {slot.seq_id: len(slot.cached) for slot in active}
         generating, answering, prompts, streaming, background = step_slots(active, self.pace)
         for slot in generating:
             token = slot.next_token
@@ -254,10 +262,17 @@ class BatchLoop:
         if self.governor is not None:
             threads = self.governor.next_threads()
             context.set_threads(threads, min(threads, self._batch_threads or threads))
+        # a step of batch lines alone stops when an interactive job arrives that a free slot can take
+        self.abort.arm(not any(interactive(s) for s in stepped) and any(s.job is None for s in self.slots))
         started = time.perf_counter()
         status = context.decode()
         if status == 1 and clear_idle_caches(self.context, self.slots):  # no KV room: drop idle prefixes, retry once
             status = context.decode()
+        self.abort.disarm()
+        if status == ABORTED:  # what the step did not keep is fed again after the interactive job's prefill
+            put_back(context, stepped, before, {slot.seq_id for slot, _ in outputs})
+            self.abort.aborted += 1
+            return
         if status != 0:
             self._decode_failed(status, active)
             return

@@ -118,6 +118,12 @@ class LlamaModel:
         return self.token_text(lib.llama_vocab_bos(self.vocab)), self.token_text(lib.llama_vocab_eos(self.vocab))
 
 
+def strlen_callback(lib: Any) -> Any:
+    """libc's strlen as a ggml_abort_callback: true while the flag buffer it gets holds a non-empty string."""
+    address = ctypes.cast(ctypes.CDLL(None).strlen, ctypes.c_void_p).value
+    return lib.ggml_abort_callback(address)
+
+
 @dataclass
 class ContextShape:
     """What a context was built for: total cells, sequences, batch sizes."""
@@ -158,6 +164,7 @@ class LlamaContext:
         self.batch = lib.llama_batch_init(shape.n_batch, 0, 1)
         self.n_tokens = 0
         self.threads = (params.n_threads, params.n_threads_batch)
+        self._abort: Any = None  # the abort callback and its flag, while llama.cpp holds their addresses
 
     def set_threads(self, threads: int, batch_threads: int) -> None:
         """The threads of the next decodes: generation and prompt processing (llama_set_n_threads)."""
@@ -189,6 +196,15 @@ class LlamaContext:
         size = len(state) - skip
         buffer = (ctypes.c_uint8 * size).from_buffer_copy(state, skip)
         return self.lib.llama_state_seq_set_data(self.pointer, buffer, size, seq_id) > 0
+
+    def seq_pos_max(self, seq_id: int) -> int:
+        """The last position a sequence holds in the memory (-1: none)."""
+        return int(self.lib.llama_memory_seq_pos_max(self.memory, seq_id))
+
+    def abort_when(self, flag: ctypes.Array[ctypes.c_char]) -> None:
+        """Make llama_decode stop (status 2) while `flag` holds a non-empty string (step_abort.AbortSwitch)."""
+        self._abort = strlen_callback(self.lib), flag  # kept alive as long as the context
+        self.lib.llama_set_abort_callback(self.pointer, self._abort[0], ctypes.addressof(flag))
 
     def clear(self) -> None:
         """Drop every sequence's cells."""
