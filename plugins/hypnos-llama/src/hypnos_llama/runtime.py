@@ -119,8 +119,12 @@ class LlamaModel:
 
 
 def strlen_callback(lib: Any) -> Any:
-    """libc's strlen as a ggml_abort_callback: true while the flag buffer it gets holds a non-empty string."""
-    address = ctypes.cast(ctypes.CDLL(None).strlen, ctypes.c_void_p).value
+    """libc's strlen as a ggml_abort_callback: true while the flag buffer it gets holds a non-empty string (None
+    where the process's symbols hold no strlen, e.g. Windows)."""
+    try:
+        address = ctypes.cast(ctypes.CDLL(None).strlen, ctypes.c_void_p).value
+    except (OSError, TypeError, AttributeError):
+        return None
     return lib.ggml_abort_callback(address)
 
 
@@ -204,6 +208,9 @@ class LlamaContext:
     def abort_when(self, flag: ctypes.Array[ctypes.c_char]) -> None:
         """Make llama_decode stop (status 2) while `flag` holds a non-empty string (step_abort.AbortSwitch)."""
         self._abort = strlen_callback(self.lib), flag  # kept alive as long as the context
+        if self._abort[0] is None:
+            logger.info("no libc strlen to abort llama_decode with: batch lines' steps run to their end")
+            return
         self.lib.llama_set_abort_callback(self.pointer, self._abort[0], ctypes.addressof(flag))
 
     def clear(self) -> None:
