@@ -211,6 +211,10 @@ def test_a_stall_while_only_niced_programs_compute_reads_calm(tmp_path: Path) ->
     clock.now += 1.0
     tick(6_000_000, 1300, 200, 2.0)
     assert reader() == 50.0
+    # after the loop idled 30 s (no reads), a program that started a second ago is not averaged away over the spell
+    clock.now += 30.0
+    tick(6_000_000 + 30 * 5_000, 1300 + 200, 200, 2.0)
+    assert reader() == 0.5  # the stall itself, not 0: its other programs' share is unknown
 
 
 async def test_a_loaded_engine_decodes_with_its_share(tiny_gguf: Path) -> None:

@@ -94,13 +94,16 @@ class CpuPressure:
     def _others(self) -> float | None:
         """Other programs' CPU time at normal priority over about the last OTHERS_SPAN_SECS, in percent of one core
         (None at the first read or without /proc/stat): user, system, irq and softirq jiffies (not the nice column),
-        less this process's own CPU time. Over a second, not a quarter: jiffies are too coarse for that."""
+        less this process's own CPU time. Over a second, not a quarter: jiffies are too coarse for that; never over an
+        idle spell of the loop (no reads for seconds), whose average would hide a program that just started."""
         try:
             numbers = [int(n) for n in self._stat.read_text().splitlines()[0].split()[1:]]
             busy = (numbers[0] + numbers[2] + numbers[5] + numbers[6]) / self._jiffies
         except (OSError, ValueError, IndexError):
             return None
         now = (self._clock(), busy, self._own_cpu())
+        while self._samples and now[0] - self._samples[0][0] > 2 * OTHERS_SPAN_SECS:  # before an idle spell: stale
+            self._samples.popleft()
         while len(self._samples) > 1 and now[0] - self._samples[1][0] >= OTHERS_SPAN_SECS:
             self._samples.popleft()
         self._samples.append(now)
