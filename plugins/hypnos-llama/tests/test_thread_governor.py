@@ -71,6 +71,19 @@ def test_the_full_share_is_back_within_steps_of_the_contention_ending() -> None:
     assert governor.threads == 2  # and kept: faster
 
 
+def test_one_step_far_past_its_quiet_pace_cuts_a_thread_at_once() -> None:
+    """A hog starting beside two decode threads: the first step took 2.3 s against 0.036 quiet (bench cores); waiting
+    for two more such steps cost seconds of the answer."""
+    clock = Clock()
+    governor = ThreadGovernor(2, pressure=Pressure(None), clock=clock)
+    steps(governor, QUIET)
+    steps(governor, QUIET, count=3)
+    steps(governor, {2: 2.3, 1: 0.1}, count=1)
+    assert governor.threads == 1
+    steps(governor, {2: 2.3, 1: 0.1})  # and kept: faster
+    assert governor.threads == 1
+
+
 def test_a_spinning_pair_beside_a_hog_is_cut_within_a_few_steps() -> None:
     clock = Clock()
     governor = ThreadGovernor(2, pressure=Pressure(None), clock=clock)

@@ -26,6 +26,7 @@ BUSY_PERCENT = 25.0  # CPU pressure (share of time a task waited for a core) abo
 CALM_PERCENT = 10.0  # below it, a thread more is worth a try
 WINDOW = 8  # decode steps judged together (the first one after a change is left out: the pool warms up)
 EARLY = 2  # steps enough to judge a change that is clearly wrong (FAR past the quiet pace, or than before a try)
+EXTREME = 8.0  # a step with more than one thread this much slower than its quiet pace is judged alone, at once
 FAR = 2.0  # steps this much slower (than their quiet pace times STRETCH, or than before a try): judged at once
 KEEP = 0.97  # a try is kept when its typical step is at most this share of the one before
 PROBE_SECS = 2.0  # the first wait between tries; doubled after each failed one, up to MAX_BACKOFF_SECS
@@ -182,15 +183,17 @@ class ThreadGovernor:
             return
         key = (self.threads, tokens)
         quiet = self._quiet[key] = min(self._quiet.get(key, secs), secs)
-        if self._fresh:
+        extreme = self.threads > 1 and secs >= EXTREME * quiet  # one step decides: threads preempted mid-barrier
+        if self._fresh and not extreme:
             self._fresh = False
             return
+        self._fresh = False
         self._steps.append(secs)
         self._ratios.append(secs / quiet)
-        far = self._far_off()
+        far = extreme or self._far_off()
         if len(self._steps) < WINDOW and not far:
             return
-        typical = statistics.median(self._steps[-EARLY:] if far else self._steps)
+        typical = secs if extreme else statistics.median(self._steps[-EARLY:] if far else self._steps)
         stretched = far or statistics.median(self._ratios) > STRETCH
         self._steps.clear()
         self._ratios.clear()
