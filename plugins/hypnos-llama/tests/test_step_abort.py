@@ -22,15 +22,17 @@ def pos_max(context: Any, seq: int) -> int:
 class Run:
     """A batch loop on the tiny model (4 slots, 16-token ubatches) and the events of its jobs, in emission order."""
 
-    def __init__(self, tiny_gguf: Path) -> None:
+    def __init__(self, tiny_gguf: Path, governor: Any = None) -> None:
         from hypnos_llama.batch_loop import BatchLoop, context_shape
         from hypnos_llama.options import LlamaOptions
         from hypnos_llama.runtime import LlamaContext, LlamaModel
 
-        options = LlamaOptions(n_threads=1, adapt_threads=False)
+        options = LlamaOptions(n_threads=1 if governor is None else 2, adapt_threads=False)
         self.model = LlamaModel(tiny_gguf, options, 0)
         self.context = LlamaContext(self.model, options, context_shape(1024, 4, 64, 16))
-        self.loop = BatchLoop(self.model, self.context, lambda _cells: self.context, prefill_chunk=64, name="abort")
+        self.loop = BatchLoop(
+            self.model, self.context, lambda _cells: self.context, prefill_chunk=64, name="abort", governor=governor
+        )
         self.events: list[tuple[str, Any]] = []
         self.open = 0
         self.done = threading.Event()
@@ -209,3 +211,56 @@ def test_a_step_carrying_interactive_tokens_is_never_aborted(tiny_gguf: Path) ->
     run.run([line, first])
     assert statuses == [0] and run.loop.abort.aborted == 0
     assert len(run.tokens("first")) == 12 and len(run.tokens("second")) == 2 and len(run.tokens("line")) == 40
+
+
+def _narrowed_stream(tiny_gguf: Path, narrow_at: int | None) -> tuple[Run, list[tuple[int, int, dict[int, int]]]]:
+    """A stream decoded with two threads until its share falls to one core before step `narrow_at` (None: never);
+    each llama_decode's (threads, status, sequences' first positions)."""
+    from hypnos_llama.thread_governor import ThreadGovernor
+
+    governor = ThreadGovernor(2, pressure=lambda: None, taken=lambda: None)
+    governor.record = lambda secs, tokens: None  # type: ignore[method-assign]  # the threads follow the share alone
+    run = Run(tiny_gguf, governor)
+    decodes: list[tuple[int, int, dict[int, int]]] = []
+    aborted: list[bool] = []
+
+    def before() -> None:
+        decodes.append((governor.threads, -1, run.batch_seqs()))
+        if len(decodes) == narrow_at:  # the scheduler gives the cores to another model during this step
+            governor.share(1)
+            aborted.append(run.loop.abort.narrow(1))
+
+    def after(status: int) -> None:
+        decodes[-1] = (decodes[-1][0], status, decodes[-1][2])
+
+    run.wrap_decode(before, after)
+    run.run([run.job("stream", 6, 20, 0)])
+    assert aborted == ([] if narrow_at is None else [True])
+    return run, decodes
+
+
+def test_a_step_whose_core_share_shrinks_under_its_threads_is_aborted_and_fed_again(tiny_gguf: Path) -> None:
+    """Two decode threads pinned to one core wait for each other at every graph node (steps of 2 s, bench cores): the
+    step in flight stops and is fed again with the threads the new share allows, and the stream keeps its tokens."""
+    plain, _ = _narrowed_stream(tiny_gguf, None)
+    run, decodes = _narrowed_stream(tiny_gguf, 6)
+    threads, status, seqs = decodes[5]
+    assert (threads, status) == (2, 2)  # the step in flight with two threads was aborted
+    assert decodes[6][0] == 1 and decodes[6][2] == seqs  # the same positions, fed again with one thread
+    assert all(d[0] == 1 and d[1] == 0 for d in decodes[6:])
+    assert run.loop.abort.aborted == 1 and all(cells == cached for cells, cached in run.held)
+    mine, theirs = run.tokens("stream"), plain.tokens("stream")
+    assert [t for t, _ in mine] == [t for t, _ in theirs] and len(mine) == 20
+    assert all(abs(a - b) < 1e-3 for (_, a), (_, b) in zip(mine, theirs, strict=True))
+
+
+def test_a_step_within_the_new_share_is_not_aborted(tiny_gguf: Path) -> None:
+    from hypnos_llama.step_abort import AbortSwitch
+
+    switch = AbortSwitch()
+    switch.arm(False, 1)
+    assert not switch.narrow(1) and switch.flag.value == b""
+    switch.arm(False, 2)
+    assert switch.narrow(1) and switch.flag.value == b"x"
+    switch.disarm()
+    assert not switch.narrow(1) and switch.flag.value == b""  # between steps: nothing to abort

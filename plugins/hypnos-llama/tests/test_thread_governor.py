@@ -248,3 +248,69 @@ async def test_a_loaded_engine_decodes_with_its_share(tiny_gguf: Path) -> None:
         assert reported == {"tiny": 1}  # the status hears of it
     finally:
         await engine.unload()
+
+
+class Taken:
+    """The cores other programs take now, as the test sets them."""
+
+    def __init__(self, value: int | None = 0) -> None:
+        self.value = value
+
+    def __call__(self) -> int | None:
+        return self.value
+
+
+def test_a_request_arriving_beside_busy_programs_starts_with_fewer_threads() -> None:
+    """A hog per core started while the loop idled: the first step of the next request ran two threads for 2.4 s
+    (bench cores, 0.04 quiet) before any step could be judged."""
+    clock, pressure, taken = Clock(), Pressure(None), Taken(0)
+    governor = ThreadGovernor(2, pressure=pressure, clock=clock, taken=taken)
+    run_for(governor, clock, QUIET, 1.0)
+    assert governor.threads == 2
+    clock.now += 5.0  # the loop idles; a busy program per core starts
+    taken.value, pressure.value = 2, 80.0
+    assert governor.next_threads() == 1  # before its first step
+    governor.record(HOG_PER_CORE[1], tokens=1)
+    run_for(governor, clock, HOG_PER_CORE, 10.0)
+    assert governor.threads == 1
+    clock.now += 5.0  # the programs end while the loop idles; the last reading still says busy
+    taken.value = 0
+    assert governor.next_threads() == 2  # the next request tries the full share at once
+    governor.record(QUIET[2], tokens=1)
+    steps(governor, QUIET)
+    assert governor.threads == 2  # and keeps it: faster
+
+
+def test_a_request_arriving_on_a_quiet_machine_keeps_its_share() -> None:
+    clock, taken = Clock(), Taken(0)
+    governor = ThreadGovernor(2, pressure=Pressure(None), clock=clock, taken=taken)
+    run_for(governor, clock, QUIET, 1.0)
+    clock.now += 5.0
+    assert governor.next_threads() == 2
+    taken.value = None  # nothing to judge by (no /proc/stat): as before
+    clock.now += 5.0
+    assert governor.next_threads() == 2
+
+
+def test_taken_cores_are_other_programs_cpu_that_still_runs(tmp_path: Path) -> None:
+    psi, stat = tmp_path / "cpu", tmp_path / "stat"
+    psi.write_text("some avg10=0.00 avg60=0 avg300=0 total=0\nfull avg10=0 total=0\n")
+    clock = Clock()
+    reader = CpuPressure(psi, stat, clock, own_cpu=lambda: 0.0)
+    quarter = reader._jiffies // 4  # one core busy for a quarter second
+
+    def tick(user: int, nice: int, running: int) -> int | None:
+        stat.write_text(f"cpu  {user} {nice} 0 1000 0 0 0 0 0 0\ncpu0 1 2 3\nprocs_running {running}\n")
+        return reader.taken_cores()
+
+    assert tick(1000, 0, 1) is None  # the first read: nothing to compare with
+    clock.now += 0.25
+    tick(1000 + 2 * quarter, 0, 3)  # a busy program per core (and the reader) runs
+    clock.now += 0.25
+    assert tick(1000 + 4 * quarter, 0, 3) == 2
+    clock.now += 0.25
+    assert tick(1000 + 6 * quarter, 0, 1) == 0  # they just ended: their CPU is in the span, but nothing else runs
+    clock.now += 0.25
+    tick(1000 + 6 * quarter, 2 * quarter, 3)  # niced programs compute (the nice column): they give way
+    clock.now += 0.25
+    assert tick(1000 + 6 * quarter, 4 * quarter, 3) == 0

@@ -187,6 +187,18 @@ class EngineHost:
             if moved:
                 self._send(Kind.PROGRESS, 0, moved)
 
+    async def _follow_cores(self, args: tuple[Any, ...]) -> Any:
+        """Pin the host's threads to the share and tell the engine: a wider share is pinned before the engine hears
+        of it, a narrower one after the engine follows it (a step in flight never has more threads than cores)."""
+        narrower = hasattr(os, "sched_getaffinity") and len(args[0]) < len(os.sched_getaffinity(0))
+        if not narrower:
+            pin_process(args[0])
+        try:
+            return await self.engine.follow_cores(*args) if self.engine is not None else None
+        finally:
+            if narrower:
+                pin_process(args[0])
+
     async def _run(self, call_id: int, name: str, args: tuple[Any, ...]) -> None:
         token = WatchedToken()
         self.calls[call_id] = token
@@ -194,9 +206,8 @@ class EngineHost:
             if name == "start":
                 self._start(args[0])
                 result: Any = None
-            elif name == "follow_cores":  # the host's threads pinned to the share, then the engine told
-                pin_process(args[0])
-                result = await self.engine.follow_cores(*args) if self.engine is not None else None
+            elif name == "follow_cores":
+                result = await self._follow_cores(args)
             elif name in LIFECYCLE_METHODS:
                 result = getattr(self.engine, name)(*args)
                 if asyncio.iscoroutine(result):

@@ -24,7 +24,7 @@ from hypnos_llama.slot_cache import clear_idle_caches, make_room, prefill_media,
 from hypnos_llama.slots import ChatJob, Slot, finished_event
 from hypnos_llama.step_abort import ABORTED, AbortSwitch, put_back
 from hypnos_llama.step_slots import interactive, next_job, step_slots
-from hypnos_llama.thread_governor import ThreadGovernor
+from hypnos_llama.thread_governor import IDLE_TICK_SECS, ThreadGovernor
 
 logger = logging.getLogger(__name__)
 _STOP = object()
@@ -113,8 +113,8 @@ class BatchLoop:
         """Move submitted jobs into the waiting line; False when asked to stop."""
         self.abort.taken()
         try:
-            if block and self.idle_timeout_s:
-                item = self._wait_clearing_idle_slots()
+            if block and (self.idle_timeout_s or self.governor is not None):
+                item = self._wait_idle()
             else:
                 item = self._inbox.get() if block else self._inbox.get_nowait()
             while True:
@@ -125,16 +125,22 @@ class BatchLoop:
         except queue.Empty:
             return True
 
-    def _wait_clearing_idle_slots(self) -> Any:
-        """Block for the next item; meanwhile empty slots idle longer than the timeout (kv_idle_timeout_secs)."""
-        assert self.idle_timeout_s
+    def _wait_idle(self) -> Any:
+        """Block for the next item; meanwhile clear empty slots idle longer than the timeout (kv_idle_timeout_secs)
+        and let the thread governor sample other programs' CPU."""
+        clear_every = self.idle_timeout_s / 4 if self.idle_timeout_s else float("inf")
+        tick = min(clear_every, IDLE_TICK_SECS if self.governor is not None else clear_every)
+        cleared = time.perf_counter()
         while True:
             try:
-                return self._inbox.get(timeout=self.idle_timeout_s / 4)
+                return self._inbox.get(timeout=tick)
             except queue.Empty:
-                clear_idle_caches(
-                    self.context, self.slots, used_before=time.perf_counter() - self.idle_timeout_s, save=self._save
-                )
+                if self.governor is not None:
+                    self.governor.idle()
+                now = time.perf_counter()
+                if self.idle_timeout_s and now - cleared >= clear_every:
+                    cleared = now
+                    clear_idle_caches(self.context, self.slots, used_before=now - self.idle_timeout_s, save=self._save)
 
     def _drop_cancelled(self) -> None:
         for job in [j for j in self._waiting if j.stopped()]:
@@ -259,11 +265,14 @@ class BatchLoop:
                 break
             stepped.append(slot)
             prefilled += self._add_pending(slot, chunk - prefilled, outputs)
+        threads = 0
         if self.governor is not None:
             threads = self.governor.next_threads()
             context.set_threads(threads, min(threads, self._batch_threads or threads))
-        # a step of batch lines alone stops when an interactive job arrives that a free slot can take
-        self.abort.arm(not any(interactive(s) for s in stepped) and any(s.job is None for s in self.slots))
+        # a step of batch lines alone stops when an interactive job arrives that a free slot can take; any step with
+        # more threads than a new core share allows stops too
+        batch_only = not any(interactive(s) for s in stepped) and any(s.job is None for s in self.slots)
+        self.abort.arm(batch_only, threads)
         started = time.perf_counter()
         status = context.decode()
         if status == 1 and clear_idle_caches(self.context, self.slots):  # no KV room: drop idle prefixes, retry once

@@ -132,10 +132,17 @@ class LlamaEngine(StagedEngine):
 
     async def follow_cores(self, cores: list[int], alone: bool = False) -> int | None:
         """The scheduler's share: the batch loop's next decodes use as many threads (at most n_threads); `alone`
-        changes nothing (OpenMP's spin policy is fixed when the host starts)."""
+        changes nothing (OpenMP's spin policy is fixed when the host starts). A share smaller than the threads of the
+        step in flight aborts that step (it is fed again with fewer) and returns once it ended: the host pins its
+        threads to the share after this returns, and a step's threads crowded onto fewer cores spin for seconds."""
         self.core_threads = max(1, len(cores))
         self.core_alone = alone
-        return self.governor.share(self.core_threads) if self.governor is not None else None
+        if self.governor is None:
+            return None
+        threads = self.governor.share(self.core_threads)
+        if self._batch is not None:
+            await self._batch.abort.narrowed(threads)
+        return threads
 
     def device_oom(self, error: BaseException) -> bool:
         """llama-cpp-python's failed allocation (`llama_decode returned -2`); the batch loop maps its own status."""

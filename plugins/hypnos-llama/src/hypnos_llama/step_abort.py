@@ -1,4 +1,5 @@
-"""Aborting a batch-only llama_decode when an interactive job arrives, and putting back what the aborted step lost.
+"""Aborting a llama_decode (a batch-only one when an interactive job arrives, any one when the core share falls under
+its threads), and putting back what the aborted step lost.
 
 llama.cpp's CPU backend calls the context's abort callback after every graph node. The callback is libc's `strlen`
 over a 2-byte buffer (no Python, no GIL in the step): an empty string (0) lets the step go on, "x" (1) aborts it.
@@ -8,6 +9,7 @@ in, so the loop asks the memory what each sequence kept and feeds the rest again
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import threading
 from collections.abc import Iterable
@@ -16,10 +18,12 @@ from typing import Any
 from hypnos_llama.slots import Slot
 
 ABORTED = 2  # llama_decode's status when the abort callback stopped it
+NARROW_WAIT_SECS = 0.25  # a smaller core share waits at most this long for the aborted step to end
 
 
 class AbortSwitch:
-    """Lets any thread abort the step under way while it holds only batch lines (an interactive job arrived)."""
+    """Lets any thread abort the step under way: while it holds only batch lines (an interactive job arrived), or
+    while it runs more threads than the core share now allows."""
 
     def __init__(self) -> None:
         self.flag = ctypes.create_string_buffer(2)  # b"" goes on, b"x" aborts (strlen 0 or 1)
@@ -27,6 +31,9 @@ class AbortSwitch:
         self._armed = False  # the step under way may be aborted (no interactive work in it)
         self._arrived = False  # an interactive job came since the loop last took its inbox
         self.aborted = 0  # steps aborted so far
+        self._threads = 0  # the threads of the step under way (0 between steps)
+        self._between = threading.Event()  # set while no step is under way
+        self._between.set()
 
     def interactive_arrived(self) -> None:
         """An interactive job was queued: abort the step under way when it may be (any thread)."""
@@ -40,17 +47,34 @@ class AbortSwitch:
         with self._lock:
             self._arrived = False
 
-    def arm(self, abortable: bool) -> None:
-        """Before a step: whether it may be aborted; aborted at once when a job came after the inbox was taken."""
+    def arm(self, abortable: bool, threads: int = 0) -> None:
+        """Before a step of `threads` threads: whether an interactive job may abort it; aborted at once when one came
+        after the inbox was taken."""
         with self._lock:
-            self._armed = abortable
+            self._armed, self._threads = abortable, threads
+            self._between.clear()
             self.flag[0] = b"x" if abortable and self._arrived else b"\0"
 
     def disarm(self) -> None:
         """After a step: nothing aborts until the next one is armed."""
         with self._lock:
-            self._armed = False
+            self._armed, self._threads = False, 0
             self.flag[0] = b"\0"
+            self._between.set()
+
+    def narrow(self, threads: int) -> bool:
+        """The core share fell to `threads` (any thread): a step under way with more threads is aborted (crowded onto
+        fewer cores, its threads wait for each other at every graph node for seconds); True when one was."""
+        with self._lock:
+            if self._threads <= threads:
+                return False
+            self.flag[0] = b"x"
+            return True
+
+    async def narrowed(self, threads: int) -> None:
+        """narrow(), then wait until the aborted step ended (at most NARROW_WAIT_SECS)."""
+        if self.narrow(threads):
+            await asyncio.to_thread(self._between.wait, NARROW_WAIT_SECS)
 
 
 def kept_tokens(context: Any, slot: Slot) -> int:

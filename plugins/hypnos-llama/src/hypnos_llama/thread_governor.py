@@ -7,7 +7,10 @@ time in /proc/stat): when steps stretch past their quiet pace, or the machine is
 keeps it when steps got faster; when the machine is calm again it tries one more, up to the share. Each failed try
 waits twice as long before the next, but contention seen ending (busy, then calm, at a settled thread count) makes
 the next try due at once: the full share is back within a few steps of the other program's end. A try whose first
-steps are clearly worse, or steps far past their quiet pace, are judged without waiting for a whole window.
+steps are clearly worse, or steps far past their quiet pace, are judged without waiting for a whole window. The
+first step after the loop idled (a new request) is judged before it runs: other programs' recent CPU and the tasks
+runnable now say how many cores are taken, so a request arriving beside a busy program never pays the seconds a
+spinning pair costs there.
 """
 
 from __future__ import annotations
@@ -35,6 +38,11 @@ READ_EVERY_SECS = 0.25  # the pressure is measured over the span since the last 
 OTHERS_PERCENT = 25.0  # other programs' normal-priority CPU (% of one core) under which a stall is niced work's
 OTHERS_SPAN_SECS = 1.0  # the span other programs' CPU time is measured over
 SETTLE_SECS = 2 * READ_EVERY_SECS  # after a thread change, readings wait this long to show the new count alone
+IDLE_SECS = 0.5  # no step for this long: the next one is judged first against what other programs take now
+IDLE_TICK_SECS = 0.25  # while the loop idles, other programs' CPU is sampled this often (a /proc/stat read)
+START_SPAN_SECS = 0.5  # the span other programs' CPU is judged over before a new request's first step
+FRESH_SPAN_SECS = 0.06  # after a new request's check, the first pressure reading spans at least this (its first step)
+TAKEN_PERCENT = 75.0  # other programs' normal-priority CPU counts as one core taken from this share of one on
 
 
 class CpuPressure:
@@ -54,17 +62,19 @@ class CpuPressure:
     ) -> None:
         self._psi, self._stat, self._clock, self._own_cpu = Path(psi), Path(stat), clock, own_cpu
         self._read_at = -1e18
+        self._span = READ_EVERY_SECS  # the shortest span of the next reading
         self._value: float | None = None
         self._last: tuple[int, int] | None = None  # (steal, total) jiffies at the last read
         self._stalled: float | None = None  # PSI's `some total` (microseconds) at the last read
         self._samples: deque[tuple[float, float, float]] = deque()  # (clock, normal-priority CPU secs, own CPU secs)
         self._jiffies = _clock_ticks()
+        self.running: int | None = None  # tasks runnable at the last /proc/stat read (procs_running), the reader's too
 
     def __call__(self) -> float | None:
         now = self._clock()
         span = now - self._read_at
-        if span >= READ_EVERY_SECS:
-            self._read_at = now
+        if span >= self._span:
+            self._read_at, self._span = now, READ_EVERY_SECS
             self._value = self._read(span)
         return self._value
 
@@ -92,14 +102,16 @@ class CpuPressure:
             return None
         return 100.0 * (steal - last[0]) / (total - last[1])
 
-    def _others(self) -> float | None:
-        """Other programs' CPU time at normal priority over about the last OTHERS_SPAN_SECS, in percent of one core
+    def _others(self, span: float = OTHERS_SPAN_SECS) -> float | None:
+        """Other programs' CPU time at normal priority over about the last `span` seconds, in percent of one core
         (None at the first read or without /proc/stat): user, system, irq and softirq jiffies (not the nice column),
         less this process's own CPU time. Over a second, not a quarter: jiffies are too coarse for that; never over an
         idle spell of the loop (no reads for seconds), whose average would hide a program that just started."""
         try:
-            numbers = [int(n) for n in self._stat.read_text().splitlines()[0].split()[1:]]
+            lines = self._stat.read_text().splitlines()
+            numbers = [int(n) for n in lines[0].split()[1:]]
             busy = (numbers[0] + numbers[2] + numbers[5] + numbers[6]) / self._jiffies
+            self.running = next((int(line.split()[1]) for line in lines if line.startswith("procs_running ")), None)
         except (OSError, ValueError, IndexError):
             return None
         now = (self._clock(), busy, self._own_cpu())
@@ -108,10 +120,31 @@ class CpuPressure:
         while len(self._samples) > 1 and now[0] - self._samples[1][0] >= OTHERS_SPAN_SECS:
             self._samples.popleft()
         self._samples.append(now)
-        first = self._samples[0]
+        first = next((s for s in reversed(self._samples) if now[0] - s[0] >= span), self._samples[0])
         if first is now or now[0] <= first[0]:
             return None
         return max(0.0, (now[1] - first[1]) - (now[2] - first[2])) * 100.0 / (now[0] - first[0])
+
+    def _rebase(self) -> None:
+        """The next reading spans from now (FRESH_SPAN_SECS at least): after an idle spell the first steps of a new
+        request are judged on themselves, not on a span that saw a program that has just ended."""
+        try:
+            for line in self._psi.read_text().splitlines():
+                if line.startswith("some "):
+                    self._stalled = float(dict(part.split("=", 1) for part in line.split()[1:])["total"])
+                    self._read_at, self._span = self._clock(), FRESH_SPAN_SECS
+        except (OSError, ValueError, KeyError):
+            pass
+
+    def taken_cores(self) -> int | None:
+        """Cores other programs take now (None when unknown): their normal-priority CPU over the last START_SPAN_SECS,
+        a core for each TAKEN_PERCENT of one, and no more than the other tasks runnable at this instant (/proc/stat's
+        procs_running, less the reader), so a program that just ended does not count."""
+        others = self._others(START_SPAN_SECS)
+        self._rebase()
+        if others is None or self.running is None:
+            return None
+        return max(0, min(int((others + 100.0 - TAKEN_PERCENT) // 100.0), self.running - 1))
 
 
 class ThreadGovernor:
@@ -125,11 +158,17 @@ class ThreadGovernor:
         pressure: Callable[[], float | None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         on_change: Callable[[int], None] | None = None,
+        taken: Callable[[], int | None] | None = None,
     ) -> None:
         self._cap = cap  # the configured thread count (n_threads): a share never raises it
         self._limit = max(1, min(limit, cap or limit))
         self.threads = self._limit
-        self._pressure = pressure if pressure is not None else CpuPressure(clock=clock)
+        if pressure is None:
+            reader = CpuPressure(clock=clock)
+            pressure, taken = reader, taken or reader.taken_cores
+        self._pressure = pressure
+        self._taken = taken  # cores other programs take now (CpuPressure.taken_cores)
+        self._stepped_at = -1e18  # when next_threads last ran
         self._clock = clock
         self.on_change = on_change
         self._limit_seen = self._limit
@@ -156,12 +195,22 @@ class ThreadGovernor:
         self._limit = max(1, min(threads, self._cap or threads))
         return max(1, self._limit - min(self._cut, self._limit - 1))
 
+    def idle(self) -> None:
+        """Called while the batch loop waits for work (every IDLE_TICK_SECS): keeps the reading of other programs'
+        CPU current, so a new request's first step is judged on the last half second, not on a stale spell."""
+        if self._taken is not None:
+            self._taken()
+
     def next_threads(self) -> int:
         """The threads for the next decode step (called before it)."""
         if self._limit != self._limit_seen:  # the share changed: a try in flight compares nothing any more
             self._limit_seen = self._limit
             if self._trying is not None:
                 self._cut, self._trying, self._typical = self._trying[0], None, None
+        now = self._clock()
+        if now - self._stepped_at >= IDLE_SECS and self._trying is None and self._taken is not None:
+            self._start_cut()
+        self._stepped_at = now
         self._cut = min(self._cut, self._limit - 1)
         if self._cut and self._trying is None:
             now = self._clock()
@@ -229,6 +278,22 @@ class ThreadGovernor:
         if self.threads == 1 or min(self._ratios[-EARLY:]) <= STRETCH * FAR:
             return False
         return self._clock() >= self._try_at or recent > FAR * (self._typical or float("inf"))
+
+    def _start_cut(self) -> None:
+        """Before the first step after an idle spell: one thread fewer for each core other programs take now (a
+        spinning pair beside a hog makes steps of seconds; a calm reading later tries the full share again), or, when
+        the busy programs that cost threads are gone, a try of what they left at once (else when the backoff allows)."""
+        assert self._taken is not None
+        taken = self._taken()
+        if taken is None:
+            return
+        cut = min(taken, self._limit - 1)
+        if cut > self._cut:  # readings from before this step say nothing of it: the next tries wait for new ones
+            now = self._clock()
+            self._cut, self._typical, self._contended = cut, None, True
+            self._changed_at, self._try_at = now, max(self._try_at, now + PROBE_SECS)
+        elif cut < self._cut and (self._contended or self._clock() >= self._try_at):
+            self._try(cut, self._typical)
 
     def _try(self, cut: int, typical: float | None) -> None:
         self._trying = (self._cut, float("inf") if typical is None else typical)
