@@ -250,6 +250,29 @@ async def test_a_loaded_engine_decodes_with_its_share(tiny_gguf: Path) -> None:
         await engine.unload()
 
 
+async def test_the_loop_tells_its_governor_when_it_starts_waiting(tiny_gguf: Path) -> None:
+    """A request arriving right after another (an agent's next turn, the bench's next row) is a new start: the
+    governor hears of the wait at once, not at its next quarter-second tick."""
+    base = make_engine(tiny_gguf, llama={"n_threads": None})
+    engine = type(base)(base.model, EngineContext(models_dir=tiny_gguf.parent, limits=LimitsConfig()))
+    await engine.load(tier1())
+    try:
+        governor, events = engine.governor, []
+        assert governor is not None
+        idle, next_threads = governor.idle, governor.next_threads
+        governor.idle = lambda: (events.append("idle"), idle())[1]  # type: ignore[method-assign]
+        governor.next_threads = lambda: (events.append("step"), next_threads())[1]  # type: ignore[method-assign]
+        await collect(engine, chat_request("hello"), max_tokens=4)
+        events.append("second")
+        await collect(engine, chat_request("hello again"), max_tokens=4)  # at once: well within a tick
+        second = events.index("second")
+        last = second - events[second::-1].index("step")
+        first = second + events[second:].index("step")
+        assert "idle" in events[last:first], events
+    finally:
+        await engine.unload()
+
+
 class Taken:
     """The cores other programs take now, as the test sets them."""
 
@@ -314,3 +337,63 @@ def test_taken_cores_are_other_programs_cpu_that_still_runs(tmp_path: Path) -> N
     tick(1000 + 6 * quarter, 2 * quarter, 3)  # niced programs compute (the nice column): they give way
     clock.now += 0.25
     assert tick(1000 + 6 * quarter, 4 * quarter, 3) == 0
+
+
+class Machine:
+    """The /proc/pressure/cpu and /proc/stat of a 2-core machine that the test runs forward: a busy program per core
+    while `hog`, stalling the decode's thread all along; else nothing but the decode."""
+
+    def __init__(self, tmp_path: Path, clock: Clock) -> None:
+        self.psi, self.stat, self.clock = tmp_path / "cpu", tmp_path / "stat", clock
+        self.stalled, self.user, self.running, self.hog = 0.0, 1000.0, 1, False
+        self.reader = CpuPressure(self.psi, self.stat, clock, own_cpu=lambda: 0.0)
+        self._write()
+
+    def _write(self) -> None:
+        self.psi.write_text(f"some avg10=0.00 avg60=0 avg300=0 total={int(self.stalled)}\nfull avg10=0 total=0\n")
+        self.stat.write_text(f"cpu  {int(self.user)} 0 0 1000 0 0 0 0 0 0\ncpu0 1 2 3\nprocs_running {self.running}\n")
+
+    def advance(self, secs: float) -> None:
+        self.clock.now += secs
+        if self.hog:
+            self.stalled += secs * 1e6
+            self.user += 2 * secs * self.reader._jiffies
+        self._write()
+
+    def decode(self, governor: ThreadGovernor, secs_by_threads: dict[int, float]) -> int:
+        """One decode step of one token; the threads it ran."""
+        threads = governor.next_threads()
+        self.advance(secs_by_threads[threads])
+        governor.record(secs_by_threads[threads], tokens=1)
+        return threads
+
+
+def test_after_the_loop_waited_a_busy_program_just_ended_costs_only_the_first_step(
+    tmp_path: Path,
+) -> None:
+    """The bench's decode alone right after its hog row: without the loop's word that it waited, the first pressure
+    reading spanned the hog's last quarter second and the request ran 4-6 steps at one thread before a try (~3% of
+    the answer); after it, the reading spans the request's own first step."""
+    clock = Clock()
+    machine = Machine(tmp_path, clock)
+    governor = ThreadGovernor(2, pressure=machine.reader, clock=clock, taken=machine.reader.taken_cores)
+    for _ in range(20):
+        machine.decode(governor, QUIET)
+    machine.hog, machine.running = True, 3
+    while clock.now < 110.0:
+        machine.decode(governor, HOG_PER_CORE)
+    assert governor.threads == 1
+    for _ in range(2):  # the hog ends, the answer goes out and the next request comes 0.05 s later
+        while clock.now - machine.reader._read_at < 0.15:  # the hog's last reading was a while before its end
+            machine.decode(governor, HOG_PER_CORE)
+        machine.hog, machine.running = False, 3  # its own client and server are runnable as it arrives
+        governor.idle()
+        machine.advance(0.05)
+        first = [machine.decode(governor, QUIET) for _ in range(4)]
+        assert first[0] == 1 and 2 in first[:3], first
+        for _ in range(20):
+            machine.decode(governor, QUIET)
+        assert governor.threads == 2
+        machine.hog = True
+        while governor.threads == 2 or clock.now < 130.0:
+            machine.decode(governor, HOG_PER_CORE)

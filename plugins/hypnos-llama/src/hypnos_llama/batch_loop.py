@@ -131,6 +131,8 @@ class BatchLoop:
         clear_every = self.idle_timeout_s / 4 if self.idle_timeout_s else float("inf")
         tick = min(clear_every, IDLE_TICK_SECS if self.governor is not None else clear_every)
         cleared = time.perf_counter()
+        if self.governor is not None:
+            self.governor.idle()
         while True:
             try:
                 return self._inbox.get(timeout=tick)

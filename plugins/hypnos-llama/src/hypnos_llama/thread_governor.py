@@ -38,7 +38,8 @@ READ_EVERY_SECS = 0.25  # the pressure is measured over the span since the last 
 OTHERS_PERCENT = 25.0  # other programs' normal-priority CPU (% of one core) under which a stall is niced work's
 OTHERS_SPAN_SECS = 1.0  # the span other programs' CPU time is measured over
 SETTLE_SECS = 2 * READ_EVERY_SECS  # after a thread change, readings wait this long to show the new count alone
-IDLE_SECS = 0.5  # no step for this long: the next one is judged first against what other programs take now
+IDLE_SECS = 0.5  # no step for this long (or the loop waited for work): the next one is judged first against what
+# other programs take now
 IDLE_TICK_SECS = 0.25  # while the loop idles, other programs' CPU is sampled this often (a /proc/stat read)
 START_SPAN_SECS = 0.5  # the span other programs' CPU is judged over before a new request's first step
 FRESH_SPAN_SECS = 0.06  # after a new request's check, the first pressure reading spans at least this (its first step)
@@ -169,6 +170,7 @@ class ThreadGovernor:
         self._pressure = pressure
         self._taken = taken  # cores other programs take now (CpuPressure.taken_cores)
         self._stepped_at = -1e18  # when next_threads last ran
+        self._idled = False  # the loop waited for work since the last step
         self._clock = clock
         self.on_change = on_change
         self._limit_seen = self._limit
@@ -196,8 +198,10 @@ class ThreadGovernor:
         return max(1, self._limit - min(self._cut, self._limit - 1))
 
     def idle(self) -> None:
-        """Called while the batch loop waits for work (every IDLE_TICK_SECS): keeps the reading of other programs'
-        CPU current, so a new request's first step is judged on the last half second, not on a stale spell."""
+        """Called when the batch loop starts waiting for work and every IDLE_TICK_SECS while it waits: keeps the
+        reading of other programs' CPU current, so a new request's first step is judged on the last half second, not
+        on a stale spell."""
+        self._idled = True
         if self._taken is not None:
             self._taken()
 
@@ -208,9 +212,9 @@ class ThreadGovernor:
             if self._trying is not None:
                 self._cut, self._trying, self._typical = self._trying[0], None, None
         now = self._clock()
-        if now - self._stepped_at >= IDLE_SECS and self._trying is None and self._taken is not None:
+        if (self._idled or now - self._stepped_at >= IDLE_SECS) and self._trying is None and self._taken is not None:
             self._start_cut()
-        self._stepped_at = now
+        self._stepped_at, self._idled = now, False
         self._cut = min(self._cut, self._limit - 1)
         if self._cut and self._trying is None:
             now = self._clock()
