@@ -141,6 +141,20 @@ def test_a_keys_day_of_tokens_and_minute_of_requests_survive_a_restart(tmp_path)
         assert_rate_limited(client.get("/v1/models", headers={"Authorization": "Bearer rpm"}), "requests_per_minute")
 
 
+def test_a_request_saved_a_moment_ahead_of_the_next_workers_clock_still_counts(tmp_path):
+    """The file keeps request times in milliseconds: a restore within the same millisecond read the saved time as
+    ahead of its own clock and dropped it (flaky in CI)."""
+    from hypnos_server.asgi.usage_file import UsageFile
+
+    key = ApiKey(label="k", admin=False, requests_per_minute=1)
+    wall = dt.datetime(2026, 12, 6, 3, 0, 0, 999_600, tzinfo=dt.UTC)  # saved rounded up to ...:01.000
+    first = KeyLimiter(store=UsageFile(tmp_path), monotonic=lambda: 50.0, today=lambda: wall)
+    first.admit(key).release()
+    first.save()
+    second = KeyLimiter(store=UsageFile(tmp_path), monotonic=lambda: 7.0, today=lambda: wall)
+    assert [left for name, _limit, left, _reset in second.remaining(key) if name == "requests"] == [0]
+
+
 def test_usage_saved_by_one_limiter_is_restored_by_the_next(tmp_path):
     from hypnos_server.asgi.usage_file import UsageFile
 

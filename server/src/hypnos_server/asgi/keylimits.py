@@ -74,7 +74,9 @@ class KeyLimiter:
                 day = dt.date.fromisoformat(kept.day)
             except ValueError:
                 continue
-            recent = deque(sorted(now - (wall - at) for at in kept.recent if 0 <= wall - at < WINDOW_SECS))
+            # a time a little ahead of this clock (the file keeps milliseconds; the wall clock may step back) is now
+            ages = [max(0.0, wall - at) for at in kept.recent]
+            recent = deque(sorted(now - age for age in ages if age < WINDOW_SECS))
             self._usage[label] = _Usage(recent=recent, day=day, tokens=max(0, kept.tokens))
 
     def _changed(self) -> None:
