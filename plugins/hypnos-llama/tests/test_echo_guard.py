@@ -51,9 +51,10 @@ def test_after_its_retries_the_answer_goes_out_as_written() -> None:
     assert verdicts(guard, ['{"name":'])[-1] == CLEAR and not guard.deciding
 
 
-def _answer(tiny_gguf: Path, guard: EchoGuard | None) -> str:
+def _answer(tiny_gguf: Path, guard: EchoGuard | None, bare: str | None = None) -> str:
     """The tiny model's answer to `hello` under a grammar that allows a restated call or `ok`, `{` biased up so that
-    greedy sampling writes the call first; with `guard` on the job."""
+    greedy sampling writes the call first; with `guard` on the job (given `bare`, the prompt it answers again from
+    on the first echo)."""
     from hypnos_llama.batch_loop import BatchLoop, context_shape
     from hypnos_llama.options import LlamaOptions
     from hypnos_llama.runtime import LlamaContext, LlamaModel
@@ -76,6 +77,10 @@ def _answer(tiny_gguf: Path, guard: EchoGuard | None) -> str:
     sampling = SamplingParams(temperature=0.0, grammar=grammar, logit_bias={brace: 100.0})
     job = ChatJob(prompt=model.tokenize("hello"), max_tokens=100, required_ctx=256, sampling=sampling, emit=emit)
     job.echo_guard = guard
+    asked = list(job.prompt)
+    renders: list[list[int]] = []
+    if guard is not None and bare is not None:
+        guard.bare_prompt = lambda: renders.append(model.tokenize(bare)) or renders[-1]
     loop.start()
     try:
         loop.submit(job)
@@ -85,9 +90,20 @@ def _answer(tiny_gguf: Path, guard: EchoGuard | None) -> str:
         context.close()
         model.close()
     assert isinstance(events[-1], ChatFinished), events
+    if bare is not None:  # asked once, and the answer that went out was made from it
+        assert len(renders) == 1 and job.prompt == renders[0] != asked
+        assert events[-1].prompt_tokens == len(renders[0])
     return "".join(event.text for event in events if isinstance(event, ContentDelta))
 
 
 def test_the_batch_loop_samples_a_restated_call_again_from_the_answer_start(tiny_gguf: Path) -> None:
     assert _answer(tiny_gguf, None) == '{"name":"get_weather","arguments":{"city":"Oslo"}}'
     assert _answer(tiny_gguf, EchoGuard(None, OSLO)) == "ok"
+
+
+def test_a_restated_call_is_answered_again_from_the_prompt_without_the_tools_first(tiny_gguf: Path) -> None:
+    """With the tools declared, the starter's likeliest openings after a result were "Mark the city as Oslo ...";
+    without them, "The weather in Oslo is ...": the guard's first retry answers from the prompt without them."""
+    assert _answer(tiny_gguf, EchoGuard(None, OSLO), bare="hello there, a prompt without the tools") == "ok"
+    guard = EchoGuard(None, OSLO, lambda: None)  # the prompt could not be rendered: sampled again as before
+    assert guard.restart() is None and guard.bare_prompt is None

@@ -353,6 +353,9 @@ class BatchLoop:
         text, delta, stopped = slot.output.feed(self.model.piece(token), logprob)
         if job.echo_guard is not None and job.echo_guard.deciding:
             verdict = job.echo_guard.feed(token, text, delta)
+            if verdict == ECHO and (bare := job.echo_guard.restart()) is not None:
+                self._restart(slot, bare)  # the answer restated a call: answered again without the tool list
+                return
             if verdict == ECHO and roll_back(self.context, self.model, slot):
                 job.echo_guard.retry()  # the answer restated a call: sampled again from its start
                 return
@@ -400,6 +403,16 @@ class BatchLoop:
         _send(job, finished)
         if self.states is not None and reason != "cancelled":  # a long new prompt is kept (disk: past a restart)
             self.states.finished(self.context, slot)
+
+    def _restart(self, slot: Slot, prompt: list[int]) -> None:
+        """Give the slot's job a new prompt (nothing of its answer went out): it waits first in line, and its slot
+        keeps what it holds as a prefix to reuse."""
+        job = slot.job
+        assert job is not None
+        self._release(slot)
+        job.required_ctx = max(job.required_ctx, len(prompt) + 1)
+        job.prompt = prompt
+        self._waiting.appendleft(job)
 
     def _release(self, slot: Slot) -> None:
         if slot.sampler is not None:

@@ -3,14 +3,18 @@ result by writing the call they made once more, as bare JSON or in their call sy
 
 Runs on the worker beside the batch loop: the answer's first text is held back until it is clearly no restated call;
 a restated call (any bare JSON call, or the family's call syntax repeating a call the result answers; a different
-call passes) rolls the slot back to the end of the prompt and samples again with that attempt's first token banned at
-the answer's first position, up to MAX_RETRIES times (then the answer goes out as the model writes it).
+call passes) first makes the answer start again from the prompt rendered without the tool definitions, when the job
+has one (the tool list is what draws the restatement: after a result the starter's likeliest other openings were
+"Mark the city as Oslo ..." with the tools, "The weather in Oslo is ..." without them); after that it rolls the slot
+back to the end of the prompt and samples again with that attempt's first token banned at the answer's first
+position, up to MAX_RETRIES times (then the answer goes out as the model writes it).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from hypnos.engine import ContentDelta
@@ -28,9 +32,15 @@ class EchoGuard:
     """One job's guard: `opener` is the family's call opener when its calls are JSON (None: bare JSON only),
     `echoes` the (name, canonical arguments) of the calls the result answers."""
 
-    def __init__(self, opener: str | None, echoes: frozenset[tuple[str, str]]) -> None:
+    def __init__(
+        self,
+        opener: str | None,
+        echoes: frozenset[tuple[str, str]],
+        bare_prompt: Callable[[], list[int] | None] | None = None,
+    ) -> None:
         self.opener = opener
         self.echoes = echoes
+        self.bare_prompt = bare_prompt  # the prompt without the tool definitions, tried once on the first echo
         self.banned: list[int] = []
         self.deciding = True
         self.text = ""
@@ -68,6 +78,15 @@ class EchoGuard:
         """The held deltas, to send (once the answer is clear, or at its end)."""
         held, self.held = self.held, []
         return held
+
+    def restart(self) -> list[int] | None:
+        """On the first restated call: the prompt to answer from again (without the tool definitions), the attempt
+        forgotten; None once that was tried or where the job has none."""
+        render, self.bare_prompt = self.bare_prompt, None
+        prompt = render() if render is not None else None
+        if prompt is not None:
+            self.text, self.first, self.held, self.deciding = "", None, [], True
+        return prompt
 
     def retry(self) -> None:
         """Forget the attempt and ban its first token at the answer's start."""
@@ -112,9 +131,16 @@ def _restates(value: Any, echoes: frozenset[tuple[str, str]]) -> bool:
     return bool(found) and all(call in echoes for call in found)
 
 
-def echo_guard(opener: str | None, echoes: frozenset[tuple[str, str]], *, enabled: bool) -> EchoGuard | None:
-    """A job's guard after a tool result (`echoes` not empty) when `enabled` (no media, no thinking, no forced call)."""
-    return EchoGuard(opener, echoes) if echoes and enabled else None
+def echo_guard(
+    opener: str | None,
+    echoes: frozenset[tuple[str, str]],
+    *,
+    enabled: bool,
+    bare_prompt: Callable[[], list[int] | None] | None = None,
+) -> EchoGuard | None:
+    """A job's guard after a tool result (`echoes` not empty) when `enabled` (no media, no thinking, no forced call);
+    `bare_prompt` renders the request without its tool definitions."""
+    return EchoGuard(opener, echoes, bare_prompt) if echoes and enabled else None
 
 
 def roll_back(context: Any, model: Any, slot: Any) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -301,6 +301,21 @@ class LlamaEngine(StagedEngine):
         text = self._template.render(plan.render_request(request), extra=plan.template_variables)
         return plan.finish_prompt(text)
 
+    def _bare_prompt(self, request: ChatInput, constrained: bool) -> Callable[[], list[int] | None]:
+        """Renders and tokenizes the request without its tool definitions, when the echo guard asks (on the batch
+        loop's thread); None where that fails (the guard then samples again as before)."""
+        bare = msgspec.structs.replace(request, tools=[])
+
+        def render() -> list[int] | None:
+            try:
+                source = self._template.source if self._template else None
+                return self._tokenize_prompt(bare, plan_chat(source, bare, self.model.id, constrained=constrained))[0]
+            except Exception:  # a prompt that no longer fits, a template that wants its tools: sampled again instead
+                logger.debug("the prompt without its tools could not be rendered", exc_info=True)
+                return None
+
+        return render
+
     def _tokenize_prompt(
         self, request: ChatInput, plan: ChatPlan, cancel: CancelToken | None = None
     ) -> tuple[list[int], str]:
@@ -366,6 +381,7 @@ class LlamaEngine(StagedEngine):
         top = (request.top_logprobs or 0) if request.logprobs else None
         floors = self.options.call_confidence, self.options.call_name_confidence
         gate = call_gate(constraint, call_opener(format_name), *floors, thinking=plan.thinking_on)
+        bare_prompt = self._bare_prompt(request, constrained) if plan.echoes and request.tools else None
         jobs = []
         for index in range(choices):
             job = ChatJob(
@@ -389,7 +405,7 @@ class LlamaEngine(StagedEngine):
                 plan, prompt_text, lambda text: model.tokenize(text, add_special=False, parse_special=True)
             )
             plain = media is None and not constrained and not plan.thinking_on and not plan.forced_prefix
-            job.echo_guard = echo_guard(call_opener(format_name), plan.echoes, enabled=plain)
+            job.echo_guard = echo_guard(call_opener(format_name), plan.echoes, enabled=plain, bare_prompt=bare_prompt)
             jobs.append(job)
         readers = [ChoiceReader(plan.output_parser(prompt_text), index) for index in range(choices)]
         if self._states is not None:  # a saved state sharing more of the prompt than any slot
