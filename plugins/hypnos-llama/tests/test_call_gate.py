@@ -45,9 +45,8 @@ def test_a_call_under_the_floor_is_banned_and_one_over_it_is_not() -> None:
 def test_a_banned_call_leaves_the_answer_start_free_on_the_tiny_model(tiny_gguf: Path, monkeypatch: Any) -> None:
     """A floor of 1 bans every opener: the first token is no opener, and bare JSON at the start triggers nothing."""
     monkeypatch.setattr("hypnos_llama.call_gate.TOP_TOKENS", 1 << 20)  # the whole tiny vocabulary is looked at
-    from hypnos_llama.batch_loop import context_shape
     from hypnos_llama.options import LlamaOptions
-    from hypnos_llama.runtime import LlamaContext, LlamaModel
+    from hypnos_llama.runtime import LlamaContext, LlamaModel, context_shape
     from hypnos_llama.sampling import SamplingParams, SlotSampler
     from hypnos_llama.testing import sample_text
     from hypnos_llama.tool_grammar import BARE_TRIGGER

@@ -55,9 +55,9 @@ def _answer(tiny_gguf: Path, guard: EchoGuard | None, bare: str | None = None) -
     """The tiny model's answer to `hello` under a grammar that allows a restated call or `ok`, `{` biased up so that
     greedy sampling writes the call first; with `guard` on the job (given `bare`, the prompt it answers again from
     on the first echo)."""
-    from hypnos_llama.batch_loop import BatchLoop, context_shape
+    from hypnos_llama.batch_loop import BatchLoop
     from hypnos_llama.options import LlamaOptions
-    from hypnos_llama.runtime import LlamaContext, LlamaModel
+    from hypnos_llama.runtime import LlamaContext, LlamaModel, context_shape
     from hypnos_llama.sampling import SamplingParams
     from hypnos_llama.slots import ChatJob
 

@@ -24,9 +24,8 @@ def test_values_are_clamped() -> None:
 def test_a_grammar_holds_every_sampled_token_on_the_tiny_model(tiny_gguf) -> None:
     """Random weights rarely write JSON by themselves: every token the grammar-checked sampler picks still keeps
     the text a prefix of `{"a": true}`-shaped output."""
-    from hypnos_llama.batch_loop import context_shape
     from hypnos_llama.options import LlamaOptions
-    from hypnos_llama.runtime import LlamaContext, LlamaModel
+    from hypnos_llama.runtime import LlamaContext, LlamaModel, context_shape
     from hypnos_llama.sampling import SlotSampler
 
     model = LlamaModel(tiny_gguf, LlamaOptions(), 0)
@@ -46,9 +45,8 @@ def test_a_grammar_holds_every_sampled_token_on_the_tiny_model(tiny_gguf) -> Non
 def test_plain_greedy_picks_what_llama_cpp_greedy_sampler_picks(tiny_gguf) -> None:
     """The argmax read in place and llama.cpp's greedy sampler (reached here through a no-op logit bias) agree on
     every row of a batch whose rows all have logits."""
-    from hypnos_llama.batch_loop import context_shape
     from hypnos_llama.options import LlamaOptions
-    from hypnos_llama.runtime import LlamaContext, LlamaModel
+    from hypnos_llama.runtime import LlamaContext, LlamaModel, context_shape
     from hypnos_llama.sampling import SlotSampler
 
     model = LlamaModel(tiny_gguf, LlamaOptions(), 0)

@@ -145,9 +145,8 @@ def test_many_long_strings_past_the_grammar_cap_are_a_400() -> None:
 
 def _sample(tiny_gguf: Path, grammar: str, seed: int, steps: int = 40) -> str:
     """What the tiny random model writes under `grammar` (temperature 1, a seed)."""
-    from hypnos_llama.batch_loop import context_shape
     from hypnos_llama.options import LlamaOptions
-    from hypnos_llama.runtime import LlamaContext, LlamaModel
+    from hypnos_llama.runtime import LlamaContext, LlamaModel, context_shape
     from hypnos_llama.sampling import SamplingParams, SlotSampler
 
     model = LlamaModel(tiny_gguf, LlamaOptions(), 0)

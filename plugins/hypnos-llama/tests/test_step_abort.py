@@ -23,9 +23,9 @@ class Run:
     """A batch loop on the tiny model (4 slots, 16-token ubatches) and the events of its jobs, in emission order."""
 
     def __init__(self, tiny_gguf: Path, governor: Any = None) -> None:
-        from hypnos_llama.batch_loop import BatchLoop, context_shape
+        from hypnos_llama.batch_loop import BatchLoop
         from hypnos_llama.options import LlamaOptions
-        from hypnos_llama.runtime import LlamaContext, LlamaModel
+        from hypnos_llama.runtime import LlamaContext, LlamaModel, context_shape
 
         options = LlamaOptions(n_threads=1 if governor is None else 2, adapt_threads=False)
         self.model = LlamaModel(tiny_gguf, options, 0)

@@ -10,7 +10,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from hypnos.engine import ChatAccepted, ChatEvent, ChatFinished, DeviceOutOfMemory
+from hypnos.engine import ChatAccepted, ChatFinished, DeviceOutOfMemory
 from hypnos.errors import HypnosError, server_error
 from hypnos.kit.device_oom import llama_status_out_of_memory
 
@@ -18,10 +18,10 @@ from hypnos_llama.choice_output import ChoiceOutput, token_logprob
 from hypnos_llama.echo_guard import ECHO, HOLD, roll_back
 from hypnos_llama.prefill_pace import PrefillPace
 from hypnos_llama.prompt_states import PromptStates, shared_prefix
-from hypnos_llama.runtime import ContextShape, LlamaContext, LlamaModel
+from hypnos_llama.runtime import LlamaContext, LlamaModel
 from hypnos_llama.sampling import SlotSampler
 from hypnos_llama.slot_cache import clear_idle_caches, make_room, prefill_media, reuse_media_head
-from hypnos_llama.slots import ChatJob, Slot, finished_event
+from hypnos_llama.slots import ChatJob, Slot, finished_event, send_event
 from hypnos_llama.step_abort import ABORTED, AbortSwitch, put_back
 from hypnos_llama.step_slots import interactive, next_job, step_slots
 from hypnos_llama.thread_governor import IDLE_TICK_SECS, ThreadGovernor
@@ -150,7 +150,7 @@ class BatchLoop:
             cancelled = ChatFinished(
                 finish_reason="cancelled", index=job.index, prompt_tokens=len(job.prompt), completion_tokens=0
             )
-            _send(job, cancelled)
+            send_event(job, cancelled)
         for slot in self._active():
             if slot.job is not None and slot.job.stopped():
                 self._finish(slot, "cancelled")
@@ -168,7 +168,7 @@ class BatchLoop:
                 job.context_ms = self._rebuild_context(job.required_ctx)
                 if job.required_ctx > self.sequence_capacity:  # llama.cpp gave fewer cells than asked
                     self._waiting.popleft()
-                    _send(
+                    send_event(
                         job,
                         server_error(
                             f"the context holds {self.sequence_capacity} tokens per sequence; "
@@ -217,7 +217,7 @@ class BatchLoop:
             slot.pos_offset = 0
             slot.media = job.media is not None
             if job.media is not None and (failed := prefill_media(self.context, slot, job)) is not None:
-                _send(job, failed)
+                send_event(job, failed)
                 return
         slot.job = job
         slot.scope = job.scope
@@ -228,7 +228,7 @@ class BatchLoop:
         slot.first_token = None
         slot.sampler = SlotSampler(self.model, job.sampling)
         slot.output = ChoiceOutput(job.index, job.stop)
-        _send(job, ChatAccepted(prompt_tokens=len(job.prompt), cached_tokens=reuse, index=job.index))
+        send_event(job, ChatAccepted(prompt_tokens=len(job.prompt), cached_tokens=reuse, index=job.index))
 
     def _rebuild_context(self, required: int) -> float:
         """Replace the context with one of at least `required` cells; returns the milliseconds it took."""
@@ -337,7 +337,7 @@ class BatchLoop:
             slot.cached = []
             self.context.seq_trim(slot.seq_id, 0)
             self._release(slot)
-            _send(job, error)
+            send_event(job, error)
 
     def _accept(self, slot: Slot, token: int, logprob: Any = None) -> None:
         """Handle a sampled token: stop at EOG or a stop string, stream its text, stop at max_tokens."""
@@ -362,9 +362,9 @@ class BatchLoop:
             job.echo_guard.deciding = verdict == HOLD
             delta = None
             for held in job.echo_guard.release() if verdict != HOLD else []:
-                _send(job, held)
+                send_event(job, held)
         if delta is not None:
-            _send(job, delta)
+            send_event(job, delta)
         if stopped:
             self._finish(slot, "stop", flush=False)
             return
@@ -383,7 +383,7 @@ class BatchLoop:
             # The sampled token and the inserted ones decode together; the last one's logits give the next token.
             inserted = slot.output.insert(forced_text)
             if inserted is not None:
-                _send(job, inserted)
+                send_event(job, inserted)
             slot.completion += len(forced)
             slot.pending = [token, *forced]
             slot.next_token = None
@@ -394,13 +394,13 @@ class BatchLoop:
         job = slot.job
         assert job is not None
         for held in job.echo_guard.release() if job.echo_guard is not None else []:
-            _send(job, held)
+            send_event(job, held)
         tail = slot.output.flush() if slot.output is not None and flush and reason != "cancelled" else None
         if tail is not None:
-            _send(job, tail)
+            send_event(job, tail)
         finished = finished_event(slot, job, reason)
         self._release(slot)
-        _send(job, finished)
+        send_event(job, finished)
         if self.states is not None and reason != "cancelled":  # a long new prompt is kept (disk: past a restart)
             self.states.finished(self.context, slot)
 
@@ -429,9 +429,9 @@ class BatchLoop:
             job = slot.job
             assert job is not None
             self._release(slot)
-            _send(job, error)
+            send_event(job, error)
         while self._waiting:
-            _send(self._waiting.popleft(), error)
+            send_event(self._waiting.popleft(), error)
         self._fail_inbox(error)
 
     def _fail_inbox(self, error: BaseException) -> None:
@@ -441,18 +441,4 @@ class BatchLoop:
             except queue.Empty:
                 return
             if isinstance(item, ChatJob):
-                _send(item, error)
-
-
-def _send(job: ChatJob, event: ChatEvent | BaseException) -> None:
-    """Deliver an event to the job's consumer; a consumer whose loop is gone abandons the job."""
-    try:
-        job.emit(event)
-    except RuntimeError:  # the event loop closed under us
-        job.abandoned = True
-
-
-def context_shape(n_ctx: int, n_seq: int, n_batch: int, n_ubatch: int) -> ContextShape:
-    """A ContextShape with llama.cpp-friendly rounding (cells in multiples of 256)."""
-    cells = -(-max(n_ctx, 256) // 256) * 256
-    return ContextShape(n_ctx=cells, n_seq=max(1, n_seq), n_batch=max(1, n_batch), n_ubatch=max(1, n_ubatch))
+                send_event(item, error)

@@ -30,7 +30,7 @@ from hypnos.kit.staged import StagedEngine
 from hypnos.kit.warm_pages import WarmPages
 from hypnos.types import LayerPlacementPlan, Modality, TierSwitchPhases
 
-from hypnos_llama.batch_loop import BatchLoop, context_shape
+from hypnos_llama.batch_loop import BatchLoop
 from hypnos_llama.call_gate import call_gate
 from hypnos_llama.chat_plan import ChatPlan, ChoiceReader, plan_chat, thinking_guard
 from hypnos_llama.echo_guard import echo_guard
@@ -41,7 +41,9 @@ from hypnos_llama.handoff import Handoff
 from hypnos_llama.moe_offload import expert_layers, expert_pattern
 from hypnos_llama.multimodal import Projector, load_projector, media_kinds, media_prompt, projector_modalities_of
 from hypnos_llama.options import LlamaOptions
+from hypnos_llama.prompt_size import estimate_num_ctx, short_prompt
 from hypnos_llama.prompt_states import PromptStates
+from hypnos_llama.runtime import context_shape
 from hypnos_llama.sampling import SamplingParams
 from hypnos_llama.slots import ChatJob
 from hypnos_llama.template import CHATML_FALLBACK, ChatTemplate
@@ -54,30 +56,6 @@ if TYPE_CHECKING:
     from hypnos_llama.runtime import LlamaModel
 
 logger = logging.getLogger(__name__)
-
-NUM_CTX_FLOOR = 2048
-TOKENS_PER_IMAGE = 576
-TOKENS_PER_AUDIO = 1024
-# A prompt this short (characters of text, no tools) renders and tokenizes on the event loop: well under a
-# millisecond, less than a hop to a worker thread and back; a longer one goes to a thread.
-INLINE_PROMPT_CHARS = 4096
-
-
-def short_prompt(request: ChatInput) -> bool:
-    """True for a conversation without tools of at most INLINE_PROMPT_CHARS characters of text."""
-    if request.tools:
-        return False
-    total = 0
-    for message in request.messages:
-        total += len(message.text())
-        if total > INLINE_PROMPT_CHARS:
-            return False
-    return True
-
-
-def estimate_num_ctx(prompt_tokens: int, max_tokens: int, images: int = 0, audios: int = 0) -> int:
-    """The context a request needs when num_ctx is unset: prompt, media and generation, at least 2048."""
-    return max(NUM_CTX_FLOOR, prompt_tokens + max_tokens + TOKENS_PER_IMAGE * images + TOKENS_PER_AUDIO * audios)
 
 
 class LlamaEngine(StagedEngine):

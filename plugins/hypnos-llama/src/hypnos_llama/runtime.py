@@ -138,6 +138,12 @@ class ContextShape:
     n_ubatch: int
 
 
+def context_shape(n_ctx: int, n_seq: int, n_batch: int, n_ubatch: int) -> ContextShape:
+    """A ContextShape with llama.cpp-friendly rounding (cells in multiples of 256)."""
+    cells = -(-max(n_ctx, 256) // 256) * 256
+    return ContextShape(n_ctx=cells, n_seq=max(1, n_seq), n_batch=max(1, n_batch), n_ubatch=max(1, n_ubatch))
+
+
 class LlamaContext:
     """A llama.cpp context (KV cache for n_seq sequences) with one reusable batch."""
 

@@ -115,3 +115,11 @@ def finished_event(slot: Slot, job: ChatJob, reason: str) -> ChatFinished:
         timing=timing,
         stop_sequence=slot.output.matcher.matched if slot.output is not None else None,
     )
+
+
+def send_event(job: ChatJob, event: ChatEvent | BaseException) -> None:
+    """Deliver an event to the job's consumer; a consumer whose loop is gone abandons the job."""
+    try:
+        job.emit(event)
+    except RuntimeError:  # the event loop closed under us
+        job.abandoned = True
