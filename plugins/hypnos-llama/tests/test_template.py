@@ -65,32 +65,51 @@ TURNS_ONLY = (
 )
 
 
-def test_a_system_message_after_the_first_stands_where_it_is_when_the_template_renders_it() -> None:
+def test_a_system_message_after_the_models_first_turn_stands_where_it_is_when_the_template_renders_it() -> None:
     request = _request(
         ChatMessage(role="system", content="S1"),
         ChatMessage(role="user", content="hi"),
-        ChatMessage("system", "S2"),
         ChatMessage(role="assistant", content="hello"),
+        ChatMessage("system", "S2"),
         ChatMessage(role="user", content="bye"),
     )
     text = ChatTemplate(CHATML_FALLBACK).render(request)
-    assert text.index("S1") < text.index("hi") < text.index("<|im_start|>system\nS2") < text.index("hello")
+    assert text.index("S1") < text.index("hi") < text.index("hello") < text.index("<|im_start|>system\nS2")
+    assert text.index("S2") < text.index("bye")
 
 
-def test_system_messages_after_the_last_turn_go_before_it() -> None:
-    """Claude Code sends its environment block as a system message after the user's task: rendered last, the model
-    answers it (the 0.5B starter repeated it word for word) instead of the task."""
+def test_system_messages_before_the_models_first_turn_join_the_system_prompt_in_order() -> None:
+    """Claude Code sends its environment block as a system message after the user's task, Codex two developer
+    messages: before the model's first turn they are its system prompt, which the template follows with the tools
+    (rendered after the task, the 0.5B starter repeated the block word for word; rendered between the tools and the
+    task, it answered in words where it should have called a tool)."""
     request = _request(
         ChatMessage(role="system", content="S1"),
         ChatMessage(role="user", content="task"),
         ChatMessage("system", "env"),
         ChatMessage("developer", "dev"),
     )
-    text = ChatTemplate(CHATML_FALLBACK).render(request)
-    assert text.index("S1") < text.index("<|im_start|>system\nenv") < text.index("dev") < text.index("task")
-    assert text.endswith("<|im_start|>user\ntask<|im_end|>\n<|im_start|>assistant\n")
-    alone = ChatTemplate(CHATML_FALLBACK).render(_request(ChatMessage("user", "task"), ChatMessage("system", "env")))
+    template = ChatTemplate(CHATML_FALLBACK)
+    opening = "<|im_start|>system\nS1\n\nenv\n\ndev<|im_end|>\n"
+    assert template.render(request) == opening + "<|im_start|>user\ntask<|im_end|>\n<|im_start|>assistant\n"
+    later = _request(*request.messages, ChatMessage("assistant", "ok"), ChatMessage("user", "more"))
+    assert template.render(later).startswith(opening + "<|im_start|>user\ntask<|im_end|>\n")  # the same prefix
+    alone = template.render(_request(ChatMessage("user", "task"), ChatMessage("system", "env")))
     assert alone == "<|im_start|>system\nenv<|im_end|>\n<|im_start|>user\ntask<|im_end|>\n<|im_start|>assistant\n"
+
+
+def test_system_messages_after_the_last_turn_of_a_later_exchange_go_before_it() -> None:
+    request = _request(
+        ChatMessage(role="system", content="S1"),
+        ChatMessage(role="user", content="hi"),
+        ChatMessage(role="assistant", content="ok"),
+        ChatMessage(role="user", content="task"),
+        ChatMessage("system", "env"),
+        ChatMessage("developer", "dev"),
+    )
+    text = ChatTemplate(CHATML_FALLBACK).render(request)
+    assert text.index("ok") < text.index("<|im_start|>system\nenv") < text.index("dev") < text.index("task")
+    assert text.endswith("<|im_start|>user\ntask<|im_end|>\n<|im_start|>assistant\n")
 
 
 def test_a_template_that_refuses_or_drops_a_later_system_message_gets_them_folded_in_order() -> None:
@@ -108,7 +127,7 @@ def test_a_template_that_refuses_or_drops_a_later_system_message_gets_them_folde
     with_system = "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}"
     dropping = "{% if messages[0]['role'] == 'system' %}[{{ messages[0]['content'] }}]{% endif %}" + TURNS_ONLY
     assert ChatTemplate(dropping).render(request) == "[S1\n\nS2\n\nS3]<user>hi<assistant>ok<assistant>"
-    assert ChatTemplate(with_system).render(request) == "<system>S1<user>hi<system>S2<assistant>ok<system>S3"
+    assert ChatTemplate(with_system).render(request) == "<system>S1\n\nS2<user>hi<assistant>ok<system>S3"
 
 
 def test_a_template_that_refuses_something_else_still_fails() -> None:

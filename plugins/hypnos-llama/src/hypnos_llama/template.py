@@ -92,12 +92,14 @@ class ChatTemplate:
         self._compiled = environment.from_string(self.source)
 
     def render(self, request: ChatInput, *, extra: dict[str, Any] | None = None) -> str:
-        """The prompt text for a request, ending with the assistant's generation prompt. A system (or developer)
-        message after the first message stands where it is when the template renders it there, except after the
-        last user turn (Claude Code's environment block): there it goes before that turn, which the model answers
-        (a small model otherwise repeats the system text). A template that refuses it or leaves it out gets every
-        system message folded, in order, into one system prompt first."""
-        messages = trailing_system_first([message_to_dict(m) for m in request.messages])
+        """The prompt text for a request, ending with the assistant's generation prompt. System (and developer)
+        messages before the model's first turn are the system prompt: joined, in order, into the first message,
+        where the template lists the tools after them (Claude Code's environment block after its task, Codex's
+        second developer message). A later one stands where it is when the template renders it there, except after
+        the last user turn: there it goes before that turn, which the model answers (a small model otherwise
+        repeats the system text). A template that refuses it or leaves it out gets every system message folded, in
+        order, into one system prompt first."""
+        messages = trailing_system_first(opening_system_joined([message_to_dict(m) for m in request.messages]))
         if "developer" not in self.source:  # a template that knows no developer role would drop those messages
             for message in messages:
                 if message["role"] == "developer":
@@ -131,6 +133,19 @@ class ChatTemplate:
         except Exception as error:  # jinja errors, sandbox violations: their text (Python names) stays in the log
             logger.info("the chat template failed: %s", error)
             raise TemplateError("it cannot render this conversation") from error
+
+
+def opening_system_joined(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The conversation with the system and developer messages before its first assistant turn joined, in order,
+    into one leading system message (unchanged when the only one comes first)."""
+    first_answer = next((i for i, m in enumerate(messages) if m["role"] == "assistant"), len(messages))
+    opening = [i for i in range(first_answer) if messages[i]["role"] in ("system", "developer")]
+    if not opening or opening == [0]:
+        return messages
+    texts = [messages[i]["content"] for i in opening if messages[i]["content"]]
+    joined = {**messages[opening[0]], "content": "\n\n".join(texts)}
+    skipped = set(opening)
+    return [joined, *(m for i, m in enumerate(messages) if i not in skipped)]
 
 
 def trailing_system_first(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
