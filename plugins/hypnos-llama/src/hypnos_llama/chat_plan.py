@@ -31,6 +31,7 @@ class ChatPlan:
     hide_tools: bool = False
     tool_names: frozenset[str] | None = None
     echoes: frozenset[tuple[str, str]] = frozenset()  # after a tool result: the calls it answers
+    described: dict[str, dict[str, str]] = field(default_factory=dict)  # optional arguments' descriptions
     template_variables: dict[str, Any] = field(default_factory=dict)
 
     def render_request(self, request: ChatInput) -> ChatInput:
@@ -52,7 +53,12 @@ class ChatPlan:
         """A splitter for this request's output; a forced prefix counts as already generated."""
         in_reasoning = bool(self.thinking and prompt.rstrip().endswith(self.thinking.open))
         splitter = OutputSplitter(
-            self.tool_format, self.thinking, in_reasoning=in_reasoning, tool_names=self.tool_names, echoes=self.echoes
+            self.tool_format,
+            self.thinking,
+            in_reasoning=in_reasoning,
+            tool_names=self.tool_names,
+            echoes=self.echoes,
+            described=self.described,
         )
         if self.forced_prefix:
             splitter.feed(self.forced_prefix)
@@ -67,12 +73,14 @@ def plan_chat(
     400 when the request asks for tools (tool_choice other than none) and the family has no tool format. A
     `constrained` answer (a response_format grammar) starts at once, without thinking.
     """
+    from hypnos_llama.formats.restated_arguments import optional_descriptions
     from hypnos_llama.tool_grammar import answered_calls
 
     plan = ChatPlan(tool_names=frozenset(tool.function.name for tool in request.tools), echoes=answered_calls(request))
     if request.tools and request.tool_choice == "none":
         plan.hide_tools = True
     if request.wants_tools:
+        plan.described = optional_descriptions(request.tools)
         plan.tool_format = detect_tool_format(chat_template)
         if plan.tool_format is None:
             raise invalid_request(
