@@ -16,6 +16,7 @@ from hypnos_llama.formats import (
     detect_thinking_format,
     detect_tool_format,
 )
+from hypnos_llama.formats.call_arguments import ArgumentRules, argument_rules
 
 
 @dataclass
@@ -31,7 +32,7 @@ class ChatPlan:
     hide_tools: bool = False
     tool_names: frozenset[str] | None = None
     echoes: frozenset[tuple[str, str]] = frozenset()  # after a tool result: the calls it answers
-    described: dict[str, dict[str, str]] = field(default_factory=dict)  # optional arguments' descriptions
+    argument_rules: dict[str, ArgumentRules] = field(default_factory=dict)  # call_arguments
     template_variables: dict[str, Any] = field(default_factory=dict)
 
     def render_request(self, request: ChatInput) -> ChatInput:
@@ -58,7 +59,7 @@ class ChatPlan:
             in_reasoning=in_reasoning,
             tool_names=self.tool_names,
             echoes=self.echoes,
-            described=self.described,
+            argument_rules=self.argument_rules,
         )
         if self.forced_prefix:
             splitter.feed(self.forced_prefix)
@@ -73,14 +74,13 @@ def plan_chat(
     400 when the request asks for tools (tool_choice other than none) and the family has no tool format. A
     `constrained` answer (a response_format grammar) starts at once, without thinking.
     """
-    from hypnos_llama.formats.restated_arguments import optional_descriptions
     from hypnos_llama.tool_grammar import answered_calls
 
     plan = ChatPlan(tool_names=frozenset(tool.function.name for tool in request.tools), echoes=answered_calls(request))
     if request.tools and request.tool_choice == "none":
         plan.hide_tools = True
     if request.wants_tools:
-        plan.described = optional_descriptions(request.tools)
+        plan.argument_rules = argument_rules(request.tools)
         plan.tool_format = detect_tool_format(chat_template)
         if plan.tool_format is None:
             raise invalid_request(

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from hypnos.engine import ContentDelta, ReasoningDelta, ToolCallEvent
 from hypnos.openai import ToolCall, ToolCallFunction
 
-from hypnos_llama.formats.restated_arguments import without_restated
+from hypnos_llama.formats.call_arguments import ArgumentRules, cleaned_arguments
 from hypnos_llama.formats.thinking import ThinkingFormat
 from hypnos_llama.formats.tool_formats import (
     BARE,
@@ -40,7 +40,7 @@ class OutputSplitter:
     `in_reasoning` starts True when the prompt already opened a thinking block. Call regions that do not
     parse, or call a function not in `tool_names` (when given), come back as text without the format's markers.
     A call equal to one of `echoes` (after a tool result: the calls it answers) is text: small models echo
-    the call they made. An optional argument that restates its `described` description is left out. An answer
+    the call they made. Arguments no caller can mean are left out (`argument_rules`). An answer
     that starts as a bare JSON call (`{"name":`, any family) is held to its end and is a call when it parses.
     Leading whitespace of the answer and whitespace between calls is dropped.
     """
@@ -54,12 +54,12 @@ class OutputSplitter:
         call_id_prefix: str | None = None,
         tool_names: frozenset[str] | None = None,
         echoes: frozenset[tuple[str, str]] = frozenset(),
-        described: Mapping[str, Mapping[str, str]] | None = None,
+        argument_rules: Mapping[str, ArgumentRules] | None = None,
     ) -> None:
         self.tool_format = tool_format
         self.tool_names = tool_names
         self.echoes = echoes
-        self.described = described or {}  # optional arguments' descriptions (restated_arguments)
+        self.argument_rules = argument_rules or {}  # what each call's arguments are cleaned by
         self.thinking = thinking
         self.in_reasoning = in_reasoning and thinking is not None
         self.calls: list[ParsedCall] = []
@@ -180,7 +180,9 @@ class OutputSplitter:
             calls, rest = bare_calls(inner)
         else:
             calls = self.tool_format.parse_region(region, inner)
-        calls = [ParsedCall(call.name, without_restated(call.name, call.arguments, self.described)) for call in calls]
+        calls = [
+            ParsedCall(call.name, cleaned_arguments(call.name, call.arguments, self.argument_rules)) for call in calls
+        ]
         if calls and self.tool_names is not None and any(call.name not in self.tool_names for call in calls):
             self._content(inner.strip(), events)  # a call to an undeclared function is never a tool call
             return

@@ -1,5 +1,6 @@
-"""Optional string arguments that restate their own description (the 0.5B starter on Codex's exec_command) are left
-out of the call; everything else the model wrote is kept."""
+"""A parsed call's arguments cleaned against its schema: optional string arguments that restate their own description
+(the 0.5B starter on Codex's exec_command) and keys a closed schema does not declare (its `content` for Claude Code's
+Read) are left out; everything else the model wrote is kept."""
 
 from __future__ import annotations
 
@@ -34,7 +35,16 @@ NOTE = FunctionDefinition(
         "required": ["text"],
     },
 )
-TOOLS = [ToolDefinition(function=EXEC), ToolDefinition(function=NOTE)]
+READ = FunctionDefinition(
+    name="Read",
+    parameters={
+        "type": "object",
+        "properties": {"file_path": {"type": "string"}, "limit": {"type": "integer"}},
+        "required": ["file_path"],
+        "additionalProperties": False,
+    },
+)
+TOOLS = [ToolDefinition(function=EXEC), ToolDefinition(function=NOTE), ToolDefinition(function=READ)]
 
 
 def _call(output: str) -> tuple[str, dict[str, object]]:
@@ -68,3 +78,12 @@ def test_meant_arguments_are_kept() -> None:
     assert _call(_tagged("exec_command", meant)) == ("exec_command", meant)
     required = {"text": "The text of the note to keep for later."}
     assert _call(_tagged("note", required)) == ("note", required)
+
+
+def test_keys_a_closed_schema_does_not_declare_are_left_out() -> None:
+    written = {"file_path": "hello.txt", "content": "The content of hello.txt in the current directory.", "limit": 5}
+    assert _call(_tagged("Read", written)) == ("Read", {"file_path": "hello.txt", "limit": 5})
+    fenced = "```json\n" + json.dumps({"name": "Read", "arguments": written}, indent=2) + "\n```"
+    assert _call(fenced) == ("Read", {"file_path": "hello.txt", "limit": 5})
+    open_schema = {"cmd": "ls", "extra": 1}  # exec_command says nothing of other keys: they are the caller's
+    assert _call(_tagged("exec_command", open_schema)) == ("exec_command", open_schema)
