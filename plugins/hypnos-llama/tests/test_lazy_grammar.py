@@ -200,3 +200,63 @@ def test_a_required_call_with_a_schema_is_held_by_the_call_grammar(model: Any) -
             assert _allows(model, sampler, text) == allowed, text
         finally:
             model.lib.llama_sampler_free(sampler)
+
+
+# Claude Code's Read (integers up to 2^53 - 1, no other keys) and Workflow (an `args` schema of words only: any
+# value) among its twelve tools: Workflow's schema once left every call of every tool unheld
+READ = ToolDefinition(
+    function=FunctionDefinition(
+        name="Read",
+        parameters={
+            "type": "object",
+            "properties": {
+                "file_path": {"type": "string"},
+                "offset": {"type": "integer", "minimum": 0, "maximum": 9007199254740991},
+            },
+            "required": ["file_path"],
+            "additionalProperties": False,
+        },
+    )
+)
+WORKFLOW = ToolDefinition(
+    function=FunctionDefinition(
+        name="Workflow",
+        parameters={
+            "type": "object",
+            "properties": {"script": {"type": "string"}, "args": {"description": "Any input value for the script."}},
+            "required": ["script"],
+        },
+    )
+)
+HUGE = ToolDefinition(
+    function=FunctionDefinition(
+        name="Write",
+        parameters={"type": "object", "properties": {"content": {"type": "string", "maxLength": 2_000_000}}},
+    )
+)  # a bound past what a grammar holds
+
+
+def test_a_tool_whose_schema_a_grammar_cannot_hold_leaves_the_others_held(model: Any) -> None:
+    request = chat_request("Read hello.txt", tools=[READ, WORKFLOW, HUGE])
+    plan = plan_chat(QWEN_TEMPLATE, request)
+    assert plan.tool_format is not None
+    constraint = request_grammar(plan.tool_format.name, request, forced=False)
+    assert constraint is not None and constraint.triggers
+    assert len(constraint.grammar) < 20_000  # 2^53 - 1 as digit ranges once made a 4 MB grammar
+    cases = [
+        ('Read","arguments":{"file_path":"hello.txt","offset":9007199254740991}}', True),
+        ('Read","arguments":{"file_path":"hello.txt","offset":9007199254740992}', False),
+        ('Read","arguments":{"file_path":"hello.txt","content":"', False),  # no other keys
+        ('Workflow","arguments":{"script":"run()","args":[1,{"a":null}]}}', True),  # words only: any value
+        ('Workflow","arguments":{"args":1}}', False),  # its schema still holds: `script` first, required
+        ('Write","arguments":{"anything":[true]}}', True),  # past the limits: any object
+        ('Agent"', False),  # names stay the declared ones
+    ]
+    for text, allowed in cases:
+        lazy = LazyGrammar(model, constraint.grammar, constraint.triggers)
+        sampler = _feed(lazy, model, '<tool_call>\n{"name":"')
+        assert sampler is not None
+        try:
+            assert _allows(model, sampler, text) == allowed, text
+        finally:
+            model.lib.llama_sampler_free(sampler)

@@ -30,6 +30,8 @@ GRAMMAR_UNITS = 60_000
 PATTERN_REPEAT_LIMIT = 100
 BOUND_KEYS = ("minLength", "maxLength", "minItems", "maxItems")
 NUMBER_KEYS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+# Keywords that describe a value without constraining it ({} itself stays an object: json_object mode's schema)
+ANNOTATIONS = frozenset({"description", "title", "examples", "default", "$comment", "deprecated", "readOnly"})
 # A character of a JSON string (llama-cpp-python's converter lets raw control characters through)
 CHAR = r'[^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})'
 QUANTIFIER = re.compile(r"\{(\d+)(?:,(\d*))?\}")
@@ -176,7 +178,8 @@ def _natural_range(low: int, high: int) -> str:
 
 
 def _same_length_range(low: str, high: str) -> str:
-    """Digit strings of one length between low and high (inclusive)."""
+    """Digit strings of one length between low and high (inclusive). A tail free to take any digits is one
+    `[0-9]{n}`, so the rule grows with the square of the length (Claude Code's integers up to 2^53 - 1: 16 digits)."""
     if low == high:
         return f'"{low}"'
     common = 0
@@ -188,10 +191,13 @@ def _same_length_range(low: str, high: str) -> str:
     if rest == 0:
         return f"{prefix}[{lo_digit}-{hi_digit}]"
     tail_low, tail_high = low[common + 1 :], high[common + 1 :]
-    alternatives = [f'"{lo_digit}" ({_same_length_range(tail_low, "9" * rest)})']
-    if hi_digit - lo_digit > 1:
-        alternatives.append(f"[{lo_digit + 1}-{hi_digit - 1}] [0-9]{{{rest}}}")
-    alternatives.append(f'"{hi_digit}" ({_same_length_range("0" * rest, tail_high)})')
+    low_free, high_free = tail_low == "0" * rest, tail_high == "9" * rest
+    alternatives = [] if low_free else [f'"{lo_digit}" ({_same_length_range(tail_low, "9" * rest)})']
+    middle = (lo_digit if low_free else lo_digit + 1, hi_digit if high_free else hi_digit - 1)
+    if middle[0] <= middle[1]:
+        alternatives.append(f"[{middle[0]}-{middle[1]}] [0-9]{{{rest}}}")
+    if not high_free:
+        alternatives.append(f'"{hi_digit}" ({_same_length_range("0" * rest, tail_high)})')
     return f"{prefix}({' | '.join(alternatives)})"
 
 
@@ -317,7 +323,7 @@ def fraction_digits_ok(schema: dict[str, Any]) -> bool:
 
 def bounded_converter() -> Any:
     """llama-cpp-python's SchemaConverter with bounded repetitions and integer / number ranges."""
-    from llama_cpp.llama_grammar import RESERVED_NAMES, SchemaConverter
+    from llama_cpp.llama_grammar import PRIMITIVE_RULES, RESERVED_NAMES, SchemaConverter
 
     class BoundedConverter(SchemaConverter):
         def __init__(self) -> None:
@@ -325,6 +331,10 @@ def bounded_converter() -> Any:
             self._rules["char"] = CHAR  # JSON's: no raw control characters in a string
 
         def visit(self, schema: Any, name: str) -> str:
+            if isinstance(schema, dict) and schema and all(key in ANNOTATIONS for key in schema):
+                # only words about the value (Claude Code's Workflow `args`): any JSON value, as JSON Schema says
+                rule_name = name + "-" if name in RESERVED_NAMES else name or "root"
+                return self._add_rule(rule_name, self._add_primitive("value", PRIMITIVE_RULES["value"]))
             if not isinstance(schema, dict) or any(
                 key in schema for key in ("$ref", "anyOf", "oneOf", "const", "enum")
             ):

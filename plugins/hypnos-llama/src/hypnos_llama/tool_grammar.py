@@ -76,13 +76,21 @@ def check_tools(request: ChatInput, spent: int = 0) -> int:
     return spent
 
 
-def _calls_rules(converter: Any, request: ChatInput, shape: CallShape, bare: bool) -> None:
-    """Rules `call` (one call of a declared function) and `call-root` (what the family writes for its calls)."""
+def _calls_rules(
+    converter: Any, request: ChatInput, shape: CallShape, bare: bool, loose: frozenset[int] = frozenset()
+) -> None:
+    """Rules `call` (one call of a declared function) and `call-root` (what the family writes for its calls). The
+    arguments of a tool in `loose` (or whose schema the converter cannot express) are any JSON object."""
     alternatives = []
     for index, tool in enumerate(request.tools):
-        schema = tool.function.parameters or {"type": "object"}
-        schema = converter.resolve_refs(schema, f"tool{index}")
-        arguments = converter.visit(schema, f"tool{index}-arguments")
+        try:
+            if index in loose:
+                raise ValueError("its bounds are past what a grammar holds")
+            schema = converter.resolve_refs(tool.function.parameters or {"type": "object"}, f"tool{index}")
+            arguments = converter.visit(schema, f"tool{index}-arguments")
+        except (AssertionError, KeyError, ValueError, TypeError, RecursionError) as error:
+            logger.debug("the arguments of %s are held to a JSON object only: %s", tool.function.name, error)
+            arguments = converter.visit({"type": "object"}, f"tool{index}-arguments")
         name = _literal(converter, json.dumps(tool.function.name))
         key = _literal(converter, json.dumps(shape.key))
         alternatives.append(f'{name} call-ws "," call-ws {key} call-ws ":" call-ws {arguments}')
@@ -130,21 +138,24 @@ def auto_call_grammar(
 ) -> CallGrammar | None:
     """The grammar of tool_choice "auto" on a JSON-calling family: lazy (triggered) when the answer is free text,
     active from the start as `call | answer` when `answer` (the response_format's schema; {} for any JSON object)
-    holds the final answer. None for families whose calls are not JSON, or tools whose schemas a grammar cannot
-    hold (their calls are parsed, not constrained)."""
+    holds the final answer. None for families whose calls are not JSON. A tool whose schema a grammar cannot hold
+    (bounds past the limits, keywords the converter lacks) keeps its name in the grammar, its arguments any JSON
+    object: Claude Code declares one such tool among twelve, and with it no call of any was held."""
     shape = SHAPES.get(format_name or "")
     if shape is None or not request.tools:
         return None
-    try:
-        check_tools(request, spent)
-    except HypnosError as error:  # a bound too large to hold: the calls are parsed, not constrained
-        logger.debug("no call grammar: %s", error)
-        return None
+    loose = set()
+    for index, tool in enumerate(request.tools):
+        try:
+            spent = check_bounds(tool.function.parameters or {}, f"tools[{index}].function.parameters", spent)
+        except HypnosError as error:  # a bound too large to hold: that tool's arguments are any object
+            logger.debug("tool %s: %s", tool.function.name, error)
+            loose.add(index)
     converter = bounded_converter()
     # After a tool result a bare JSON call is not a call form: small models echo the call they made that way
     bare = shape.bare and not after_result(request)
     try:
-        _calls_rules(converter, request, shape, bare)
+        _calls_rules(converter, request, shape, bare, frozenset(loose))
         answer_rule = None if answer is None else converter.visit(converter.resolve_refs(answer, "answer"), "answer")
     except (AssertionError, KeyError, ValueError, TypeError, RecursionError):
         return None  # a schema the converter cannot express: the calls are parsed, not constrained
