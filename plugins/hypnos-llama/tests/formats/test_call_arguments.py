@@ -65,6 +65,8 @@ def test_an_optional_argument_that_restates_its_description_is_left_out() -> Non
     assert _call(_tagged("exec_command", whole)) == ("exec_command", {"cmd": "cat hello.txt"})
     start = {"cmd": "cat hello.txt", "justification": "User-facing approval question for `require_escalated`"}
     assert _call(_tagged("exec_command", start)) == ("exec_command", {"cmd": "cat hello.txt"})
+    more = {"cmd": "cat hello.txt", "justification": JUSTIFICATION + " The output token budget is 10000 tokens."}
+    assert _call(_tagged("exec_command", more)) == ("exec_command", {"cmd": "cat hello.txt"})
     bare = json.dumps({"name": "exec_command", "arguments": {**whole, "tty": True}})
     assert _call(bare) == ("exec_command", {"cmd": "cat hello.txt", "tty": True})
 

@@ -3,9 +3,10 @@
 - Keys the schema does not declare, when it allows no others (`additionalProperties: false`). The grammar holds a
   call to its schema, but a call it did not hold (a trigger whose text it refused) is parsed as written: the 0.5B
   starter called Claude Code's `Read` with a `content` key, and Claude Code refused the call.
-- Optional string arguments whose value restates the property's own description (the same words, or the
-  description's start). Shown Codex's `exec_command`, the 0.5B wrote `"justification": "User-facing approval
-  question for `require_escalated`; omit otherwise."`, and Codex refuses a justification without an escalation.
+- Optional string arguments whose value restates the property's own description (the same words, the
+  description's start, or all of it and more). Shown Codex's `exec_command`, the 0.5B wrote `"justification":
+  "User-facing approval question for `require_escalated`; omit otherwise."`, and Codex refuses a justification
+  without an escalation.
 Required arguments and every other value stay as written.
 """
 
@@ -62,9 +63,12 @@ def argument_rules(tools: Iterable[Any]) -> dict[str, ArgumentRules]:
 
 
 def restates(value: str, description: str) -> bool:
-    """True when `value` (a string argument) is its property's `description`, or the description's start."""
+    """True when `value` (a string argument) is its property's `description`, the description's start, or the whole
+    description with more after it."""
     words = _words(value)
-    return len(words.replace(" ", "")) >= MIN_RESTATED and description.startswith(words)
+    return len(words.replace(" ", "")) >= MIN_RESTATED and (
+        description.startswith(words) or words.startswith(description)
+    )
 
 
 def cleaned_arguments(name: str, arguments: str, rules: Mapping[str, ArgumentRules]) -> str:
