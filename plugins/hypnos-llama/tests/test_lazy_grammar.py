@@ -63,6 +63,16 @@ def _allows(model: Any, sampler: Any, text: str) -> bool:
     return _take(model, sampler, _tokens(model, text))
 
 
+def _allowed_after(model: Any, constraint: Any, opening: str, text: str) -> bool:
+    """Whether the lazy grammar, triggered by `opening`, takes `text` next."""
+    sampler = _feed(LazyGrammar(model, constraint.grammar, constraint.triggers), model, opening)
+    assert sampler is not None
+    try:
+        return _allows(model, sampler, text)
+    finally:
+        model.lib.llama_sampler_free(sampler)
+
+
 def _take(model: Any, sampler: Any, tokens: list[int]) -> bool:
     lib = model.lib
     for token in tokens:
@@ -124,13 +134,7 @@ def test_a_bare_json_call_at_the_answer_start_triggers_the_grammar(model: Any) -
     # the grammar holds from `{"name":` on, before the name: the model picks among the declared names (Codex CLI's
     # `read_file_hello_tx0` and Claude Code's `hello.txt` came out as text, and no tool ran)
     for name, allowed in (('say_hello"', False), ('get_weather"', True)):
-        other = LazyGrammar(model, constraint.grammar, constraint.triggers)
-        sampler = _feed(other, model, '{"name":"')
-        assert sampler is not None
-        try:
-            assert _allows(model, sampler, name) == allowed, name
-        finally:
-            model.lib.llama_sampler_free(sampler)
+        assert _allowed_after(model, constraint, '{"name":"', name) == allowed, name
 
 
 def test_a_trigger_the_grammar_refuses_is_dropped(model: Any) -> None:
@@ -253,10 +257,4 @@ def test_a_tool_whose_schema_a_grammar_cannot_hold_leaves_the_others_held(model:
         ('Agent"', False),  # names stay the declared ones
     ]
     for text, allowed in cases:
-        lazy = LazyGrammar(model, constraint.grammar, constraint.triggers)
-        sampler = _feed(lazy, model, '<tool_call>\n{"name":"')
-        assert sampler is not None
-        try:
-            assert _allows(model, sampler, text) == allowed, text
-        finally:
-            model.lib.llama_sampler_free(sampler)
+        assert _allowed_after(model, constraint, '<tool_call>\n{"name":"', text) == allowed, text
