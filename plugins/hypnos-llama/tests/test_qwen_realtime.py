@@ -43,7 +43,10 @@ def voice_server(qwen_models_dir: Path, tmp_path_factory: pytest.TempPathFactory
         "slots": 2,
         "context_len": 2048,
     }
-    models = [{**table, "initial_tier": "tier1_gpu_vram"} for table in (chat, starters[STT], starters[TTS])]
+    # Piper without its sampling noise speaks a text the same way every time: with it, whisper once heard the
+    # question as "What is the capital of friends?" (a CI run at 350a203)
+    voice = {**starters[TTS], "piper": {"noise_scale": 0, "noise_w_scale": 0}}
+    models = [{**table, "initial_tier": "tier1_gpu_vram"} for table in (chat, starters[STT], voice)]
     config = tmp_path_factory.mktemp("qwen-realtime") / "hypnos.toml"
     config.write_text(render_config(str(qwen_models_dir), models))
     with live_server(config) as base:
