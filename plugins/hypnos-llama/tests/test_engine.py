@@ -171,6 +171,27 @@ async def test_context_is_rebuilt_when_a_request_needs_more(tiny_gguf: Path) -> 
         await engine.unload()
 
 
+async def test_a_cached_conversation_survives_the_context_growing(tiny_gguf: Path) -> None:
+    # an agent's next turn asks for more room (a larger max_tokens): the context grows, the turn's prefix stays cached
+    engine = make_engine(tiny_gguf, slots=1, context_len=1024)
+    reference = make_engine(tiny_gguf, slots=1, context_len=4096, model_id="reference")
+    await engine.load(tier1(1024))
+    await reference.load(tier1(4096))
+    try:
+        first = chat_request("Hello there, this is turn one of a long conversation.", temperature=0)
+        answer, final1, _ = await collect(engine, first, max_tokens=8)
+        turns = ("Hello there, this is turn one of a long conversation.", answer, "And turn two.")
+        text, final2, _ = await collect(engine, chat_request(*turns, temperature=0, num_ctx=3000), max_tokens=8)
+        assert engine._batch.context.shape.n_ctx >= 3000 and final2.timing.context_ms is not None  # it grew
+        assert final2.cached_tokens >= final1.prompt_tokens
+        await collect(reference, first, max_tokens=8)
+        expected, _, _ = await collect(reference, chat_request(*turns, temperature=0), max_tokens=8)
+        assert text == expected  # the carried cells are the conversation's own
+    finally:
+        await engine.unload()
+        await reference.unload()
+
+
 async def test_a_long_prompt_does_not_stall_a_running_stream(tiny_gguf: Path) -> None:
     engine = make_engine(tiny_gguf, llama={"prefill_chunk": 16, "n_batch": 64})
     await engine.load(tier1())

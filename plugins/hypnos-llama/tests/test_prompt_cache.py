@@ -85,3 +85,26 @@ async def test_a_key_never_restores_another_keys_prompt(tiny_gguf: Path, tmp_pat
         assert alice.cached_tokens > 0  # bob's request took the slot: alice's state comes back from the store
     finally:
         await engine.unload()
+
+
+async def test_a_state_saved_in_a_grown_context_is_found_after_a_restart(tiny_gguf: Path, tmp_path: Path) -> None:
+    # an agent's request grew the context before its conversation was saved; the restarted server starts small
+    store = PromptCacheStore(tmp_path / "cache", lambda model_id: SETTINGS)
+    engine = cached_engine(tiny_gguf, store)
+    try:
+        await engine.load(tier1(1024))
+        first, _, _ = await collect(engine, chat_request(HISTORY, temperature=0, num_ctx=3000), max_tokens=12)
+        assert engine._batch.context.shape.n_ctx >= 3000
+    finally:
+        await engine.unload()
+    store.flush()
+
+    restarted = PromptCacheStore(tmp_path / "cache", lambda model_id: SETTINGS)
+    cold = cached_engine(tiny_gguf, restarted)
+    try:
+        await cold.load(tier1(1024))
+        turn = chat_request(HISTORY, first, "and the river?", temperature=0, num_ctx=3000)
+        _, after, _ = await collect(cold, turn, max_tokens=12)
+        assert after.cached_tokens >= 256 and restarted.hits["disk"] == 1
+    finally:
+        await cold.unload()

@@ -231,12 +231,17 @@ class BatchLoop:
         send_event(job, ChatAccepted(prompt_tokens=len(job.prompt), cached_tokens=reuse, index=job.index))
 
     def _rebuild_context(self, required: int) -> float:
-        """Replace the context with one of at least `required` cells; returns the milliseconds it took."""
+        """Replace the context with one of at least `required` cells, the slots' cells carried over (a cached
+        conversation is not prefilled again because a request asked for more room); returns the milliseconds."""
         started = time.perf_counter()
-        for slot in self.slots:
-            slot.cached = []
+        carried = [(slot, self.context.seq_state(slot.seq_id)) for slot in self.slots if slot.cached]
         self.context = self._rebuild(required)
         self.context.abort_when(self.abort.flag)
+        for slot, state in carried:
+            if not state or not self.context.set_seq_state(slot.seq_id, state):
+                logger.info("llama.cpp refused slot %d's cells in the rebuilt context", slot.seq_id)
+                self.context.seq_trim(slot.seq_id, 0)
+                slot.cached, slot.saved, slot.pos_offset, slot.media = [], 0, 0, False
         elapsed = (time.perf_counter() - started) * 1000
         logger.info("llama context rebuilt to %d cells in %.1f ms", self.context.shape.n_ctx, elapsed)
         return elapsed

@@ -63,8 +63,9 @@ class PromptStates:
         self.saver = PromptSaver(store, model_id, [identity])
 
     def namespace(self, context: LlamaContext, scope: str | None) -> str:
-        """The key prefix of this context's states for an isolation scope (context length in it)."""
-        return cache_namespace(self._layout, context.shape.n_ctx, context.shape.n_seq, scope)
+        """The key prefix of this context's states for an isolation scope. Not the context's length: a sequence's
+        state holds its cells, not the pool's size, so one saved before the context grew is found after it."""
+        return cache_namespace(self._layout, context.shape.n_seq, scope)
 
     def lookup(self, context: LlamaContext, slots: list[Slot], job: ChatJob) -> CachedPrompt | None:
         """The saved state sharing more of the job's prompt than any slot (read on a request's thread)."""
