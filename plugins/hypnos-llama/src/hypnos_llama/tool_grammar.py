@@ -83,13 +83,16 @@ def _calls_rules(
     arguments of a tool in `loose` (or whose schema the converter cannot express) are any JSON object."""
     alternatives = []
     for index, tool in enumerate(request.tools):
-        try:
-            if index in loose:
-                raise ValueError("its bounds are past what a grammar holds")
-            schema = converter.resolve_refs(tool.function.parameters or {"type": "object"}, f"tool{index}")
-            arguments = converter.visit(schema, f"tool{index}-arguments")
-        except (AssertionError, KeyError, ValueError, TypeError, RecursionError) as error:
-            logger.debug("the arguments of %s are held to a JSON object only: %s", tool.function.name, error)
+        arguments = None
+        if index in loose:
+            logger.debug("the arguments of %s are any JSON object: bounds past a grammar", tool.function.name)
+        else:
+            try:
+                schema = converter.resolve_refs(tool.function.parameters or {"type": "object"}, f"tool{index}")
+                arguments = converter.visit(schema, f"tool{index}-arguments")
+            except (AssertionError, KeyError, ValueError, TypeError, RecursionError) as error:
+                logger.debug("the arguments of %s are held to a JSON object only: %s", tool.function.name, error)
+        if arguments is None:
             arguments = converter.visit({"type": "object"}, f"tool{index}-arguments")
         name = _literal(converter, json.dumps(tool.function.name))
         key = _literal(converter, json.dumps(shape.key))
