@@ -81,16 +81,14 @@ class CpuPressure:
 
     def _read(self, span: float) -> float | None:
         try:
-            for line in self._psi.read_text().splitlines():
-                if line.startswith("some "):
-                    fields = dict(part.split("=", 1) for part in line.split()[1:])
-                    stalled, self._stalled = self._stalled, float(fields["total"])
-                    others = self._others()
-                    if stalled is None:
-                        return float(fields["avg10"])
-                    if others is not None and others < OTHERS_PERCENT:
-                        return 0.0
-                    return min(100.0, max(0.0, (self._stalled - stalled) / (span * 1e4)))
+            if (fields := self._psi_some()) is not None:
+                stalled, self._stalled = self._stalled, float(fields["total"])
+                others = self._others()
+                if stalled is None:
+                    return float(fields["avg10"])
+                if others is not None and others < OTHERS_PERCENT:
+                    return 0.0
+                return min(100.0, max(0.0, (self._stalled - stalled) / (span * 1e4)))
         except (OSError, ValueError, KeyError):
             pass
         try:
@@ -130,12 +128,18 @@ class CpuPressure:
         """The next reading spans from now (FRESH_SPAN_SECS at least): after an idle spell the first steps of a new
         request are judged on themselves, not on a span that saw a program that has just ended."""
         try:
-            for line in self._psi.read_text().splitlines():
-                if line.startswith("some "):
-                    self._stalled = float(dict(part.split("=", 1) for part in line.split()[1:])["total"])
-                    self._read_at, self._span = self._clock(), FRESH_SPAN_SECS
+            if (fields := self._psi_some()) is not None:
+                self._stalled = float(fields["total"])
+                self._read_at, self._span = self._clock(), FRESH_SPAN_SECS
         except (OSError, ValueError, KeyError):
             pass
+
+    def _psi_some(self) -> dict[str, str] | None:
+        """The fields of the pressure file's `some` line (avg10 ... total); None without one."""
+        for line in self._psi.read_text().splitlines():
+            if line.startswith("some "):
+                return dict(part.split("=", 1) for part in line.split()[1:])
+        return None
 
     def taken_cores(self) -> int | None:
         """Cores other programs take now (None when unknown): their normal-priority CPU over the last START_SPAN_SECS,
