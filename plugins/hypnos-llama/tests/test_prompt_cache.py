@@ -34,6 +34,22 @@ async def three_turns(engine: Any) -> tuple[list[str], Any]:
     return [first, other, again], finished
 
 
+async def after_a_restart(
+    gguf: Path, tmp_path: Path, answer: str, context_len: int, **fields: Any
+) -> tuple[str, Any, PromptCacheStore]:
+    """The first conversation's next turn on a cold engine over a new store of the same disk tier: the answer, its
+    finish and the store."""
+    restarted = PromptCacheStore(tmp_path / "cache", lambda model_id: SETTINGS)
+    cold = cached_engine(gguf, restarted)
+    try:
+        await cold.load(tier1(context_len))
+        turn = chat_request(HISTORY, answer, "and the river?", temperature=0, **fields)
+        again, after, _ = await collect(cold, turn, max_tokens=12)
+    finally:
+        await cold.unload()
+    return again, after, restarted
+
+
 async def test_answers_are_the_same_tokens_with_and_without_the_prompt_cache(tiny_gguf: Path, tmp_path: Path) -> None:
     plain = cached_engine(tiny_gguf, None)
     try:
@@ -61,16 +77,9 @@ async def test_answers_are_the_same_tokens_with_and_without_the_prompt_cache(tin
     store.flush()
 
     # a restart: a new store indexes the disk tier, a cold engine restores from it
-    restarted = PromptCacheStore(tmp_path / "cache", lambda model_id: SETTINGS)
-    cold = cached_engine(tiny_gguf, restarted)
-    try:
-        await cold.load(tier1(4096))
-        turn = chat_request(HISTORY, answers[0], "and the river?", temperature=0)
-        again, after, _ = await collect(cold, turn, max_tokens=12)
-        assert again == answers[2] and after.cached_tokens >= finished.cached_tokens
-        assert restarted.hits["disk"] == 1
-    finally:
-        await cold.unload()
+    again, after, restarted = await after_a_restart(tiny_gguf, tmp_path, answers[0], 4096)
+    assert again == answers[2] and after.cached_tokens >= finished.cached_tokens
+    assert restarted.hits["disk"] == 1
 
 
 async def test_a_key_never_restores_another_keys_prompt(tiny_gguf: Path, tmp_path: Path) -> None:
@@ -99,12 +108,5 @@ async def test_a_state_saved_in_a_grown_context_is_found_after_a_restart(tiny_gg
         await engine.unload()
     store.flush()
 
-    restarted = PromptCacheStore(tmp_path / "cache", lambda model_id: SETTINGS)
-    cold = cached_engine(tiny_gguf, restarted)
-    try:
-        await cold.load(tier1(1024))
-        turn = chat_request(HISTORY, first, "and the river?", temperature=0, num_ctx=3000)
-        _, after, _ = await collect(cold, turn, max_tokens=12)
-        assert after.cached_tokens >= 256 and restarted.hits["disk"] == 1
-    finally:
-        await cold.unload()
+    _, after, restarted = await after_a_restart(tiny_gguf, tmp_path, first, 1024, num_ctx=3000)
+    assert after.cached_tokens >= 256 and restarted.hits["disk"] == 1
