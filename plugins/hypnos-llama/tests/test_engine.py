@@ -6,6 +6,7 @@ import asyncio
 import threading
 from pathlib import Path
 
+import msgspec
 import pytest
 from hypnos.engine import CancelToken, ChatAccepted, ChatFinished, ContentDelta, EngineUnavailable
 from hypnos.errors import HypnosError
@@ -171,22 +172,36 @@ async def test_context_is_rebuilt_when_a_request_needs_more(tiny_gguf: Path) -> 
         await engine.unload()
 
 
-async def test_a_cached_conversation_survives_the_context_growing(tiny_gguf: Path) -> None:
-    # an agent's next turn asks for more room (a larger max_tokens): the context grows, the turn's prefix stays cached
-    engine = make_engine(tiny_gguf, slots=1, context_len=1024)
-    reference = make_engine(tiny_gguf, slots=1, context_len=4096, model_id="reference")
+async def test_cached_conversations_survive_the_context_growing(tiny_gguf: Path) -> None:
+    # an agent's next turn asks for more room (a larger max_tokens): the context grows, and both slots' conversations
+    # stay cached, each with its own cells
+    engine = make_engine(tiny_gguf, slots=2, context_len=512)
+    reference = make_engine(tiny_gguf, slots=2, context_len=4096, model_id="reference")
     await engine.load(tier1(1024))
-    await reference.load(tier1(4096))
+    await reference.load(tier1(8192))
     try:
-        first = chat_request("Hello there, this is turn one of a long conversation.", temperature=0)
-        answer, final1, _ = await collect(engine, first, max_tokens=8)
-        turns = ("Hello there, this is turn one of a long conversation.", answer, "And turn two.")
-        text, final2, _ = await collect(engine, chat_request(*turns, temperature=0, num_ctx=3000), max_tokens=8)
-        assert engine._batch.context.shape.n_ctx >= 3000 and final2.timing.context_ms is not None  # it grew
-        assert final2.cached_tokens >= final1.prompt_tokens
-        await collect(reference, first, max_tokens=8)
-        expected, _, _ = await collect(reference, chat_request(*turns, temperature=0), max_tokens=8)
-        assert text == expected  # the carried cells are the conversation's own
+        openings = (
+            "Hello there, this is turn one of a long conversation.",
+            "Another chat entirely, in the other slot.",
+        )
+        # together, so that each takes a slot (one after the other, the second would take the first's: it shares
+        # the template's head with it, an empty slot nothing)
+        firsts = await asyncio.gather(
+            *(collect(engine, chat_request(text, temperature=0), max_tokens=8) for text in openings)
+        )
+        nexts = [
+            chat_request(openings[0], firsts[0][0], "And turn two.", temperature=0),
+            chat_request(openings[1], firsts[1][0], "And yours?", temperature=0),
+        ]
+        grown = msgspec.structs.replace(nexts[0], context_len=3000)
+        answers = [await collect(engine, request, max_tokens=8) for request in (grown, nexts[1])]
+        assert engine._batch.context.shape.n_ctx >= 3000 and answers[0][1].timing.context_ms is not None  # it grew
+        for (_, first, _), (_, final, _) in zip(firsts, answers, strict=True):
+            assert final.cached_tokens >= first.prompt_tokens
+        for text in openings:
+            await collect(reference, chat_request(text, temperature=0), max_tokens=8)
+        expected = [(await collect(reference, request, max_tokens=8))[0] for request in nexts]
+        assert [text for text, _, _ in answers] == expected  # the carried cells are each conversation's own
     finally:
         await engine.unload()
         await reference.unload()
