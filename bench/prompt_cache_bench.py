@@ -49,12 +49,13 @@ def history_text(conversation: int, tokens: int) -> str:
     return "".join(lines)
 
 
-def stream_chat(base: str, model: str, messages: list[dict[str, str]]) -> tuple[float, str, int]:
-    """One streamed chat: (seconds to the first content chunk, the answer, cached prompt tokens)."""
+def stream_chat(base: str, model: str, messages: list[dict[str, str]], **fields: Any) -> tuple[float, str, int]:
+    """One streamed chat (`fields` added to the body): (seconds to the first content chunk, the answer, cached
+    prompt tokens)."""
     import httpx
 
     body = {"model": model, "messages": messages, "max_tokens": 12, "temperature": 0, "stream": True,
-            "stream_options": {"include_usage": True}}  # fmt: skip
+            "stream_options": {"include_usage": True}, **fields}  # fmt: skip
     started = time.perf_counter()
     first: float | None = None
     pieces: list[str] = []
