@@ -29,6 +29,10 @@ def verdicts(guard: EchoGuard, pieces: list[str]) -> list[str]:
         (["```", "json", "\n", '{"', 'name":'], ECHO),
         (["{\\", '"name', '":'], ECHO),  # the call with escaped quotes, once `{"` is banned (the 0.5B starter)
         (["\\", '{"name":'], ECHO),
+        (['"', "get", "_weather", '"'], ECHO),  # the called function's name alone, quoted (the 0.5B starter)
+        (["get_weather", '(city="Oslo")'], ECHO),
+        (["get_weather", " says"], CLEAR),
+        (['"', "get", '_time"'], CLEAR),  # a name the result does not answer
         (["The weather"], CLEAR),
         (['{"', "temperature"], CLEAR),
         (["\n"], HOLD),

@@ -2,12 +2,13 @@
 result by writing the call they made once more, as bare JSON or in their call syntax, instead of words.
 
 Runs on the worker beside the batch loop: the answer's first text is held back until it is clearly no restated call;
-a restated call (any bare JSON call, or the family's call syntax repeating a call the result answers; a different
-call passes) first makes the answer start again from the prompt rendered without the tool definitions, when the job
-has one (the tool list is what draws the restatement: after a result the starter's likeliest other openings were
-"Mark the city as Oslo ..." with the tools, "The weather in Oslo is ..." without them); after that it rolls the slot
-back to the end of the prompt and samples again with that attempt's first token banned at the answer's first
-position, up to MAX_RETRIES times (then the answer goes out as the model writes it).
+a restated call (any bare JSON call, the family's call syntax repeating a call the result answers, or a called
+function's name quoted or in call syntax, `"get_weather"`; a different call passes) first makes the answer start
+again from the prompt rendered without the tool definitions, when the job has one (the tool list is what draws the
+restatement: after a result the starter's likeliest other openings were "Mark the city as Oslo ..." with the tools,
+"The weather in Oslo is ..." without them); after that it rolls the slot back to the end of the prompt and samples
+again with that attempt's first token banned at the answer's first position, up to MAX_RETRIES times (then the
+answer goes out as the model writes it).
 """
 
 from __future__ import annotations
@@ -109,6 +110,8 @@ class EchoGuard:
         if not compact:
             return HOLD if len(self.text) < 16 or opened else CLEAR
         if not compact.startswith(BARE_STARTS):
+            if (named := self._names_a_call(core)) is not None:
+                return named
             return HOLD if any(start.startswith(compact) for start in BARE_STARTS) else CLEAR
         if not opened:
             return ECHO  # a bare JSON call after a result: no call form here, and no answer
@@ -117,6 +120,20 @@ class EchoGuard:
         except ValueError:
             return HOLD  # the call is still being written
         return ECHO if _restates(value, self.echoes) else CLEAR
+
+    def _names_a_call(self, core: str) -> str | None:
+        """An answer that is a called function's name quoted or in call syntax (`"get_weather"`,
+        `get_weather(city="Oslo")`): ECHO; HOLD while it may still become one; None otherwise."""
+        for name, _ in self.echoes:
+            if core.startswith(name):
+                after = core[len(name) :]
+                if not after:
+                    return HOLD
+                if after[0] in "\"'(":
+                    return ECHO
+            elif name.startswith(core):
+                return HOLD
+        return None
 
 
 def _restates(value: Any, echoes: frozenset[tuple[str, str]]) -> bool:
