@@ -238,6 +238,10 @@ async def test_a_loaded_engine_decodes_with_its_share(tiny_gguf: Path) -> None:
     )
     engine = type(base)(base.model, context)
     await engine.load(tier1())
+    governor = engine.governor
+    assert governor is not None
+    # a quiet machine: the share alone decides (another tenant's load on a shared CI box would cut a thread)
+    governor._pressure, governor._taken = (lambda: 0.0), (lambda: 0)
     try:
         assert await engine.follow_cores([0, 1]) == 2
         await collect(engine, chat_request("hello"), max_tokens=4)
