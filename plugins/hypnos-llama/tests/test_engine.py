@@ -139,6 +139,22 @@ async def test_append_only_second_turn_reuses_the_prefix(engine) -> None:
     assert final2.timing.cached_tokens == final2.cached_tokens
 
 
+async def test_a_new_conversation_takes_a_free_slot_not_another_conversations_cells(tiny_gguf: Path) -> None:
+    # an agent's side request (another system prompt: only the template's head in common) leaves its main
+    # conversation's slot alone while another slot is free
+    engine = make_engine(tiny_gguf, slots=2, context_len=2048)
+    await engine.load(tier1(4096))
+    try:
+        main = "Hello there, this is turn one of a long conversation."
+        answer, first, _ = await collect(engine, chat_request(main, temperature=0), max_tokens=8)
+        side = "Write a title for this conversation: " + "a tower and a river. " * 20
+        await collect(engine, chat_request(side, temperature=0), max_tokens=8)
+        _, second, _ = await collect(engine, chat_request(main, answer, "And turn two.", temperature=0), max_tokens=8)
+        assert second.cached_tokens >= first.prompt_tokens
+    finally:
+        await engine.unload()
+
+
 async def test_tier2_to_tier1_and_back_mid_conversation(tiny_gguf: Path) -> None:
     engine = make_engine(tiny_gguf, model_id="midconv")
     await engine.load(tier2())
@@ -184,11 +200,7 @@ async def test_cached_conversations_survive_the_context_growing(tiny_gguf: Path)
             "Hello there, this is turn one of a long conversation.",
             "Another chat entirely, in the other slot.",
         )
-        # together, so that each takes a slot (one after the other, the second would take the first's: it shares
-        # the template's head with it, an empty slot nothing)
-        firsts = await asyncio.gather(
-            *(collect(engine, chat_request(text, temperature=0), max_tokens=8) for text in openings)
-        )
+        firsts = [await collect(engine, chat_request(text, temperature=0), max_tokens=8) for text in openings]
         nexts = [
             chat_request(openings[0], firsts[0][0], "And turn two.", temperature=0),
             chat_request(openings[1], firsts[1][0], "And yours?", temperature=0),

@@ -17,7 +17,7 @@ from hypnos.kit.device_oom import llama_status_out_of_memory
 from hypnos_llama.choice_output import ChoiceOutput, token_logprob
 from hypnos_llama.echo_guard import ECHO, HOLD, roll_back
 from hypnos_llama.prefill_pace import PrefillPace
-from hypnos_llama.prompt_states import PromptStates, shared_prefix
+from hypnos_llama.prompt_states import PromptStates, choose_slot, shared_prefix
 from hypnos_llama.runtime import LlamaContext, LlamaModel
 from hypnos_llama.sampling import SlotSampler
 from hypnos_llama.slot_cache import clear_idle_caches, make_room, prefill_media, reuse_media_head
@@ -178,14 +178,14 @@ class BatchLoop:
                 continue
             if not self.context.unified:  # every sequence has its own cells
                 self._waiting.popleft()
-                self._start(max(idle, key=lambda s: (shared_prefix(s, job), -s.last_used)), job)
+                self._start(choose_slot(idle, job), job)
                 continue
             capacity = self.context.shape.n_ctx
             committed = sum(s.job.reserve for s in self._active() if s.job is not None)
             if committed + job.reserve > capacity:
                 return
             self._waiting.popleft()
-            slot = max(idle, key=lambda s: (shared_prefix(s, job), -s.last_used))
+            slot = choose_slot(idle, job)
             make_room(self.context, self.slots, job, slot, capacity - committed, save=self._save)
             self._start(slot, job)
 

@@ -32,6 +32,16 @@ def shared_prefix(slot: Slot, job: ChatJob) -> int:
     return common_prefix(slot.cached, job.prompt) if slot.scope == job.scope else 0
 
 
+def choose_slot(idle: list[Slot], job: ChatJob) -> Slot:
+    """The idle slot a job takes: of those where the prompt keeps at least as many cells as it drops (an empty slot,
+    one holding a prefix of the prompt, the conversation's own slot), the one sharing the most of it; else the least
+    recently used. A template's shared head is not worth another conversation's cells while a slot is free."""
+    worth = [slot for slot in idle if 2 * shared_prefix(slot, job) >= len(slot.cached)]
+    if worth:
+        return max(worth, key=lambda slot: (shared_prefix(slot, job), -slot.last_used))
+    return min(idle, key=lambda slot: slot.last_used)
+
+
 def kept_prefix(slot: Slot, job: ChatJob) -> int:
     """The slot's tokens a job keeps: a media prompt keeps them only when they hold all of its media."""
     shared = shared_prefix(slot, job)
