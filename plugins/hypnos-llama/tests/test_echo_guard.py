@@ -27,6 +27,8 @@ def verdicts(guard: EchoGuard, pieces: list[str]) -> list[str]:
         ([">", '{"', "name", '":'], ECHO),
         (["[", '{"name":'], ECHO),
         (["```", "json", "\n", '{"', 'name":'], ECHO),
+        (["```", "markdown", "\n", '{"', 'name":'], ECHO),
+        (["```", "python", "\n", "print"], CLEAR),
         (["{\\", '"name', '":'], ECHO),  # the call with escaped quotes, once `{"` is banned (the 0.5B starter)
         (["\\", '{"name":'], ECHO),
         (['"', "get", "_weather", '"'], ECHO),  # the called function's name alone, quoted (the 0.5B starter)

@@ -135,6 +135,10 @@ def test_a_bare_json_call_at_the_answer_start_triggers_the_grammar(model: Any) -
     # `read_file_hello_tx0` and Claude Code's `hello.txt` came out as text, and no tool ran)
     for name, allowed in (('say_hello"', False), ('get_weather"', True)):
         assert _allowed_after(model, constraint, '{"name":"', name) == allowed, name
+    # in a code fence of any info string too (Claude Code's prompt draws ```markdown from the 0.5B starter), closed
+    for opening in ('```markdown\n{"name":"', '```\n{"name":"'):
+        for name, allowed in (('say_hello"', False), ('get_weather","arguments":{"city":"Oslo"}}\n```', True)):
+            assert _allowed_after(model, constraint, opening, name) == allowed, (opening, name)
 
 
 def test_a_trigger_the_grammar_refuses_is_dropped(model: Any) -> None:

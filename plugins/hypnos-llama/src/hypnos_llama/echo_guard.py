@@ -24,8 +24,9 @@ from hypnos_llama.formats.tool_formats import BARE_STARTS, canonical
 
 MAX_RETRIES = 8
 HOLD_CHARS = 4000  # held text past this length is let through undecided
-# What a model may write before a restated call: spaces and marks (`(`, `>`, `[`), a code fence and its language
-LEAD = re.compile(r"^[^\w{<]*(?:json\b)?[^\w{<]*")
+# What a model may write before a restated call: spaces and marks (`(`, `>`, `[`), a code fence and its info string
+# (```json, ```markdown, ...)
+LEAD = re.compile(r"^[^\w{<]*(?:json\b|(?<=```)[A-Za-z0-9_+.-]+)?[^\w{<]*")
 HOLD, CLEAR, ECHO = "hold", "clear", "echo"
 
 

@@ -23,10 +23,11 @@ from hypnos_llama.formats.tool_formats import canonical
 from hypnos_llama.schema_gbnf import bounded_converter, check_bounds
 
 logger = logging.getLogger(__name__)
-# A bare JSON call at the start of the answer, in a ```json block or not, alone or in a list, up to its name's colon:
-# the grammar holds before the name is sampled, so the model picks among the declared names (an answer that starts a
-# call has shown its intent; an undeclared name would only come out as text and no tool would run)
-BARE_TRIGGER = r'^\s*(?:```json\s*)?\[?\s*\{\s*"name"\s*:'
+# A bare JSON call at the start of the answer, in a code fence (```json, ```markdown, ...) or not, alone or in a list,
+# up to its name's colon: the grammar holds before the name is sampled, so the model picks among the declared names
+# (an answer that starts a call has shown its intent; an undeclared name would only come out as text and no tool
+# would run)
+BARE_TRIGGER = r'^\s*(?:```[A-Za-z0-9_+.-]{0,20}\s*)?\[?\s*\{\s*"name"\s*:'
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,7 @@ def _calls_rules(
         rules["call-regions"] = f'{opener} call-ws call (call-ws ";" call-ws call)*'
     body = "call-regions"
     if bare:
-        rules["call-bare"] = 'call | call-list | "```json" call-ws (call | call-list) call-ws "```"'
+        rules["call-bare"] = 'call | call-list | "```" [A-Za-z0-9_+.-]{0,20} call-ws (call | call-list) call-ws "```"'
         body = "call-regions | call-bare"
     rules["call-root"] = f"[ \\t\\n]{{0,32}} ({body}) [ \\t\\n]{{0,8}}"
     for name, rule in rules.items():

@@ -34,6 +34,16 @@ CASES = [
         "",
         [("get_weather", {"city": "Paris", "unit": "celsius"})],
     ),
+    # ... or in a fence of another info string, or none (Claude Code's prompt draws ```markdown from the 0.5B starter)
+    (
+        "hermes",
+        '```markdown\n{\n  "name": "Read",\n  "arguments": {\n    "file_path": "hello.txt"\n  }\n}\n```\n',
+        "",
+        [("Read", {"file_path": "hello.txt"})],
+    ),
+    ("hermes", '```\n[{"name": "a", "arguments": {}}]\n```', "", [("a", {})]),
+    # A code block that opens the answer and holds no call stays text.
+    ("hermes", '```python\nprint({"name": 1})\n```', '```python\nprint({"name": 1})\n```', []),
     # A json code block that is not a call stays text.
     ("hermes", 'Here:\n```json\n{"a": 1}\n```', 'Here:\n```json\n{"a": 1}\n```', []),
     # Malformed JSON in a call region becomes text, never an error.

@@ -89,9 +89,28 @@ def canonical(arguments: str) -> str:
         return arguments
 
 
+# A code fence's info string (```json, ```markdown, ...): the small models wrap a call they mean in one of these
+FENCE_TAG = re.compile(r"[A-Za-z0-9_+.-]{0,20}")
+
+
+def fence_end(text: str) -> int | None:
+    """Where a code fence that opens `text` (leading whitespace removed) ends its info string: 0 when `text` opens
+    no fence, None while it may still be opening one."""
+    if not text.startswith("```"):
+        return None if "```".startswith(text) and text else 0
+    tag = FENCE_TAG.match(text, 3)
+    assert tag is not None
+    return None if tag.end() == len(text) and tag.end() - 3 < 20 else tag.end()
+
+
 def bare_start(text: str) -> bool | None:
-    """Whether an answer's first text is a bare JSON call: True, False, or None while it may still become one."""
-    compact = "".join(text.split())
+    """Whether an answer's first text is a bare JSON call, alone or in a code fence of any info string: True,
+    False, or None while it may still become one."""
+    stripped = text.lstrip()
+    end = fence_end(stripped)
+    if end is None:
+        return None
+    compact = "".join(stripped[end:].split())
     if any(compact.startswith(start) for start in BARE_STARTS):
         return True
     if any(start.startswith(compact) for start in BARE_STARTS):
@@ -100,13 +119,19 @@ def bare_start(text: str) -> bool | None:
 
 
 def bare_calls(text: str) -> tuple[list[ParsedCall], str]:
-    """The calls of a bare JSON answer (one call or a list) and the text after its JSON ([] when it is not one)."""
+    """The calls of a bare JSON answer (one call or a list, in a code fence or not) and the text after its JSON and
+    the fence's close ([] when it is not one)."""
     stripped = text.lstrip()
+    end = fence_end(stripped) or 0
+    body = stripped[end:].lstrip()
     try:
-        value, end = json.JSONDecoder().raw_decode(stripped)
+        value, stop = json.JSONDecoder().raw_decode(body)
     except ValueError:
         return [], text
-    return _calls_from_json(value), stripped[end:]
+    rest = body[stop:]
+    if end and rest.lstrip().startswith("```"):
+        rest = rest.lstrip()[3:]
+    return _calls_from_json(value), rest
 
 
 class ToolCallFormat:
