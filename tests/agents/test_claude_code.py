@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents_kit import HERE, TASK, RequestLog, Served, assert_every_request_ok, json_lines, run_cli
+from agents_kit import CLI_TIMEOUT, HERE, TASK, RequestLog, Served, assert_every_request_ok, json_lines, run_cli
 
 CLAUDE = HERE / "node_modules" / ".bin" / "claude"
 
@@ -40,6 +40,9 @@ def test_claude_print_reads_hello_txt(
         "ANTHROPIC_SMALL_FAST_MODEL": served.model,
         "ANTHROPIC_DEFAULT_HAIKU_MODEL": served.model,
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        # a 2-core CPU beside other work prefills Claude Code's first prompt (11.6k tokens) past its 600 s default:
+        # it then gives up on the request, sends it again and ends without an answer
+        "API_TIMEOUT_MS": str(int(CLI_TIMEOUT * 1000)),
         # --dangerously-skip-permissions refuses root unless the run says it is a deliberate sandbox (CI runs as root)
         "IS_SANDBOX": "1",
     }
