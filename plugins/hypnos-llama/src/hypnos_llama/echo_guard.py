@@ -20,13 +20,13 @@ from typing import Any
 
 from hypnos.engine import ContentDelta
 
-from hypnos_llama.formats.tool_formats import BARE_STARTS, canonical
+from hypnos_llama.formats.tool_formats import BARE_STARTS, FENCE_TAG, canonical
 
 MAX_RETRIES = 8
 HOLD_CHARS = 4000  # held text past this length is let through undecided
 # What a model may write before a restated call: spaces and marks (`(`, `>`, `[`), a code fence and its info string
 # (```json, ```markdown, ...)
-LEAD = re.compile(r"^[^\w{<]*(?:json\b|(?<=```)[A-Za-z0-9_+.-]+)?[^\w{<]*")
+LEAD = re.compile(r"^[^\w{<]*(?:json\b|(?<=```)" + FENCE_TAG + r")?[^\w{<]*")
 HOLD, CLEAR, ECHO = "hold", "clear", "echo"
 
 

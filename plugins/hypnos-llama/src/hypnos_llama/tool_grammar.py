@@ -19,7 +19,7 @@ from typing import Any
 from hypnos.chat import ChatInput
 from hypnos.errors import HypnosError
 
-from hypnos_llama.formats.tool_formats import canonical
+from hypnos_llama.formats.tool_formats import FENCE_TAG, canonical
 from hypnos_llama.schema_gbnf import bounded_converter, check_bounds
 
 logger = logging.getLogger(__name__)
@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 # up to its name's colon: the grammar holds before the name is sampled, so the model picks among the declared names
 # (an answer that starts a call has shown its intent; an undeclared name would only come out as text and no tool
 # would run)
-BARE_TRIGGER = r'^\s*(?:```[A-Za-z0-9_+.-]{0,20}\s*)?\[?\s*\{\s*"name"\s*:'
+BARE_TRIGGER = r"^\s*(?:```" + FENCE_TAG + r'\s*)?\[?\s*\{\s*"name"\s*:'
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ def _calls_rules(
         rules["call-regions"] = f'{opener} call-ws call (call-ws ";" call-ws call)*'
     body = "call-regions"
     if bare:
-        rules["call-bare"] = 'call | call-list | "```" [A-Za-z0-9_+.-]{0,20} call-ws (call | call-list) call-ws "```"'
+        rules["call-bare"] = f'call | call-list | "```" {FENCE_TAG} call-ws (call | call-list) call-ws "```"'
         body = "call-regions | call-bare"
     rules["call-root"] = f"[ \\t\\n]{{0,32}} ({body}) [ \\t\\n]{{0,8}}"
     for name, rule in rules.items():

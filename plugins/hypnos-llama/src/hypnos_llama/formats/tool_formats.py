@@ -89,8 +89,10 @@ def canonical(arguments: str) -> str:
         return arguments
 
 
-# A code fence's info string (```json, ```markdown, ...): the small models wrap a call they mean in one of these
-FENCE_TAG = re.compile(r"[A-Za-z0-9_+.-]{0,20}")
+# A code fence's info string (```json, ```markdown, ...): the small models wrap a call they mean in one of these.
+# The same text is a Python regex and a GBNF rule (the call grammar and its trigger use it too).
+FENCE_TAG = "[A-Za-z0-9_+.-]{0,20}"
+_FENCE_TAG = re.compile(FENCE_TAG)
 
 
 def fence_end(text: str) -> int | None:
@@ -98,7 +100,7 @@ def fence_end(text: str) -> int | None:
     no fence, None while it may still be opening one."""
     if not text.startswith("```"):
         return None if "```".startswith(text) and text else 0
-    tag = FENCE_TAG.match(text, 3)
+    tag = _FENCE_TAG.match(text, 3)
     assert tag is not None
     return None if tag.end() == len(text) and tag.end() - 3 < 20 else tag.end()
 
