@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from hypnos_llama.sampling import DEFAULT_TOP_K, SamplingParams
-from hypnos_llama.testing import chat_request, sample_text
+from pathlib import Path
+from typing import Any
+
+from hypnos_llama.sampling import DEFAULT_MIN_P, DEFAULT_TOP_K, DEFAULT_TOP_P, SamplingDefaults, SamplingParams
+from hypnos_llama.testing import chat_request, collect, make_engine, sample_text, tier1, write_tiny_llama
 
 
 def _request(**fields):
@@ -19,6 +22,45 @@ def test_defaults_and_greedy() -> None:
 def test_values_are_clamped() -> None:
     params = SamplingParams.from_request(_request(temperature=-1, top_p=3, top_k=-5))
     assert params.temperature == 0 and params.top_p == 1.0 and params.top_k == 0
+
+
+def test_a_models_defaults_come_from_its_config_then_its_gguf_then_the_engine() -> None:
+    metadata = {"general.sampling.temp": 0.6, "general.sampling.top_k": 30, "general.sampling.top_p": "high"}
+    configured: dict[str, Any] = {"temperature": 0.2, "top_p": None, "top_k": None, "min_p": None}
+    defaults = SamplingDefaults.of_model(configured, metadata)
+    assert (defaults.temperature, defaults.top_k) == (0.2, 30)
+    assert (defaults.top_p, defaults.min_p) == (DEFAULT_TOP_P, DEFAULT_MIN_P)  # a GGUF value of the wrong type
+    params = SamplingParams.from_request(_request(top_k=5), defaults=defaults)
+    assert (params.temperature, params.top_k, params.top_p) == (0.2, 5, DEFAULT_TOP_P)  # the request's own wins
+
+
+async def _answers(path: Path, llama: dict[str, Any] | None = None, **fields: Any) -> tuple[str, list[str]]:
+    """The greedy answer, then three seeded answers of requests that send only `fields` of the sampling ones."""
+    engine = make_engine(path, slots=1, context_len=512, llama=llama)
+    await engine.load(tier1(512))
+    try:
+        greedy, _, _ = await collect(engine, chat_request("tell me a story", temperature=0), max_tokens=24)
+        answers = [
+            (await collect(engine, chat_request("tell me a story", seed=seed, **fields), max_tokens=24))[0]
+            for seed in (1, 2, 3)
+        ]
+        return greedy, answers
+    finally:
+        await engine.unload()
+
+
+async def test_a_request_that_sends_no_sampling_takes_the_models_own(tmp_path: Path) -> None:
+    """A GGUF whose general.sampling.top_k is 1 answers greedily whatever the seed, as does a model configured so;
+    a request's own top_k and temperature, or the config's, sample as they say."""
+    plain = write_tiny_llama(tmp_path / "plain.gguf")
+    greedy, engine_defaults = await _answers(plain)
+    assert set(engine_defaults) != {greedy}  # the engine's own defaults sample
+    top_one = write_tiny_llama(tmp_path / "top-one.gguf", sampling={"top_k": 1, "temp": 0.9})
+    assert await _answers(top_one) == (greedy, [greedy] * 3)
+    assert await _answers(plain, {"top_k": 1}) == (greedy, [greedy] * 3)
+    _, configured = await _answers(top_one, {"top_k": 40, "temperature": 1.5})
+    _, requested = await _answers(top_one, top_k=40, temperature=1.5)
+    assert set(configured) != {greedy} and set(requested) != {greedy}
 
 
 def test_a_grammar_holds_every_sampled_token_on_the_tiny_model(tiny_gguf) -> None:

@@ -44,7 +44,7 @@ from hypnos_llama.options import LlamaOptions
 from hypnos_llama.prompt_size import estimate_num_ctx, short_prompt
 from hypnos_llama.prompt_states import PromptStates
 from hypnos_llama.runtime import context_shape
-from hypnos_llama.sampling import SamplingParams
+from hypnos_llama.sampling import SamplingDefaults, SamplingParams
 from hypnos_llama.slots import ChatJob
 from hypnos_llama.template import CHATML_FALLBACK, ChatTemplate
 from hypnos_llama.thread_governor import engine_governor
@@ -77,6 +77,7 @@ class LlamaEngine(StagedEngine):
         self.cpu_expert_pattern: str | None = None  # MoE offload: the expert tensors kept on the CPU at tier 1
         self._built_ms: tuple[float, float] = (0.0, 0.0)  # the last build's (weights, context) milliseconds
         self._gguf: GgufFile | None = None
+        self._sampling_defaults: SamplingDefaults | None = None
         self._warm = WarmPages(self.path, lock=self.options.lock_warm_pages)
         # The projector's bytes move with the model: warm at tier 2, released at tier 3.
         self._projector_warm = (
@@ -94,6 +95,15 @@ class LlamaEngine(StagedEngine):
         """The config's modalities plus the projector's (an audio projector makes the model transcribe too)."""
         served = self.model.all_modalities
         return [*served, *(m for m in self._projector_modalities if m not in served)]
+
+    def sampling_defaults(self) -> SamplingDefaults:
+        """What the model samples with where a request leaves a field unset: its config, its GGUF, the engine's."""
+        if self._sampling_defaults is None:
+            options = self.options
+            configured = {"temperature": options.temperature, "top_p": options.top_p, "top_k": options.top_k}
+            configured["min_p"] = options.min_p
+            self._sampling_defaults = SamplingDefaults.of_model(configured, self.gguf().metadata)
+        return self._sampling_defaults
 
     # ---- memory --------------------------------------------------------------------------------------------------
 
@@ -367,7 +377,7 @@ class LlamaEngine(StagedEngine):
                 max_tokens=max_tokens,
                 required_ctx=required,
                 sampling=SamplingParams.from_request(
-                    request, grammar, index, constraint.triggers if constraint else (), gate
+                    request, grammar, index, constraint.triggers if constraint else (), gate, self.sampling_defaults()
                 ),
                 emit=emit,
                 cancel=cancel,

@@ -46,6 +46,12 @@ class LlamaOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # a bare JSON call at the answer's start: where its name leaves the declared names, the least probability the
     # model gives them for the grammar to hold it to one; under it the answer is text (0: always held)
     call_name_confidence: Annotated[float, msgspec.Meta(ge=0, le=1)] = 0.5
+    # What a request that leaves them unset samples with (None: the GGUF's general.sampling.* value when it has one,
+    # else the engine's 0.8 / 0.95 / 40 / 0.05); the model's own recommended values, as in its generation_config.json
+    temperature: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    top_p: Annotated[float, msgspec.Meta(ge=0, le=1)] | None = None
+    top_k: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    min_p: Annotated[float, msgspec.Meta(ge=0, le=1)] | None = None
     use_mmap: bool = True
     repack: bool = False
     deterministic_prefill: bool = False

@@ -16,8 +16,39 @@ DEFAULT_TEMPERATURE = 0.8
 DEFAULT_TOP_P = 0.95
 DEFAULT_TOP_K = 40
 DEFAULT_MIN_P = 0.05
+# The GGUF keys a model's converter writes from its generation_config.json (gguf-py's Keys.General.SAMPLING_*)
+GGUF_SAMPLING_KEYS = {
+    "temperature": "general.sampling.temp",
+    "top_p": "general.sampling.top_p",
+    "top_k": "general.sampling.top_k",
+    "min_p": "general.sampling.min_p",
+}
 # presence / frequency penalties look at this many of the latest tokens (-1 would be the whole context)
 PENALTY_LAST_N = 256
+
+
+@dataclass(frozen=True)
+class SamplingDefaults:
+    """What a request that leaves a sampling field unset gets: the model's own values, else the engine's."""
+
+    temperature: float = DEFAULT_TEMPERATURE
+    top_p: float = DEFAULT_TOP_P
+    top_k: int = DEFAULT_TOP_K
+    min_p: float = DEFAULT_MIN_P
+
+    @classmethod
+    def of_model(cls, configured: dict[str, float | int | None], metadata: dict[str, Any]) -> SamplingDefaults:
+        """Each field from the model's config (`[models.llama]`), else its GGUF's `general.sampling.*` key (as
+        llama.cpp reads them), else the engine's default; a GGUF value of the wrong type is skipped."""
+        found: dict[str, Any] = {}
+        for name, key in GGUF_SAMPLING_KEYS.items():
+            value = configured.get(name)
+            if value is None:
+                value = metadata.get(key)
+                if isinstance(value, bool) or not isinstance(value, int | float):
+                    continue
+            found[name] = int(value) if name == "top_k" else float(value)
+        return cls(**found)
 
 
 @dataclass(frozen=True)
@@ -28,6 +59,7 @@ class SamplingParams:
     temperature: float = DEFAULT_TEMPERATURE
     top_p: float = DEFAULT_TOP_P
     top_k: int = DEFAULT_TOP_K
+    min_p: float = DEFAULT_MIN_P
     seed: int = 0
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
@@ -51,15 +83,19 @@ class SamplingParams:
         choice: int = 0,
         triggers: tuple[str, ...] = (),
         gate: Any = None,
+        defaults: SamplingDefaults = SamplingDefaults(),
     ) -> SamplingParams:
-        """The request's sampling fields with engine defaults; no seed means a fresh random one (choice `i` of `n`
-        samples with seed + i)."""
+        """The request's sampling fields, `defaults` where it left them unset; no seed means a fresh random one
+        (choice `i` of `n` samples with seed + i)."""
         given = request.sampling
         seed = given.seed if given.seed is not None else random.getrandbits(31)
+        temperature = defaults.temperature if given.temperature is None else given.temperature
+        top_p = defaults.top_p if given.top_p is None else given.top_p
         return cls(
-            temperature=DEFAULT_TEMPERATURE if given.temperature is None else max(0.0, float(given.temperature)),
-            top_p=DEFAULT_TOP_P if given.top_p is None else min(1.0, max(0.0, float(given.top_p))),
-            top_k=DEFAULT_TOP_K if given.top_k is None else max(0, int(given.top_k)),
+            temperature=max(0.0, float(temperature)),
+            top_p=min(1.0, max(0.0, float(top_p))),
+            top_k=max(0, int(defaults.top_k if given.top_k is None else given.top_k)),
+            min_p=min(1.0, max(0.0, defaults.min_p)),
             seed=(seed + choice) & 0xFFFFFFFF,
             presence_penalty=given.presence_penalty,
             frequency_penalty=given.frequency_penalty,
@@ -102,7 +138,8 @@ def build_sampler_chain(lib: Any, params: SamplingParams, n_vocab: int = 0) -> A
         lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_top_k(params.top_k))
     if params.top_p < 1.0:
         lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_top_p(params.top_p, 1))
-    lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_min_p(DEFAULT_MIN_P, 1))
+    if params.min_p > 0.0:
+        lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_min_p(params.min_p, 1))
     lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_temp(params.temperature))
     lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_dist(params.seed))
     return chain

@@ -37,6 +37,9 @@ QWEN_CODER_0_5B = StarterWeights(
         ("slots", 4),
         ("context_len", 8192),
         ("initial_tier", "tier2_pinned_ram"),
+        # Qwen's recommended sampling (its generation_config.json; its repetition_penalty 1.1 is not applied), the
+        # defaults of a request that sends none, as Claude Code and Codex CLI do
+        ("llama", {"temperature": 0.7, "top_p": 0.8, "top_k": 20}),
     ),
 )
 

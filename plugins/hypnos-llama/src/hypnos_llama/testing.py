@@ -40,8 +40,10 @@ def write_tiny_llama(
     seed: int = 0,
     chat_template: str = CHATML_TEMPLATE,
     experts: int = 0,
+    sampling: dict[str, float] | None = None,
 ) -> Path:
-    """Write the model to path and return it (`experts` > 0: a Mixtral-style MoE, two experts used per token)."""
+    """Write the model to path and return it (`experts` > 0: a Mixtral-style MoE, two experts used per token;
+    `sampling`: `general.sampling.*` keys, as a converter writes them from generation_config.json)."""
     import gguf
     import numpy as np
 
@@ -85,6 +87,11 @@ def write_tiny_llama(
     writer.add_unk_token_id(0)
     writer.add_bool("tokenizer.ggml.add_bos_token", False)
     writer.add_chat_template(chat_template)
+    for key, value in (sampling or {}).items():
+        if key == "top_k":
+            writer.add_int32(f"general.sampling.{key}", int(value))
+        else:
+            writer.add_float32(f"general.sampling.{key}", float(value))
 
     def weight(*shape: int) -> Any:
         return (rng.standard_normal(shape) * 0.2).astype(np.float32)
