@@ -9,7 +9,7 @@ from pathlib import Path
 
 import msgspec
 from hypnos.engine import CancelToken, ChatAccepted, ChatFinished
-from hypnos_llama.prefill_pace import FIRST_CHUNK, MIN_CHUNK, PrefillPace
+from hypnos_llama.prefill_pace import EFFICIENT_CHUNK, FIRST_CHUNK, MIN_CHUNK, PrefillPace
 from hypnos_llama.testing import chat_request, make_engine, tier1
 
 PROMPT = " ".join(["word"] * 300)
@@ -90,7 +90,8 @@ def test_alone_a_chunk_is_cut_to_the_step_time() -> None:
     pace.record(2.0, 512, streaming=False)  # 256 prompt tokens a second
     assert pace.budget(streaming=False) == 256
     pace.record(16.0, 256, streaming=False)  # deep in a long context: 16 a second
-    assert pace.budget(streaming=False) == MIN_CHUNK
+    assert pace.budget(streaming=False) == EFFICIENT_CHUNK  # shorter chunks would prefill at half the rate
+    assert pace.budget(streaming=False, background=True) == MIN_CHUNK  # a batch line's prompt: short steps
 
 
 def test_beside_streams_prefill_takes_its_share_of_the_time() -> None:

@@ -37,7 +37,8 @@ class LlamaOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     prefill_chunk: int = 256
     # Beside answers that stream, prompt chunks take at most this share of the loop's time (the streams keep about
     # 1 / (1 + share) of their pace while a long prompt prefills; batch lines' decoding beside interactive streams
-    # takes from the same share); alone, a chunk is cut to about prefill_step_secs (a batch line's to a quarter).
+    # takes from the same share); alone, a chunk is cut to about prefill_step_secs (a batch line's to a quarter), an
+    # interactive prompt's to no fewer than 128 tokens.
     prefill_share: Annotated[float, msgspec.Meta(gt=0)] = 0.2
     prefill_step_secs: Annotated[float, msgspec.Meta(gt=0)] = 1.0
     # tool_choice "auto": the least probability the answer's first token gives to opening a call for a call to be
