@@ -44,7 +44,7 @@ from hypnos_llama.options import LlamaOptions
 from hypnos_llama.prompt_size import estimate_num_ctx, short_prompt
 from hypnos_llama.prompt_states import PromptStates
 from hypnos_llama.runtime import context_shape
-from hypnos_llama.sampling import SamplingDefaults, SamplingParams
+from hypnos_llama.sampling import GGUF_SAMPLING_KEYS, SamplingDefaults, SamplingParams
 from hypnos_llama.slots import ChatJob
 from hypnos_llama.template import CHATML_FALLBACK, ChatTemplate
 from hypnos_llama.thread_governor import engine_governor
@@ -99,9 +99,7 @@ class LlamaEngine(StagedEngine):
     def sampling_defaults(self) -> SamplingDefaults:
         """What the model samples with where a request leaves a field unset: its config, its GGUF, the engine's."""
         if self._sampling_defaults is None:
-            options = self.options
-            configured = {"temperature": options.temperature, "top_p": options.top_p, "top_k": options.top_k}
-            configured["min_p"] = options.min_p
+            configured = {name: getattr(self.options, name) for name in GGUF_SAMPLING_KEYS}
             self._sampling_defaults = SamplingDefaults.of_model(configured, self.gguf().metadata)
         return self._sampling_defaults
 
