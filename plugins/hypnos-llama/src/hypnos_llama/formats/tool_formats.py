@@ -91,7 +91,8 @@ def canonical(arguments: str) -> str:
 
 # A code fence's info string (```json, ```markdown, ...): the small models wrap a call they mean in one of these.
 # The same text is a Python regex and a GBNF rule (the call grammar and its trigger use it too).
-FENCE_TAG = "[A-Za-z0-9_+.-]{0,20}"
+FENCE_TAG_CHARS = 20
+FENCE_TAG = f"[A-Za-z0-9_+.-]{{0,{FENCE_TAG_CHARS}}}"
 _FENCE_TAG = re.compile(FENCE_TAG)
 
 
@@ -102,7 +103,7 @@ def fence_end(text: str) -> int | None:
         return None if "```".startswith(text) and text else 0
     tag = _FENCE_TAG.match(text, 3)
     assert tag is not None
-    return None if tag.end() == len(text) and tag.end() - 3 < 20 else tag.end()
+    return None if tag.end() == len(text) and tag.end() - 3 < FENCE_TAG_CHARS else tag.end()
 
 
 def bare_start(text: str) -> bool | None:
