@@ -60,6 +60,8 @@ class Sampling(msgspec.Struct, kw_only=True):
     seed: int | None = None
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
+    # the repetition penalty over the latest tokens, the prompt's included (1.0: off; None: the model's default)
+    repeat_penalty: float | None = None
     logit_bias: dict[int, float] = {}
 
 

@@ -138,6 +138,9 @@ class ChatCompletionRequest(msgspec.Struct, kw_only=True):
     top_logprobs: int | None = None
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
+    # extensions: the repetition penalty by vLLM's name and by llama.cpp's (one is enough)
+    repetition_penalty: float | None = None
+    repeat_penalty: float | None = None
     logit_bias: dict[str, float] | None = None
 
 

@@ -158,6 +158,14 @@ def test_frequency_and_presence_penalties_reduce_repetition(client: Any) -> None
     assert penalized.choices[0].message.content.lower().count("cat") < plain
 
 
+def test_a_repetition_penalty_by_vllms_name_reduces_repetition(client: Any) -> None:
+    """`repetition_penalty` (vLLM's extra field, sent as the OpenAI SDK sends extras) weighs the prompt's "cat" and
+    the answer's: the 0.5B writes the word fewer times."""
+    plain = client.chat.completions.create(**PENALTY_ASK).choices[0].message.content.lower().count("cat")
+    penalized = client.chat.completions.create(**PENALTY_ASK, extra_body={"repetition_penalty": 1.5})
+    assert penalized.choices[0].message.content.lower().count("cat") < plain
+
+
 def test_a_too_long_prompt_is_a_400_with_its_code_even_when_streaming(client: Any) -> None:
     import openai
 

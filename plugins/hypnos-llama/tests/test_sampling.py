@@ -34,6 +34,18 @@ def test_a_models_defaults_come_from_its_config_then_its_gguf_then_the_engine() 
     assert (params.temperature, params.top_k, params.top_p) == (0.2, 5, DEFAULT_TOP_P)  # the request's own wins
 
 
+def test_the_repetition_penalty_comes_from_the_request_then_the_config_then_the_gguf() -> None:
+    metadata = {"general.sampling.penalty_repeat": 1.05, "general.sampling.penalty_last_n": 128}
+    assert SamplingDefaults.of_model({}, {}).repeat_penalty == 1.0  # off unless the model asks for it
+    defaults = SamplingDefaults.of_model({"repeat_penalty": 1.1}, metadata)
+    assert (defaults.repeat_penalty, defaults.repeat_last_n) == (1.1, 128)
+    assert isinstance(defaults.repeat_last_n, int)
+    params = SamplingParams.from_request(_request(), defaults=defaults)
+    assert (params.repeat_penalty, params.repeat_last_n, params.repeats) == (1.1, 128, True)
+    turned_off = SamplingParams.from_request(_request(repeat_penalty=1.0), defaults=defaults)
+    assert not turned_off.repeats
+
+
 async def _answers(path: Path, llama: dict[str, Any] | None = None, **fields: Any) -> tuple[str, list[str]]:
     """The greedy answer, then three seeded answers of requests that send only `fields` of the sampling ones."""
     engine = make_engine(path, slots=1, context_len=512, llama=llama)
@@ -61,6 +73,76 @@ async def test_a_request_that_sends_no_sampling_takes_the_models_own(tmp_path: P
     _, configured = await _answers(top_one, {"top_k": 40, "temperature": 1.5})
     _, requested = await _answers(top_one, top_k=40, temperature=1.5)
     assert set(configured) != {greedy} and set(requested) != {greedy}
+
+
+def _greedy_tokens(model: Any, context: Any, sampler: Any, prompt: list[int], steps: int) -> list[int]:
+    """Decode `prompt` on sequence 0 and pick `steps` tokens with `sampler` (an end token ends it sooner)."""
+    picked: list[int] = []
+    batch, position = prompt, 0
+    for _ in range(steps):
+        context.batch_clear()
+        for offset, token in enumerate(batch):
+            context.batch_add(token, position + offset, 0, offset == len(batch) - 1)
+        position += len(batch)
+        assert context.decode() == 0
+        token = sampler.sample(context.pointer, context.n_tokens - 1)
+        if model.is_eog(token):
+            break
+        picked.append(token)
+        batch = [token]
+    return picked
+
+
+def test_the_repetition_penalty_weighs_the_prompts_tokens_and_the_answers(tiny_gguf) -> None:
+    """The prompt ends with what the model says greedily, and the plain greedy answer goes on with tokens of it; with
+    a repetition penalty so strong that a penalised token never wins, the answer repeats no token of its own and
+    none of the prompt's."""
+    from hypnos_llama.options import LlamaOptions
+    from hypnos_llama.runtime import LlamaContext, LlamaModel, context_shape
+    from hypnos_llama.sampling import SlotSampler
+
+    model = LlamaModel(tiny_gguf, LlamaOptions(), 0)
+    context = LlamaContext(model, LlamaOptions(), context_shape(256, 1, 64, 64))
+    start = model.tokenize("the fox saw the dog", add_special=True)
+    samplers = []
+
+    def answer(prompt: list[int], steps: int, **penalty: Any) -> list[int]:
+        samplers.append(SlotSampler(model, SamplingParams(temperature=0, **penalty), prompt))
+        context.seq_trim(0, 0)
+        return _greedy_tokens(model, context, samplers[-1], prompt, steps)
+
+    try:
+        prompt = start + answer(start, 16)
+        assert set(answer(prompt, 8)) & set(prompt)  # unpenalised, the model says again what it said
+        penalised = answer(prompt, 24, repeat_penalty=1e6, repeat_last_n=-1)
+        assert len(penalised) == 24 and len(set(penalised)) == 24
+        assert not set(penalised) & set(prompt)
+    finally:
+        for sampler in samplers:
+            sampler.free()
+        context.close()
+        model.close()
+
+
+async def test_a_model_configured_with_a_repetition_penalty_answers_otherwise(tmp_path: Path) -> None:
+    """`[models.llama] repeat_penalty` changes the model's greedy answer; a request that sends 1.0 turns it off."""
+    path = write_tiny_llama(tmp_path / "plain.gguf")
+    answers = []
+    for llama, fields in (
+        ({}, {}),
+        ({"repeat_penalty": 50.0, "repeat_last_n": -1}, {}),
+        ({"repeat_penalty": 50.0}, {"repeat_penalty": 1.0}),
+    ):
+        engine = make_engine(path, slots=1, context_len=512, llama=llama or None)
+        await engine.load(tier1(512))
+        try:
+            answers.append(
+                (await collect(engine, chat_request("tell me a story", temperature=0, **fields), max_tokens=24))[0]
+            )
+        finally:
+            await engine.unload()
+    plain, penalised, turned_off = answers
+    assert penalised != plain and turned_off == plain
 
 
 def test_a_grammar_holds_every_sampled_token_on_the_tiny_model(tiny_gguf) -> None:

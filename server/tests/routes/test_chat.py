@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 
+import msgspec
 import pytest
+from hypnos.config import LimitsConfig
+from hypnos.openai import ChatCompletionRequest
+from hypnos_server.routes.chat_input import chat_completion_request
 from litestar.testing import TestClient
 from server_kit import ScriptedPlugin, build_app, config, error_of, scripted_model, wait_ready
 
@@ -138,12 +142,23 @@ def test_stream_errors_before_headers_stay_http_errors(scripted):
         ({"reasoning_effort": "extreme"}, "reasoning_effort"),
         ({"tool_choice": "sometimes"}, "tool_choice"),
         ({"tool_choice": {"type": "function", "function": {"name": "x"}}}, "tool_choice"),
+        ({"repetition_penalty": 0}, "`repetition_penalty`"),
+        ({"repeat_penalty": -1.1}, "`repeat_penalty`"),
     ],
 )
 def test_invalid_requests_are_400(scripted, patch, needle):
     response = scripted.post("/v1/chat/completions", json={"model": "plain", "messages": USER, **patch})
     assert response.status_code == 400
     assert needle in error_of(response)["message"]
+
+
+@pytest.mark.parametrize(
+    ("patch", "penalty"),
+    [({}, None), ({"repetition_penalty": 1.1}, 1.1), ({"repeat_penalty": 1.3}, 1.3), ({"repeat_penalty": 1.0}, 1.0)],
+)
+def test_the_repetition_penalty_reaches_the_engine_by_vllms_name_or_llama_cpps(patch, penalty):
+    body = msgspec.convert({"model": "plain", "messages": USER, **patch}, ChatCompletionRequest)
+    assert chat_completion_request(body, LimitsConfig()).chat.sampling.repeat_penalty == penalty
 
 
 def test_prompt_above_max_prompt_chars_is_400():

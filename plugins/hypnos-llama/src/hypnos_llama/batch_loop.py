@@ -226,7 +226,7 @@ class BatchLoop:
         slot.completion = 0
         slot.concurrent = 0
         slot.first_token = None
-        slot.sampler = SlotSampler(self.model, job.sampling)
+        slot.sampler = SlotSampler(self.model, job.sampling, job.prompt)
         slot.output = ChoiceOutput(job.index, job.stop)
         send_event(job, ChatAccepted(prompt_tokens=len(job.prompt), cached_tokens=reuse, index=job.index))
 

@@ -177,6 +177,6 @@ def roll_back(context: Any, model: Any, slot: Any) -> bool:
     slot.next_token = None
     slot.completion = 0
     slot.sampler.free()
-    slot.sampler = SlotSampler(model, job.sampling)
+    slot.sampler = SlotSampler(model, job.sampling, job.prompt)
     slot.output = ChoiceOutput(job.index, job.stop)
     return True

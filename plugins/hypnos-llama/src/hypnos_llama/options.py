@@ -48,11 +48,15 @@ class LlamaOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # model gives them for the grammar to hold it to one; under it the answer is text (0: always held)
     call_name_confidence: Annotated[float, msgspec.Meta(ge=0, le=1)] = 0.5
     # What a request that leaves them unset samples with (None: the GGUF's general.sampling.* value when it has one,
-    # else the engine's 0.8 / 0.95 / 40 / 0.05); the model's own recommended values, as in its generation_config.json
+    # else the engine's 0.8 / 0.95 / 40 / 0.05, no repetition penalty, a window of 64); the model's own recommended
+    # values, as in its generation_config.json
     temperature: Annotated[float, msgspec.Meta(ge=0)] | None = None
     top_p: Annotated[float, msgspec.Meta(ge=0, le=1)] | None = None
     top_k: Annotated[int, msgspec.Meta(ge=0)] | None = None
     min_p: Annotated[float, msgspec.Meta(ge=0, le=1)] | None = None
+    # the repetition penalty (1.0: off) over the latest repeat_last_n tokens, the prompt's included (-1: all of them)
+    repeat_penalty: Annotated[float, msgspec.Meta(gt=0)] | None = None
+    repeat_last_n: Annotated[int, msgspec.Meta(ge=-1)] | None = None
     use_mmap: bool = True
     repack: bool = False
     deterministic_prefill: bool = False

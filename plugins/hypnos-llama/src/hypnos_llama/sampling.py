@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,15 +17,24 @@ DEFAULT_TEMPERATURE = 0.8
 DEFAULT_TOP_P = 0.95
 DEFAULT_TOP_K = 40
 DEFAULT_MIN_P = 0.05
+# the repetition penalty (1.0: off) and how many of the latest tokens, prompt included, it looks at (llama.cpp's and
+# Ollama's default window; -1: the whole context)
+DEFAULT_REPEAT_PENALTY = 1.0
+DEFAULT_REPEAT_LAST_N = 64
 # The GGUF keys a model's converter writes from its generation_config.json (gguf-py's Keys.General.SAMPLING_*)
 GGUF_SAMPLING_KEYS = {
     "temperature": "general.sampling.temp",
     "top_p": "general.sampling.top_p",
     "top_k": "general.sampling.top_k",
     "min_p": "general.sampling.min_p",
+    "repeat_penalty": "general.sampling.penalty_repeat",
+    "repeat_last_n": "general.sampling.penalty_last_n",
 }
+WHOLE_NUMBERS = ("top_k", "repeat_last_n")
 # presence / frequency penalties look at this many of the latest tokens (-1 would be the whole context)
 PENALTY_LAST_N = 256
+# a whole-context repetition window (repeat_last_n -1) holds the prompt and this many answer tokens
+REPEAT_ANSWER_ROOM = 8192
 
 
 @dataclass(frozen=True)
@@ -35,6 +45,8 @@ class SamplingDefaults:
     top_p: float = DEFAULT_TOP_P
     top_k: int = DEFAULT_TOP_K
     min_p: float = DEFAULT_MIN_P
+    repeat_penalty: float = DEFAULT_REPEAT_PENALTY
+    repeat_last_n: int = DEFAULT_REPEAT_LAST_N
 
     @classmethod
     def of_model(cls, configured: dict[str, float | int | None], metadata: dict[str, Any]) -> SamplingDefaults:
@@ -47,7 +59,7 @@ class SamplingDefaults:
                 value = metadata.get(key)
                 if isinstance(value, bool) or not isinstance(value, int | float):
                     continue
-            found[name] = int(value) if name == "top_k" else float(value)
+            found[name] = int(value) if name in WHOLE_NUMBERS else float(value)
         return cls(**found)
 
 
@@ -63,6 +75,9 @@ class SamplingParams:
     seed: int = 0
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
+    # over the latest repeat_last_n tokens, the prompt's included: a logit above 0 divided by it, one below multiplied
+    repeat_penalty: float = DEFAULT_REPEAT_PENALTY
+    repeat_last_n: int = DEFAULT_REPEAT_LAST_N
     logit_bias: dict[int, float] = field(default_factory=dict)
     grammar: str | None = None  # GBNF the answer must follow (response_format, tool calls)
     # Regexes that switch the grammar on (lazy: free text until one shows; `^` ones anchored at the answer's start)
@@ -74,6 +89,11 @@ class SamplingParams:
     def greedy(self) -> bool:
         """True when sampling reduces to argmax."""
         return self.temperature <= 0.0
+
+    @property
+    def repeats(self) -> bool:
+        """True when the repetition penalty is on."""
+        return self.repeat_penalty != 1.0 and self.repeat_last_n != 0
 
     @classmethod
     def from_request(
@@ -99,6 +119,8 @@ class SamplingParams:
             seed=(seed + choice) & 0xFFFFFFFF,
             presence_penalty=given.presence_penalty,
             frequency_penalty=given.frequency_penalty,
+            repeat_penalty=defaults.repeat_penalty if given.repeat_penalty is None else given.repeat_penalty,
+            repeat_last_n=defaults.repeat_last_n,
             logit_bias=dict(given.logit_bias),
             grammar=grammar,
             triggers=triggers if grammar is not None else (),
@@ -120,12 +142,19 @@ def _logit_bias(lib: Any, n_vocab: int, bias: dict[int, float]) -> Any:
     return lib.llama_sampler_init_logit_bias(n_vocab, len(entries), array)
 
 
-def build_sampler_chain(lib: Any, params: SamplingParams, n_vocab: int = 0) -> Any:
-    """A llama.cpp sampler chain: logit_bias -> penalties, then greedy, or top_k -> top_p -> min_p -> temperature ->
-    dist(seed). A grammar is not in it (SlotSampler checks the chain's pick against the grammar)."""
+def build_sampler_chain(lib: Any, params: SamplingParams, n_vocab: int = 0, prompt: Sequence[int] = ()) -> Any:
+    """A llama.cpp sampler chain: logit_bias -> repetition penalty (it has seen the prompt's last tokens) ->
+    presence / frequency penalties (the answer's tokens only, as OpenAI has them), then greedy, or top_k -> top_p ->
+    min_p -> temperature -> dist(seed). A grammar is not in it (SlotSampler checks the chain's pick against it)."""
     chain = lib.llama_sampler_chain_init(lib.llama_sampler_chain_default_params())
     if params.logit_bias and n_vocab:
         lib.llama_sampler_chain_add(chain, _logit_bias(lib, n_vocab, params.logit_bias))
+    if params.repeats and n_vocab:
+        window = params.repeat_last_n if params.repeat_last_n > 0 else len(prompt) + REPEAT_ANSWER_ROOM
+        repeat = lib.llama_sampler_init_penalties(n_vocab, window, params.repeat_penalty, 0.0, 0.0)
+        for token in prompt[-window:]:
+            lib.llama_sampler_accept(repeat, token)
+        lib.llama_sampler_chain_add(chain, repeat)
     if (params.presence_penalty or params.frequency_penalty) and n_vocab:
         penalties = lib.llama_sampler_init_penalties(
             n_vocab, PENALTY_LAST_N, 1.0, params.frequency_penalty, params.presence_penalty
@@ -153,7 +182,7 @@ class SlotSampler:
     Plain greedy (no bias, penalty or grammar) is the logits' argmax read in place: the token llama.cpp's greedy
     sampler picks (the first highest), without filling its candidate array of the whole vocabulary every step."""
 
-    def __init__(self, model: Any, params: SamplingParams) -> None:
+    def __init__(self, model: Any, params: SamplingParams, prompt: Sequence[int] = ()) -> None:
         self.lib = lib = model.lib
         self.model = model
         self.n_vocab = model.n_vocab
@@ -161,7 +190,7 @@ class SlotSampler:
         # after a bare call's trigger, its name so far (None: not naming, or no floor); see _release
         self._naming: bytearray | None = None
         self._name_floor = params.gate.name_floor if params.gate is not None else 0.0
-        self.chain = build_sampler_chain(lib, params, model.n_vocab)
+        self.chain = build_sampler_chain(lib, params, model.n_vocab, prompt)
         self.grammar: Any = None
         self.lazy: Any = None
         if params.grammar is not None and params.triggers:
@@ -170,7 +199,7 @@ class SlotSampler:
             self.lazy = LazyGrammar(model, params.grammar, params.triggers)
         elif params.grammar is not None:
             self.grammar = grammar_sampler(lib, model.vocab, params.grammar)
-        plain = not (params.logit_bias or params.presence_penalty or params.frequency_penalty)
+        plain = not (params.logit_bias or params.presence_penalty or params.frequency_penalty or params.repeats)
         self._logits: Any = None  # numpy's view maker when sampling is the plain argmax
         if params.greedy and plain:
             import numpy as np

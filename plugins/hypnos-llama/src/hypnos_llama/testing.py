@@ -170,7 +170,7 @@ def tier2() -> LayerPlacementPlan:
     return LayerPlacementPlan(primary_tier=MemoryTier.TIER2)
 
 
-SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "seed")
+SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "seed", "repeat_penalty")
 
 
 def chat_input(messages: list[InputMessage], *, model: str = "", **fields: Any) -> ChatInput:

@@ -57,6 +57,14 @@ def thinking_of(effort: str | None, think: bool | None = None) -> tuple[bool, in
     return True, THINKING_BUDGETS[effort]
 
 
+def repeat_penalty_of(body: ChatCompletionRequest) -> tuple[str, float | None]:
+    """The repetition penalty the request sent and the name it used: vLLM's `repetition_penalty`, else llama.cpp's
+    `repeat_penalty`."""
+    if body.repetition_penalty is not None or body.repeat_penalty is None:
+        return "repetition_penalty", body.repetition_penalty
+    return "repeat_penalty", body.repeat_penalty
+
+
 def chat_completion_request(body: ChatCompletionRequest, limits: LimitsConfig) -> ChatRequest:
     """The ChatRequest of a chat completions body: messages checked against section 1's limits, options checked,
     max_tokens clamped, thinking decided (media loaded later, by ChatRequest.load)."""
@@ -89,6 +97,7 @@ def chat_completion_request(body: ChatCompletionRequest, limits: LimitsConfig) -
             presence_penalty=body.presence_penalty,
             frequency_penalty=body.frequency_penalty,
             logit_bias=body.logit_bias,
+            repeat_penalty=repeat_penalty_of(body),
         ),
         tools=tools,
         tool_choice=tool_choice,

@@ -222,8 +222,10 @@ def sampling_of(
     presence_penalty: float | None = None,
     frequency_penalty: float | None = None,
     logit_bias: dict[str, float] | None = None,
+    repeat_penalty: tuple[str, float | None] = ("repetition_penalty", None),
 ) -> Sampling:
-    """The sampling fields, checked: penalties in -2..2, logit_bias token ids to -100..100."""
+    """The sampling fields, checked: penalties in -2..2, logit_bias token ids to -100..100, the repetition penalty
+    (`repeat_penalty`: the field's name and value) above 0."""
     bias: dict[int, float] = {}
     for token, value in (logit_bias or {}).items():
         if not token.lstrip("-").isdigit() or not -100.0 <= value <= 100.0:
@@ -232,6 +234,9 @@ def sampling_of(
     for name, penalty in (("presence_penalty", presence_penalty), ("frequency_penalty", frequency_penalty)):
         if penalty is not None and not -2.0 <= penalty <= 2.0:
             raise invalid_request(f"Invalid value for `{name}`: expected a number between -2 and 2")
+    repeat_name, repeat = repeat_penalty
+    if repeat is not None and not 0.0 < repeat < float("inf"):
+        raise invalid_request(f"Invalid value for `{repeat_name}`: expected a number above 0 (1 is no penalty)")
     return Sampling(
         temperature=temperature,
         top_p=top_p,
@@ -239,6 +244,7 @@ def sampling_of(
         seed=seed,
         presence_penalty=presence_penalty or 0.0,
         frequency_penalty=frequency_penalty or 0.0,
+        repeat_penalty=repeat,
         logit_bias=bias,
     )
 
