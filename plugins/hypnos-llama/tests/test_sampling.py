@@ -6,7 +6,15 @@ from pathlib import Path
 from typing import Any
 
 from hypnos_llama.sampling import DEFAULT_MIN_P, DEFAULT_TOP_K, DEFAULT_TOP_P, SamplingDefaults, SamplingParams
-from hypnos_llama.testing import chat_request, collect, make_engine, sample_text, tier1, write_tiny_llama
+from hypnos_llama.testing import (
+    chat_request,
+    collect,
+    make_engine,
+    sample_text,
+    sample_tokens,
+    tier1,
+    write_tiny_llama,
+)
 
 
 def _request(**fields):
@@ -75,24 +83,6 @@ async def test_a_request_that_sends_no_sampling_takes_the_models_own(tmp_path: P
     assert set(configured) != {greedy} and set(requested) != {greedy}
 
 
-def _greedy_tokens(model: Any, context: Any, sampler: Any, prompt: list[int], steps: int) -> list[int]:
-    """Decode `prompt` on sequence 0 and pick `steps` tokens with `sampler` (an end token ends it sooner)."""
-    picked: list[int] = []
-    batch, position = prompt, 0
-    for _ in range(steps):
-        context.batch_clear()
-        for offset, token in enumerate(batch):
-            context.batch_add(token, position + offset, 0, offset == len(batch) - 1)
-        position += len(batch)
-        assert context.decode() == 0
-        token = sampler.sample(context.pointer, context.n_tokens - 1)
-        if model.is_eog(token):
-            break
-        picked.append(token)
-        batch = [token]
-    return picked
-
-
 def test_the_repetition_penalty_weighs_the_prompts_tokens_and_the_answers(tiny_gguf) -> None:
     """The prompt ends with what the model says greedily, and the plain greedy answer goes on with tokens of it; with
     a repetition penalty so strong that a penalised token never wins, the answer repeats no token of its own and
@@ -109,7 +99,7 @@ def test_the_repetition_penalty_weighs_the_prompts_tokens_and_the_answers(tiny_g
     def answer(prompt: list[int], steps: int, **penalty: Any) -> list[int]:
         samplers.append(SlotSampler(model, SamplingParams(temperature=0, **penalty), prompt))
         context.seq_trim(0, 0)
-        return _greedy_tokens(model, context, samplers[-1], prompt, steps)
+        return sample_tokens(model, context, samplers[-1], prompt, steps)[0]
 
     try:
         prompt = start + answer(start, 16)

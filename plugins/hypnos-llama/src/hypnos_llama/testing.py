@@ -234,10 +234,11 @@ def toml_model_config(models_dir: Path, models: list[dict[str, Any]], extra: str
     return "\n".join(lines) + "\n"
 
 
-def sample_text(model: Any, context: Any, sampler: Any, prompt: str, steps: int) -> tuple[bytes, bool]:
-    """Decode `prompt` and sample up to `steps` tokens with a SlotSampler on one sequence: the text, and True when
-    the model ended it (an end-of-generation token)."""
-    batch, position, text = model.tokenize(prompt, add_special=True), 0, b""
+def sample_tokens(model: Any, context: Any, sampler: Any, prompt: list[int], steps: int) -> tuple[list[int], bool]:
+    """Decode `prompt` on sequence 0 and sample up to `steps` tokens with a SlotSampler: the tokens, and True when
+    the model ended them (an end-of-generation token, left out)."""
+    batch, position = prompt, 0
+    picked: list[int] = []
     for _ in range(steps):
         context.batch_clear()
         for offset, item in enumerate(batch):
@@ -246,7 +247,14 @@ def sample_text(model: Any, context: Any, sampler: Any, prompt: str, steps: int)
         assert context.decode() == 0
         token = sampler.sample(context.pointer, context.n_tokens - 1)
         if model.is_eog(token):
-            return text, True
-        text += model.piece(token)
+            return picked, True
+        picked.append(token)
         batch = [token]
-    return text, False
+    return picked, False
+
+
+def sample_text(model: Any, context: Any, sampler: Any, prompt: str, steps: int) -> tuple[bytes, bool]:
+    """Decode `prompt` and sample up to `steps` tokens with a SlotSampler on one sequence: the text, and True when
+    the model ended it (an end-of-generation token)."""
+    tokens, ended = sample_tokens(model, context, sampler, model.tokenize(prompt, add_special=True), steps)
+    return b"".join(model.piece(token) for token in tokens), ended
