@@ -96,8 +96,9 @@ def test_the_repetition_penalty_weighs_the_prompts_tokens_and_the_answers(tiny_g
     start = model.tokenize("the fox saw the dog", add_special=True)
     samplers = []
 
-    def answer(prompt: list[int], steps: int, **penalty: Any) -> list[int]:
-        samplers.append(SlotSampler(model, SamplingParams(temperature=0, **penalty), prompt))
+    def answer(prompt: list[int], steps: int, media: list[int] | None = None, **penalty: Any) -> list[int]:
+        """`media`: content ids (negative) the sampler sees before the prompt, as a media prompt's job has them."""
+        samplers.append(SlotSampler(model, SamplingParams(temperature=0, **penalty), (media or []) + prompt))
         context.seq_trim(0, 0)
         return sample_tokens(model, context, samplers[-1], prompt, steps)[0]
 
@@ -107,6 +108,8 @@ def test_the_repetition_penalty_weighs_the_prompts_tokens_and_the_answers(tiny_g
         penalised = answer(prompt, 24, repeat_penalty=1e6, repeat_last_n=-1)
         assert len(penalised) == 24 and len(set(penalised)) == 24
         assert not set(penalised) & set(prompt)
+        # a media prompt's content ids (negative) reach llama.cpp's penalty too, which counts them where no token is
+        assert answer(prompt, 24, media=[-3, -(2**20)], repeat_penalty=1e6, repeat_last_n=-1) == penalised
     finally:
         for sampler in samplers:
             sampler.free()

@@ -60,9 +60,9 @@ def thinking_of(effort: str | None, think: bool | None = None) -> tuple[bool, in
 def repeat_penalty_of(body: ChatCompletionRequest) -> tuple[str, float | None]:
     """The repetition penalty the request sent and the name it used: vLLM's `repetition_penalty`, else llama.cpp's
     `repeat_penalty`."""
-    if body.repetition_penalty is not None or body.repeat_penalty is None:
-        return "repetition_penalty", body.repetition_penalty
-    return "repeat_penalty", body.repeat_penalty
+    if body.repetition_penalty is None and body.repeat_penalty is not None:
+        return "repeat_penalty", body.repeat_penalty
+    return "repetition_penalty", body.repetition_penalty
 
 
 def chat_completion_request(body: ChatCompletionRequest, limits: LimitsConfig) -> ChatRequest:
