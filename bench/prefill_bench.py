@@ -8,8 +8,14 @@ does); on each, in turn:
 (a) a Messages stream with a ~10k-token prompt whose client leaves `--leave-after` seconds after sending it: how long
     until the model's lease is back (its slot free), whether the engine host is the same process (not killed), and
     how much of the prompt had been prefilled (a retry of the same prompt reports it as cached tokens);
-(b) a chat stream decoding alone, then beside a fresh ~10k-token prompt's prefill: its decode tokens/s while the
-    prompt prefills against its own alone-decode rate just before, in the same stream (target >= 0.8).
+(b) a chat stream decoding alone, then beside a fresh ~10k-token prompt's prefill, and the same stream alone
+    throughout (the control), each on a fresh server: its decode time over the tokens it wrote beside the prefill
+    against the control's time over the same tokens (target >= 0.8). A stream's own steps slow as its context grows
+    (on the 0.5B starter, 2 cores, a counting stream's decode step went from ~30 ms to ~43 ms over its first 1,300
+    tokens, no other request), so its rate just before the prompt came (also printed) is no measure of its rate
+    alone later; and in the unified KV pool a step spans the cells up to the highest used, so idle cells of earlier
+    requests lying among the stream's slow it too (a control after one beside run on the same server: 999 tokens in
+    66 s against 1,258 on a fresh one).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import contextlib
 import json
 import os
 import secrets
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -125,9 +132,11 @@ def send_and_leave(url: str, body: bytes, seconds: float, marker: bytes, stop_at
     return seen
 
 
-async def pace_beside_prefill(url: str, prompt_tokens: int, alone_secs: float, beside_secs: float) -> dict[str, Any]:
+async def pace_beside_prefill(
+    url: str, prompt_tokens: int, alone_secs: float, beside_secs: float, prefill: bool = True
+) -> dict[str, Any]:
     """(b): a counting stream's decode rate alone, then while a fresh long prompt prefills beside it (for at most
-    `beside_secs`, then both clients leave)."""
+    `beside_secs`, then both clients leave); without `prefill`, alone throughout (the control)."""
     import httpx
 
     stamps: list[float] = []
@@ -159,8 +168,12 @@ async def pace_beside_prefill(url: str, prompt_tokens: int, alone_secs: float, b
         await decoding.wait()
         await asyncio.sleep(alone_secs)
         marks["long_sent"] = time.perf_counter()
-        long_encoded = json.dumps(long_body).encode()
-        first_text = await asyncio.to_thread(send_and_leave, url, long_encoded, beside_secs, b"text_delta", True)
+        if prefill:
+            long_encoded = json.dumps(long_body).encode()
+            first_text = await asyncio.to_thread(send_and_leave, url, long_encoded, beside_secs, b"text_delta", True)
+        else:
+            await asyncio.sleep(beside_secs)
+            first_text = None
         marks["window_end"] = time.perf_counter()
         if first_text is not None:
             marks["first_text"] = first_text
@@ -180,11 +193,24 @@ async def pace_beside_prefill(url: str, prompt_tokens: int, alone_secs: float, b
         "ratio": beside_tps / alone_tps if alone_tps else 0.0,
         "overlap_s": end - sent,
         "long_ttft_s": marks["first_text"] - sent if "first_text" in marks else None,
+        "first_beside": len(stamps) - len([t for t in stamps if t >= sent]),  # the index of its first token beside
+        "beside_tokens": len(beside),
+        "stamps": [t - stamps[0] for t in stamps],
     }
 
 
-def report(name: str, left: dict[str, Any], pace: dict[str, Any]) -> None:
-    """Print one checkout's figures."""
+def same_tokens_ratio(pace: dict[str, Any], control: dict[str, Any]) -> dict[str, Any]:
+    """The control's time over the tokens the stream wrote beside the prefill, against the stream's own time."""
+    first, last = pace["first_beside"], pace["first_beside"] + pace["beside_tokens"] - 1
+    ours, theirs = pace["stamps"], control["stamps"]
+    if last <= first or last >= len(theirs):
+        return {"same_tokens_ratio": None, "tokens": [first, last]}
+    alone_s, beside_s = theirs[last] - theirs[first], ours[last] - ours[first]
+    return {"same_tokens_ratio": alone_s / beside_s, "tokens": [first, last], "alone_s": alone_s, "beside_s": beside_s}
+
+
+def report(name: str, left: dict[str, Any], paces: list[dict[str, Any]]) -> None:
+    """Print one checkout's figures: (a), then (b) per round and the median over rounds."""
     first = left["first_event_s"]
     bound = " (still leased at the bound)" if left["still_leased"] else ""
     print(f"== {name}")
@@ -194,11 +220,24 @@ def report(name: str, left: dict[str, Any], pace: dict[str, Any]) -> None:
         f"; same engine host: {left['same_host']}; prefilled when it stopped: {left['prefilled_at_leave']} of "
         f"{left['prompt_tokens']} tokens; prefill {left['prefill_tps'] or 0:.0f} tok/s"
     )
-    print(
-        f"(b) decode alone {pace['alone_tps']:.2f} tok/s, beside the prefill {pace['beside_tps']:.2f} tok/s: "
-        f"{pace['ratio']:.2f}x over {pace['overlap_s']:.1f} s; the long prompt's first token "
-        + ("not within the window" if pace["long_ttft_s"] is None else f"after {pace['long_ttft_s']:.1f} s")
-    )
+    for pace in paces:
+        same = pace["same"]
+        first, last = same["tokens"]
+        measured = (
+            f"{same['same_tokens_ratio']:.2f}x (tokens {first}-{last}: {same['alone_s']:.1f} s alone, "
+            f"{same['beside_s']:.1f} s beside)"
+            if same["same_tokens_ratio"] is not None
+            else f"not measured (the control wrote fewer than {last + 1} tokens)"
+        )
+        print(
+            f"(b) beside the prefill against the same tokens alone: {measured}; against its own rate just before: "
+            f"{pace['alone_tps']:.2f} tok/s alone, {pace['beside_tps']:.2f} beside, {pace['ratio']:.2f}x over "
+            f"{pace['overlap_s']:.1f} s; the long prompt's first token "
+            + ("not within the window" if pace["long_ttft_s"] is None else f"after {pace['long_ttft_s']:.1f} s")
+        )
+    ratios = [pace["same"]["same_tokens_ratio"] for pace in paces if pace["same"]["same_tokens_ratio"] is not None]
+    if len(ratios) > 1:
+        print(f"(b) median over {len(ratios)} rounds: {statistics.median(ratios):.2f}x (min {min(ratios):.2f}x)")
     sys.stdout.flush()
 
 
@@ -212,6 +251,7 @@ def main() -> None:
     parser.add_argument("--leave-after", type=float, default=3.0, help="seconds after sending when the client leaves")
     parser.add_argument("--alone-secs", type=float, default=5.0, help="the counting stream's alone window")
     parser.add_argument("--beside-secs", type=float, default=60.0, help="the most the beside window lasts")
+    parser.add_argument("--rounds", type=int, default=1, help="(b)'s control and beside pairs (a stream alone varies)")
     parser.add_argument("--max-wait", type=float, default=900.0, help="bound on waiting for the slot")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--port", type=int, default=9104)
@@ -225,9 +265,20 @@ def main() -> None:
             with server(checkout, Path(tmp), gguf, args.port, args.threads) as url:
                 left = asyncio.run(leave_mid_prefill(url, args.prompt_tokens, args.leave_after, args.max_wait))
                 print(json.dumps({"checkout": name, "leave": left}), flush=True)
-                pace = asyncio.run(pace_beside_prefill(url, args.prompt_tokens, args.alone_secs, args.beside_secs))
-            print(json.dumps({"checkout": name, "pace": pace}), flush=True)
-            report(f"{name} ({checkout})", left, pace)
+            # the control and the stream beside the prefill each on a fresh server: the same empty KV pool (idle
+            # cells of earlier requests lying among the stream's own slow its steps)
+            timing = (args.prompt_tokens, args.alone_secs, args.beside_secs)
+            paces = []
+            for _ in range(args.rounds):
+                with server(checkout, Path(tmp), gguf, args.port, args.threads) as url:
+                    control = asyncio.run(pace_beside_prefill(url, *timing, prefill=False))
+                with server(checkout, Path(tmp), gguf, args.port, args.threads) as url:
+                    pace = asyncio.run(pace_beside_prefill(url, *timing))
+                pace["same"] = same_tokens_ratio(pace, control)
+                shown = {key: value for key, value in pace.items() if key != "stamps"}
+                print(json.dumps({"checkout": name, "pace": shown, "control": len(control["stamps"])}), flush=True)
+                paces.append(pace)
+            report(f"{name} ({checkout})", left, paces)
 
 
 if __name__ == "__main__":
