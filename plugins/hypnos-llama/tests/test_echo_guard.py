@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypnos.engine import ChatFinished, ContentDelta
+from hypnos.engine import ChatAccepted, ChatFinished, ContentDelta
 from hypnos_llama.echo_guard import CLEAR, ECHO, HOLD, MAX_RETRIES, EchoGuard
 
 OSLO = frozenset({("get_weather", '{"city":"Oslo"}')})
@@ -35,6 +35,9 @@ def verdicts(guard: EchoGuard, pieces: list[str]) -> list[str]:
         (["get_weather", '(city="Oslo")'], ECHO),
         (["get_weather", " says"], CLEAR),
         (['"', "get", '_time"'], CLEAR),  # a name the result does not answer
+        (["<", "tool", "_response", ">\n"], ECHO),  # the result restated in its template's wrapper
+        (["<tool", "_call", ">"], HOLD),
+        (["<", "b>"], CLEAR),
         (["The weather"], CLEAR),
         (['{"', "temperature"], CLEAR),
         (["\n"], HOLD),
@@ -98,7 +101,10 @@ def _answer(tiny_gguf: Path, guard: EchoGuard | None, bare: str | None = None) -
     assert isinstance(events[-1], ChatFinished), events
     if bare is not None:  # asked once, and the answer that went out was made from it
         assert len(renders) == 1 and job.prompt == renders[0] != asked
-        assert events[-1].prompt_tokens == len(renders[0])
+    # usage counts the prompt the client sent, whatever prompt the answer came from (one announcement)
+    accepted = [event for event in events if isinstance(event, ChatAccepted)]
+    assert [event.prompt_tokens for event in accepted] == [len(asked)]
+    assert events[-1].prompt_tokens == len(asked) and events[-1].cached_tokens == accepted[0].cached_tokens
     return "".join(event.text for event in events if isinstance(event, ContentDelta))
 
 

@@ -148,7 +148,7 @@ class BatchLoop:
         for job in [j for j in self._waiting if j.stopped()]:
             self._waiting.remove(job)
             cancelled = ChatFinished(
-                finish_reason="cancelled", index=job.index, prompt_tokens=len(job.prompt), completion_tokens=0
+                finish_reason="cancelled", index=job.index, prompt_tokens=job.prompt_usage()[0], completion_tokens=0
             )
             send_event(job, cancelled)
         for slot in self._active():
@@ -228,7 +228,9 @@ class BatchLoop:
         slot.first_token = None
         slot.sampler = SlotSampler(self.model, job.sampling, job.prompt)
         slot.output = ChoiceOutput(job.index, job.stop)
-        send_event(job, ChatAccepted(prompt_tokens=len(job.prompt), cached_tokens=reuse, index=job.index))
+        if job.usage is None:  # announced once: a restart (echo_guard) answers the same request
+            job.usage = (len(job.prompt), reuse)
+            send_event(job, ChatAccepted(prompt_tokens=len(job.prompt), cached_tokens=reuse, index=job.index))
 
     def _rebuild_context(self, required: int) -> float:
         """Replace the context with one of at least `required` cells, the slots' cells carried over (a cached

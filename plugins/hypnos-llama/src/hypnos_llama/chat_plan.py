@@ -91,6 +91,8 @@ def plan_chat(
             plan.forced_prefix = plan.tool_format.forced_prefix(request.forced_tool)
         elif request.tool_choice == "required":
             plan.forced_prefix = plan.tool_format.forced_prefix(None)
+        if plan.forced_prefix:  # the client asked for a call: one that repeats an answered call is still a call
+            plan.echoes = frozenset()
 
     plan.thinking = detect_thinking_format(chat_template)
     if plan.thinking is not None:

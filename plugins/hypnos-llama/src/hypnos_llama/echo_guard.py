@@ -2,8 +2,9 @@
 result by writing the call they made once more, as bare JSON or in their call syntax, instead of words.
 
 Runs on the worker beside the batch loop: the answer's first text is held back until it is clearly no restated call;
-a restated call (any bare JSON call, the family's call syntax repeating a call the result answers, or a called
-function's name quoted or in call syntax, `"get_weather"`; a different call passes) first makes the answer start
+a restated call (any bare JSON call, the family's call syntax repeating a call the result answers, a called
+function's name quoted or in call syntax, `"get_weather"`, or the result restated in its template wrapper,
+`<tool_response>`; a different call passes) first makes the answer start
 again from the prompt rendered without the tool definitions, when the job has one (the tool list is what draws the
 restatement: after a result the starter's likeliest other openings were "Mark the city as Oslo ..." with the tools,
 "The weather in Oslo is ..." without them); after that it rolls the slot back to the end of the prompt and samples
@@ -28,6 +29,9 @@ HOLD_CHARS = 4000  # held text past this length is let through undecided
 # (```json, ```markdown, ...)
 LEAD = re.compile(r"^[^\w{<]*(?:json\b|(?<=```)" + FENCE_TAG + r")?[^\w{<]*")
 HOLD, CLEAR, ECHO = "hold", "clear", "echo"
+# The wrappers chat templates put around a tool result: an answer that opens with one restates the result (the 0.5B
+# starter answered llm's `llm_time` result with `<tool_response>` and the result's JSON until max_tokens)
+RESULT_OPENERS = ("<tool_response>", "<tool_result>")
 
 
 class EchoGuard:
@@ -99,6 +103,10 @@ class EchoGuard:
     def _judge(self) -> str:
         text = self.text.replace('\\"', '"')  # `{\"name": ...`: the call with its quotes escaped is a call too
         core = LEAD.sub("", text[:-1] if text.endswith("\\") else text)  # a last `\` may escape the next quote
+        if core.startswith(RESULT_OPENERS):
+            return ECHO
+        if core and any(tag.startswith(core) for tag in RESULT_OPENERS):
+            return HOLD
         opened = False
         if self.opener:
             if core.startswith(self.opener):

@@ -43,6 +43,9 @@ class ChatJob:
     restore: Any = None  # a CachedPrompt the prompt cache found: restored into the slot when it beats the slot's
     scope: str | None = None  # the prompt cache's isolation scope (ChatInput.cache_scope)
     priority: int = 0  # below 0: a batch line, run in what interactive jobs leave (ChatInput.priority)
+    # The client's prompt as usage reports it, (tokens, of them held by the slot or a saved state), set when a slot
+    # first takes the job: a restart from another prompt (echo_guard) answers the same request
+    usage: tuple[int, int] | None = None
 
     def inject(self, tokens: list[int], text: str) -> None:
         """Insert `tokens` into the answer after the next sampled token (thread-safe)."""
@@ -59,6 +62,10 @@ class ChatJob:
     def reserve(self) -> int:
         """KV cells this request can fill at most (prompt plus generation)."""
         return min(self.required_ctx, len(self.prompt) + self.max_tokens)
+
+    def prompt_usage(self) -> tuple[int, int]:
+        """The prompt tokens and cached tokens usage reports for this request."""
+        return self.usage if self.usage is not None else (len(self.prompt), 0)
 
     def stopped(self) -> bool:
         """True once the client went away or the token was cancelled."""
@@ -106,12 +113,13 @@ def finished_event(slot: Slot, job: ChatJob, reason: str) -> ChatFinished:
         cached_tokens=slot.reused,
         concurrent_slots=max(1, slot.concurrent),
     )
+    prompt_tokens, cached_tokens = job.prompt_usage()
     return ChatFinished(
         finish_reason=reason,
         index=job.index,
-        prompt_tokens=len(job.prompt),
+        prompt_tokens=prompt_tokens,
         completion_tokens=slot.completion,
-        cached_tokens=slot.reused,
+        cached_tokens=cached_tokens,
         timing=timing,
         stop_sequence=slot.output.matcher.matched if slot.output is not None else None,
     )

@@ -57,6 +57,29 @@ def test_required_and_named_calls_are_forced_and_parsed() -> None:
     assert not [e for e in events if isinstance(e, ContentDelta)]
 
 
+def test_a_forced_call_that_repeats_the_answered_call_is_still_a_call() -> None:
+    """After a tool result, `auto` reads the answered call written again as text (the small models' echo); with
+    `required` (LangChain's ToolStrategy, Anthropic's `any`) the client asked for a call, so it stays one."""
+    from hypnos.chat import InputMessage, TextPart
+    from hypnos.openai import ToolCall, ToolCallFunction
+    from hypnos_llama.testing import chat_input
+
+    call = ToolCall(id="call_1", function=ToolCallFunction(name="get_weather", arguments='{"city": "Paris"}'))
+    messages = [
+        InputMessage(role="user", parts=[TextPart(text="Weather in Paris?")]),
+        InputMessage(role="assistant", tool_calls=[call]),
+        InputMessage(role="tool", parts=[TextPart(text="Sunny, 22C")], tool_call_id="call_1"),
+    ]
+    repeated = 'get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+    auto = plan_chat(QWEN, chat_input(messages, tools=TOOLS, max_tokens=8))
+    events = _events(auto.output_parser(auto.finish_prompt("P")), '<tool_call>\n{"name": "' + repeated)
+    assert not [e for e in events if isinstance(e, ToolCallEvent)]
+    required = plan_chat(QWEN, chat_input(messages, tools=TOOLS, tool_choice="required", max_tokens=8))
+    events = _events(required.output_parser(required.finish_prompt("P")), repeated)
+    assert [e.call.function.name for e in events if isinstance(e, ToolCallEvent)] == ["get_weather"]
+    assert not [e for e in events if isinstance(e, ContentDelta) and e.text.strip()]
+
+
 def test_auto_leaves_the_answer_free() -> None:
     plan = plan_chat(QWEN, _request(tools=TOOLS))
     assert plan.forced_prefix == "" and plan.tool_format is not None and plan.tool_format.name == "hermes"
