@@ -1,14 +1,20 @@
-"""The error body of spec section 4, with param and code only on auth and quota errors."""
+"""The error body of spec section 4, with param and code only on auth and quota errors and where OpenAI has a code
+clients test for (an unknown model)."""
 
 from __future__ import annotations
 
 import msgspec
-from hypnos.errors import HypnosError, encode_error, model_busy, model_not_found, staging
+from hypnos.errors import HypnosError, encode_error, invalid_request, model_busy, model_not_found, staging
 
 
 def test_plain_error_body_has_message_and_type_only() -> None:
+    body = msgspec.json.decode(encode_error(invalid_request("bad `x`")))
+    assert body == {"error": {"message": "bad `x`", "type": "invalid_request_error"}}
+
+
+def test_an_unknown_model_has_openais_code_and_param() -> None:
     body = msgspec.json.decode(encode_error(model_not_found("x")))
-    assert body == {"error": {"message": body["error"]["message"], "type": "model_not_found"}}
+    assert body["error"]["type"] == body["error"]["code"] == "model_not_found" and body["error"]["param"] == "model"
     assert "`x`" in body["error"]["message"]
 
 

@@ -57,8 +57,10 @@ def test_unknown_fields_are_ignored(client):
 def test_unknown_model_is_404_model_not_found(client):
     response = client.post("/v1/chat/completions", json={"model": "nope", **CHAT})
     assert response.status_code == 404
+    message = "The model `nope` does not exist (see GET /v1/models)."
+    # `code` and `param` as OpenAI's: clients test `error.code == "model_not_found"`
     assert response.json() == {
-        "error": {"message": "The model `nope` does not exist (see GET /v1/models).", "type": "model_not_found"}
+        "error": {"message": message, "type": "model_not_found", "param": "model", "code": "model_not_found"}
     }
 
 

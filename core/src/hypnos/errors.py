@@ -63,8 +63,9 @@ def invalid_request(message: str) -> HypnosError:
 
 
 def model_not_found(model_id: str) -> HypnosError:
-    """404: no model with this id is configured."""
-    return HypnosError(404, "model_not_found", f"The model `{clip(model_id)}` does not exist (see GET /v1/models).")
+    """404: no model with this id is configured (`code` as OpenAI's, which clients test for)."""
+    message = f"The model `{clip(model_id)}` does not exist (see GET /v1/models)."
+    return HypnosError(404, "model_not_found", message, code="model_not_found", param="model")
 
 
 def model_disabled(model_id: str) -> HypnosError:

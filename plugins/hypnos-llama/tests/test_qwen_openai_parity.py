@@ -172,12 +172,16 @@ def test_a_too_long_prompt_is_a_400_with_its_code_even_when_streaming(client: An
     with pytest.raises(openai.BadRequestError) as raised:
         client.chat.completions.create(**TOO_LONG_ASK)
     assert raised.value.code == "context_length_exceeded"
+    # the words LangChain (Anthropic's) and litellm (OpenAI's) read as a context overflow
+    assert "prompt is too long: " in raised.value.message and "maximum context length is" in raised.value.message
 
 
 def test_include_usage_adds_the_openai_usage_chunk(client: Any) -> None:
     chunks = list(client.chat.completions.create(**USAGE_ASK))
     assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens > 0
     assert chunks[-2].choices[0].finish_reason in {"stop", "length"}
+    # once: a client that adds up the chunks' usage (LangChain) counts the answer once
+    assert [chunk.usage for chunk in chunks[:-1] if chunk.usage is not None] == []
 
 
 def test_a_required_call_always_parses_and_its_arguments_follow_the_schema(client: Any) -> None:

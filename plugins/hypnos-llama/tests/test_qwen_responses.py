@@ -58,6 +58,31 @@ def test_a_streamed_response_is_the_deltas_joined(client: Any) -> None:
     assert final.model_extra["hypnos_telemetry"]["engine"]["decode_tokens_per_s"] > 0
 
 
+def test_output_text_logprobs_when_include_asks_whole_and_streamed(client: Any) -> None:
+    """`include: ["message.output_text.logprobs"]` with `top_logprobs`: each output token with its alternatives, on
+    the output_text part, the deltas and the done event (OpenAI's shape); without it the lists stay empty."""
+    ask = {
+        "model": MODEL,
+        "input": "What is the capital of France?",
+        "temperature": 0,
+        "max_output_tokens": 12,
+        "include": ["message.output_text.logprobs"],
+        "top_logprobs": 3,
+    }
+    part = client.responses.create(**ask).output[0].content[0]
+    assert part.logprobs and "".join(entry.token for entry in part.logprobs).strip() == part.text
+    for entry in part.logprobs:
+        assert entry.logprob <= 0.0 and len(entry.top_logprobs) == 3
+        assert entry.top_logprobs[0].token == entry.token  # greedy: the likeliest token was chosen
+    with client.responses.stream(**ask) as stream:
+        events = list(stream)
+    streamed = [e for event in events if event.type == "response.output_text.delta" for e in event.logprobs]
+    [done] = [event for event in events if event.type == "response.output_text.done"]
+    assert [e.token for e in streamed] == [e.token for e in done.logprobs] == [e.token for e in part.logprobs]
+    plain = client.responses.create(**{**ask, "include": None, "top_logprobs": None}).output[0].content[0]
+    assert plain.text == part.text and plain.logprobs == []
+
+
 def test_a_function_tool_round_trip(client: Any) -> None:
     first = client.responses.create(
         model=MODEL,

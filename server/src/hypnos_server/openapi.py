@@ -310,6 +310,7 @@ ROUTE_DOCS: dict[tuple[str, str], RouteDoc] = {
     ("GET", "/v1/batches/{batch_id}"): RouteDoc(answers={JSON: BATCH}, errors=(404,)),
     ("POST", "/v1/batches/{batch_id}/cancel"): RouteDoc(answers={JSON: BATCH}, errors=(404,)),
 }
+ROUTE_DOCS[("POST", "/rerank")] = ROUTE_DOCS[("POST", "/v1/rerank")]  # the path vLLM and llama.cpp serve it at too
 
 
 def _error_response(status: int, multipart: bool) -> dict[str, Any]:

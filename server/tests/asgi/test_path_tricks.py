@@ -93,6 +93,14 @@ async def test_a_refused_key_stays_refused_on_a_trick_path():
         assert (await call(app, "GET", "//v1/models", headers=spent)).status == 404
 
 
+async def test_a_doubled_slash_404_names_the_base_url():
+    """litellm's Anthropic provider given a base URL ending with `/` posts `//v1/messages`: the 404 says why."""
+    app = build()
+    async with running(app):
+        answer = await call(app, "POST", "//v1/messages", body=b"{}", headers=headers_for(None))
+        assert answer.status == 404 and "base URL" in json.loads(answer.body)["error"]["message"]
+
+
 async def test_logs_cannot_be_raised_and_read_without_a_key():
     app = build()
     async with running(app):

@@ -47,7 +47,13 @@ def test_non_stream_answer_shape(scripted):
     (choice,) = body["choices"]
     assert choice == {
         "index": 0,
-        "message": {"role": "assistant", "content": "Hello", "reasoning_content": "hmm ok"},
+        "message": {
+            "role": "assistant",
+            "content": "Hello",
+            "refusal": None,
+            "annotations": [],
+            "reasoning_content": "hmm ok",
+        },
         "finish_reason": "stop",
     }
     assert body["usage"] == {
@@ -62,7 +68,7 @@ def test_non_stream_answer_shape(scripted):
 
 def test_reasoning_and_cached_details_omitted_when_absent(scripted):
     body = scripted.post("/v1/chat/completions", json={"model": "plain", "messages": USER}).json()
-    assert body["choices"][0]["message"] == {"role": "assistant", "content": "Hi"}
+    assert body["choices"][0]["message"] == {"role": "assistant", "content": "Hi", "refusal": None, "annotations": []}
     assert "prompt_tokens_details" not in body["usage"]
 
 

@@ -75,6 +75,8 @@ def test_cohere_v2_path_answers_as_litellm_posts_it() -> None:
         assert [(r["index"], r["relevance_score"]) for r in v1["results"]] == [
             (r["index"], r["relevance_score"]) for r in answer["results"]
         ]
+        bare = client.post("/rerank", json=body)  # vLLM's and llama.cpp's path (litellm's hosted_vllm posts there)
+        assert bare.status_code == 200 and bare.json()["results"] == v1["results"]
 
 
 def test_cohere_v2_errors_are_cohere_shaped_400s_and_404s() -> None:

@@ -24,7 +24,10 @@ if TYPE_CHECKING:
 
 def context_length_exceeded(where: str, tokens: int, most: int) -> HypnosError:
     """The 400 for an input longer than the model takes (`where`: the field, e.g. `input[2]`)."""
-    message = f"{where} has {tokens} tokens; the model takes at most {most}"
+    # OpenAI's words, which clients (litellm, LangChain) read as a context overflow
+    message = (
+        f"{where} is too long: {tokens} tokens > {most} maximum. This model's maximum context length is {most} tokens"
+    )
     return HypnosError(400, "invalid_request_error", message, code="context_length_exceeded")
 
 

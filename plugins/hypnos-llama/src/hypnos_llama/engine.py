@@ -352,7 +352,9 @@ class LlamaEngine(StagedEngine):
             raise HypnosError(
                 400,
                 "invalid_request_error",
-                f"the prompt has {len(prompt)} tokens; the model `{self.model.id}` takes at most {limit}",
+                # Anthropic's words and OpenAI's, which clients (LangChain, litellm) read as a context overflow
+                f"prompt is too long: {len(prompt)} tokens > {limit - 1} maximum. This model's maximum context "
+                f"length is {limit} tokens, the answer's included (`{self.model.id}`)",
                 code="context_length_exceeded",
             )
         images, audios = request.count(ImagePart), request.count(AudioPart)

@@ -30,8 +30,8 @@ def check_chars(text: str, cap: int, model_id: str, where: str = "the prompt") -
         raise HypnosError(
             400,
             "invalid_request_error",
-            f"{where} has {len(text)} characters; the model `{clip(model_id)}` tokenizes at most {cap} "
-            "([models.llama] max_tokenize_chars)",
+            f"{where} is too long: {len(text)} characters > {cap} maximum (the model `{clip(model_id)}` tokenizes "
+            f"at most {cap} characters: [models.llama] max_tokenize_chars)",
             code="context_length_exceeded",
         )
 

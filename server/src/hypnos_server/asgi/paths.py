@@ -49,5 +49,8 @@ def is_canonical(scope: Scope) -> bool:
 
 
 def non_canonical(scope: Scope) -> HypnosError:
-    """404 not_found for a path in a non-canonical form (the router never answers those)."""
-    return not_found(f"No route for {http_method(scope)} {clip(scope['path'])}: the path is not in canonical form")
+    """404 not_found for a path in a non-canonical form (the router never answers those); a doubled slash is named,
+    as a client's base URL with a trailing slash makes one (litellm's Anthropic provider: `//v1/messages`)."""
+    path = clip(scope["path"])
+    hint = " (an empty segment: does the client's base URL end with a slash?)" if "//" in scope["path"] else ""
+    return not_found(f"No route for {http_method(scope)} {path}: the path is not in canonical form{hint}")

@@ -51,8 +51,13 @@ class Choice:
         self.finished: ChatFinished | None = None
 
     def message(self) -> dict[str, Any]:
-        """The assistant message of a whole answer."""
-        message: dict[str, Any] = {"role": "assistant", "content": "".join(self.text)}
+        """The assistant message of a whole answer (`refusal` and `annotations` as OpenAI's, which are never set)."""
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": "".join(self.text),
+            "refusal": None,
+            "annotations": [],
+        }
         if self.thoughts:
             message["reasoning_content"] = "".join(self.thoughts)
         if self.calls:
@@ -251,7 +256,10 @@ async def sse_body(
     telemetry = run.telemetry(finished.timing)
     last = held if held is not None else finished
     usage = usage_object(finished)
-    yield writer.event({}, last.finish_reason, index=last.index, usage=usage, hypnos_telemetry=telemetry)
+    # Usage comes once: on the final chunk (the spec's default), or, asked for with include_usage, on OpenAI's own
+    # usage chunk only (clients that add up every chunk's usage, as LangChain does, count it once)
+    final_usage = None if include_usage else usage
+    yield writer.event({}, last.finish_reason, index=last.index, usage=final_usage, hypnos_telemetry=telemetry)
     if include_usage:  # OpenAI's usage chunk: no choices
         yield writer.raw({**writer.head, "choices": [], "usage": usage})
     yield DONE

@@ -93,9 +93,10 @@ async def ranked(request: Request[Any, Any, Any], api_version: str) -> Response[
     return json_response(answer, headers=headers)
 
 
-@post("/v1/rerank", guards=[ready_guard], status_code=200)
+@post(["/v1/rerank", "/rerank"], guards=[ready_guard], status_code=200)
 async def rerank(request: Request[Any, Any, Any]) -> Response[bytes]:
-    """Score the documents against the query; results best first, `top_n` of them."""
+    """Score the documents against the query; results best first, `top_n` of them (also at `/rerank`, where vLLM
+    and llama.cpp's server serve it and litellm's hosted_vllm provider posts)."""
     return await ranked(request, "1")
 
 

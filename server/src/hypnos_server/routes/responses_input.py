@@ -21,6 +21,7 @@ from hypnos_server.routes.chat_request import (
     response_format_of,
     sampling_of,
     tool_choice_of,
+    top_logprobs_of,
 )
 from hypnos_server.routes.responses_compaction import compaction_input, summary_message
 from hypnos_server.routes.responses_tools import HOSTED_TOOLS, ToolSet, flat_name
@@ -62,6 +63,15 @@ class ResponsesRequest(msgspec.Struct, kw_only=True):
     include: list[str] | None = None
     conversation: str | dict[str, Any] | None = None
     generate: bool = True  # false: a WebSocket prewarm, completed without output
+
+
+LOGPROBS_INCLUDE = "message.output_text.logprobs"  # the `include` value that asks for the output's log probabilities
+
+
+def wants_logprobs(body: ResponsesRequest) -> bool:
+    """True when the output text carries token log probabilities: `include` names them, or `top_logprobs` asks
+    for alternatives."""
+    return LOGPROBS_INCLUDE in (body.include or ()) or bool(body.top_logprobs)
 
 
 def item_id(prefix: str) -> str:
@@ -253,5 +263,7 @@ def responses_request(
         thinking_budget=budget,
         context_len=context_len_of(body.num_ctx),
         response_format=_response_format(body.text),
+        logprobs=wants_logprobs(body),
+        top_logprobs=top_logprobs_of(body.top_logprobs),
     )
     return conversation.request(body.model, chat, stream=body.stream)

@@ -129,9 +129,9 @@ def reasoning_item(ident: str, thoughts: str, summary: bool) -> dict[str, Any]:
     }
 
 
-def message_item(ident: str, text: str, status: str = "completed") -> dict[str, Any]:
-    """An assistant message item holding one output_text part."""
-    part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+def message_item(ident: str, text: str, status: str = "completed", logprobs: list[Any] | None = None) -> dict[str, Any]:
+    """An assistant message item holding one output_text part (with its tokens' log probabilities, when asked)."""
+    part = {"type": "output_text", "text": text, "annotations": [], "logprobs": logprobs or []}
     return {"type": "message", "id": ident, "status": status, "role": "assistant", "content": [part]}
 
 
@@ -157,7 +157,8 @@ def output_items(choice: Choice, summary: bool, tools: ToolSet) -> list[dict[str
     calls = [call for made, call in enumerate(choice.calls) if tools.keeps(made)]
     if text or not calls:
         reason = choice.finished.finish_reason if choice.finished is not None else "stop"
-        items.append(message_item(item_id("msg"), text, "incomplete" if reason == "length" else "completed"))
+        status = "incomplete" if reason == "length" else "completed"
+        items.append(message_item(item_id("msg"), text, status, choice.logprobs))
     items.extend(tools.name_call(call_item(item_id("fc"), call)) for call in calls)
     return items
 

@@ -57,7 +57,11 @@ class ResponseEvents:
         if isinstance(event, ReasoningDelta) and event.index == 0 and event.text:
             return [*self._ensure("reasoning"), self._delta("response.reasoning_text.delta", event.text)]
         if isinstance(event, ContentDelta) and event.index == 0 and event.text:
-            return [*self._ensure("message"), self._delta("response.output_text.delta", event.text, logprobs=[])]
+            logprobs = event.logprobs or []
+            opened = self._ensure("message")
+            assert self._open is not None
+            self._open["logprobs"].extend(logprobs)
+            return [*opened, self._delta("response.output_text.delta", event.text, logprobs=logprobs)]
         if isinstance(event, ToolCallEvent) and event.index == 0:
             if not self.tools.keeps(sum(item["type"] == "function_call" for item in self.output)):
                 return []  # past max_tool_calls
@@ -98,7 +102,7 @@ class ResponseEvents:
             out.append(
                 self.event("response.content_part.added", item_id=ident, output_index=index, content_index=0, part=part)
             )
-        self._open = {"kind": kind, "id": ident, "index": index, "text": []}
+        self._open = {"kind": kind, "id": ident, "index": index, "text": [], "logprobs": []}
         return out
 
     def _delta(self, kind: str, text: str, **extra: Any) -> bytes:
@@ -119,9 +123,9 @@ class ResponseEvents:
             item = reasoning_item(ident, text, self.summary)
             out = [self.event("response.reasoning_text.done", **where, text=text)]
         else:
-            item = message_item(ident, text, status)
+            item = message_item(ident, text, status, current["logprobs"])
             out = [
-                self.event("response.output_text.done", **where, text=text, logprobs=[]),
+                self.event("response.output_text.done", **where, text=text, logprobs=current["logprobs"]),
                 self.event("response.content_part.done", **where, part=item["content"][0]),
             ]
         out.append(self.event("response.output_item.done", output_index=index, item=item))
