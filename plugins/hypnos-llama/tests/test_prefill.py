@@ -51,7 +51,7 @@ async def test_the_accepted_event_comes_while_the_prompt_is_still_prefilling(tin
         await engine.unload()
 
 
-async def test_a_client_gone_mid_prefill_frees_the_slot_at_the_next_chunk(tiny_gguf: Path) -> None:
+async def test_a_client_gone_mid_prefill_stops_the_chunk_under_way(tiny_gguf: Path) -> None:
     engine = make_engine(tiny_gguf, llama={"n_batch": 32})
     await engine.load(tier1())
     try:
@@ -73,10 +73,12 @@ async def test_a_client_gone_mid_prefill_frees_the_slot_at_the_next_chunk(tiny_g
         assert isinstance(final, ChatFinished) and final.finish_reason == "cancelled"
         assert final.completion_tokens == 0 and chunks == [32, 32]
         assert all(slot.job is None for slot in batch.slots)
+        assert batch.abort.aborted == 1
         batch.context.decode = decode
-        again = engine.chat(request, CancelToken()).__aiter__()  # what was prefilled stays as a cached prefix
+        again = engine.chat(request, CancelToken()).__aiter__()
         accepted = await asyncio.wait_for(anext(again), 60)
-        assert isinstance(accepted, ChatAccepted) and accepted.cached_tokens == 64
+        # the first chunk stays as a cached prefix; the one under way when the client left was aborted
+        assert isinstance(accepted, ChatAccepted) and accepted.cached_tokens == 32
         assert [event async for event in again][-1].completion_tokens == 3
     finally:
         await engine.unload()

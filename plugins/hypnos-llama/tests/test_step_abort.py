@@ -264,3 +264,37 @@ def test_a_step_within_the_new_share_is_not_aborted(tiny_gguf: Path) -> None:
     assert switch.narrow(1) and switch.flag.value == b"x"
     switch.disarm()
     assert not switch.narrow(1) and switch.flag.value == b""  # between steps: nothing to abort
+
+
+def _beside_a_cancelled_prompt(tiny_gguf: Path, cancel: bool) -> tuple[Run, list[int]]:
+    """A stream, and a long prompt whose request is cancelled (when `cancel`) during a step that prefills it; the
+    statuses of every llama_decode."""
+    run = Run(tiny_gguf)
+    stream = run.job("stream", 6, 24, 0)
+    long = run.job("long", 60, 4, 0) if cancel else None
+    statuses: list[int] = []
+    cancelled: list[int] = []
+
+    def before() -> None:
+        slot = next((s for s in run.loop.slots if long is not None and s.job is long), None)
+        seqs = run.batch_seqs()
+        if cancel and not cancelled and slot is not None and seqs.get(slot.seq_id, 0) >= 16:
+            cancelled.append(len(statuses))  # deep in its prefill: the client leaves while the step runs
+            long.cancel.cancel()  # type: ignore[union-attr]
+
+    run.wrap_decode(before, statuses.append)
+    run.run([stream] if long is None else [stream, long])
+    return run, [statuses[i] for i in cancelled]
+
+
+def test_a_step_prefilling_a_cancelled_request_stops_at_once(tiny_gguf: Path) -> None:
+    """A chunk deep in a long prompt on a crowded CPU ran past the 10 s cancel grace and the engine host was killed
+    with every request on it: the step prefilling a request whose client left is aborted, the slot freed, and the
+    stream beside it keeps its tokens."""
+    plain, _ = _beside_a_cancelled_prompt(tiny_gguf, cancel=False)
+    run, statuses = _beside_a_cancelled_prompt(tiny_gguf, cancel=True)
+    assert statuses == [2] and run.loop.abort.aborted == 1  # the step under way when the request left
+    [finished] = [event for name, event in run.events if name == "long" and isinstance(event, ChatFinished)]
+    assert finished.finish_reason == "cancelled"
+    assert [t for t, _ in run.tokens("stream")] == [t for t, _ in plain.tokens("stream")]
+    assert all(cells == cached for cells, cached in run.held)

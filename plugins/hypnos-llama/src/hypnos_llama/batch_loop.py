@@ -76,6 +76,7 @@ class BatchLoop:
 
     def submit(self, job: ChatJob) -> None:
         """Queue a job; it joins the running batch at the next step."""
+        job.cancel.on_cancel(lambda: self.abort.cancelled(id(job)))
         self._inbox.put(job)
         if job.priority >= 0:
             self.abort.interactive_arrived()
@@ -281,7 +282,9 @@ class BatchLoop:
         # a step of batch lines alone stops when an interactive job arrives that a free slot can take; any step with
         # more threads than a new core share allows stops too
         batch_only = not any(interactive(s) for s in stepped) and any(s.job is None for s in self.slots)
-        self.abort.arm(batch_only, threads)
+        prompting = [slot.job for slot in stepped if slot in prompts and slot.job is not None]
+        gone = any(job.stopped() for job in prompting)  # cancelled since the loop dropped the cancelled jobs
+        self.abort.arm(batch_only, threads, frozenset(id(job) for job in prompting), gone)
         started = time.perf_counter()
         status = context.decode()
         if status == 1 and clear_idle_caches(self.context, self.slots):  # no KV room: drop idle prefixes, retry once

@@ -1,5 +1,5 @@
 """Aborting a llama_decode (a batch-only one when an interactive job arrives, any one when the core share falls under
-its threads), and putting back what the aborted step lost.
+its threads, one prefilling a prompt whose request is cancelled), and putting back what the aborted step lost.
 
 llama.cpp's CPU backend calls the context's abort callback after every graph node. The callback is libc's `strlen`
 over a 2-byte buffer (no Python, no GIL in the step): an empty string (0) lets the step go on, "x" (1) aborts it.
@@ -32,6 +32,7 @@ class AbortSwitch:
         self._arrived = False  # an interactive job came since the loop last took its inbox
         self.aborted = 0  # steps aborted so far
         self._threads = 0  # the threads of the step under way (0 between steps)
+        self._prompts: frozenset[int] = frozenset()  # the jobs (ids) whose prompt chunks the step under way holds
         self._between = threading.Event()  # set while no step is under way
         self._between.set()
 
@@ -47,20 +48,28 @@ class AbortSwitch:
         with self._lock:
             self._arrived = False
 
-    def arm(self, abortable: bool, threads: int = 0) -> None:
-        """Before a step of `threads` threads: whether an interactive job may abort it; aborted at once when one came
-        after the inbox was taken."""
+    def arm(self, abortable: bool, threads: int = 0, prompts: frozenset[int] = frozenset(), gone: bool = False) -> None:
+        """Before a step of `threads` threads: whether an interactive job may abort it (aborted at once when one came
+        after the inbox was taken), and the jobs whose prompt chunks it holds (`gone`: one is cancelled already)."""
         with self._lock:
-            self._armed, self._threads = abortable, threads
+            self._armed, self._threads, self._prompts = abortable, threads, prompts
             self._between.clear()
-            self.flag[0] = b"x" if abortable and self._arrived else b"\0"
+            self.flag[0] = b"x" if (abortable and self._arrived) or gone else b"\0"
 
     def disarm(self) -> None:
         """After a step: nothing aborts until the next one is armed."""
         with self._lock:
-            self._armed, self._threads = False, 0
+            self._armed, self._threads, self._prompts = False, 0, frozenset()
             self.flag[0] = b"\0"
             self._between.set()
+
+    def cancelled(self, job: int) -> None:
+        """Job `job` (its id) was cancelled (any thread): the step under way stops when it prefills that job's prompt.
+        A chunk deep in a long prompt on a crowded CPU ran past the 10 s cancel grace, and the engine host was
+        killed with every request on it (Qwen Code's 16,831-token prompt, its client gone after 240 s)."""
+        with self._lock:
+            if job in self._prompts:
+                self.flag[0] = b"x"
 
     def narrow(self, threads: int) -> bool:
         """The core share fell to `threads` (any thread): a step under way with more threads is aborted (crowded onto
