@@ -7,9 +7,11 @@ HTTP."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import openai
 import pytest
 from hypnos_server.testing import live_process
@@ -23,6 +25,14 @@ keys = [{ key = "key-a", label = "alice" }]
 id = "fake-chat"
 modality = "text_generation"
 engine = "fake"
+
+[[models]]
+id = "fake-slow"
+modality = "text_generation"
+engine = "fake"
+[models.fake]
+tokens = 200
+token_ms = 50
 """
 ENV = {"HYPNOS_PLUGINS": "fake"}
 
@@ -94,3 +104,23 @@ def test_the_socket_needs_the_key_and_each_message_is_one_event(base: str) -> No
         while not kinds or kinds[-1] != "response.completed":
             kinds.append(json.loads(socket.recv(timeout=30))["type"])  # one JSON object per message
         assert kinds[0] == "response.created" and "response.output_text.delta" in kinds
+
+
+def test_a_client_that_closes_mid_response_is_a_499_not_a_server_failure(base: str) -> None:
+    """The socket closed while its response streams: the request log has it as the client's leaving (499, warn), as
+    over HTTP, not as a 500 with a traceback (seen with the OpenAI Agents SDK's WebSocket transport)."""
+    url = base.replace("http://", "ws://") + "/v1/responses"
+    with connect(url, additional_headers={"Authorization": "Bearer key-a"}) as socket:
+        socket.send(json.dumps({"type": "response.create", "model": "fake-slow", "input": "count", "store": False}))
+        while json.loads(socket.recv(timeout=30))["type"] != "response.output_text.delta":
+            pass
+    headers = {"Authorization": "Bearer key-a"}
+    for _ in range(100):
+        records = httpx.get(f"{base}/v1/logs", headers=headers, timeout=30).json()["records"]
+        mine = [record for record in records if record.get("model") == "fake-slow"]
+        if mine:
+            break
+        time.sleep(0.1)
+    assert [(record["status"], record["error"], record["level"]) for record in mine] == [
+        (499, "the client went away", "warn")
+    ]

@@ -15,6 +15,7 @@ import msgspec
 from hypnos.engine import ChatFinished
 from hypnos.errors import HypnosError, clip, staging
 from litestar import WebSocket, websocket
+from litestar.exceptions import WebSocketDisconnect
 from litestar.types import HTTPDisconnectEvent
 
 from hypnos_server.asgi.cors import OriginPolicy
@@ -99,6 +100,9 @@ class ResponsesSocket:
             status, record.error, record.error_type = error.status, error.message, error.type
             if not self.gone.is_set():
                 await self.socket.send_text(error_event(error))
+        except WebSocketDisconnect:  # the client closed the socket while its response went out: no server fault
+            self.gone.set()
+            status, record.error = 499, record.error or "the client went away"
         except Exception as error:  # the response's own fault: the socket stays open, the client hears of it
             logger.error("a WebSocket response failed", exc_info=error)
             status = 500
