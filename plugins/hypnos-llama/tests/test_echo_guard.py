@@ -33,13 +33,17 @@ def verdicts(guard: EchoGuard, pieces: list[str]) -> list[str]:
         (["\\", '{"name":'], ECHO),
         (['"', "get", "_weather", '"'], ECHO),  # the called function's name alone, quoted (the 0.5B starter)
         (["get_weather", '(city="Oslo")'], ECHO),
-        (["get_weather", " says"], CLEAR),
-        (['"', "get", '_time"'], CLEAR),  # a name the result does not answer
+        (["get_weather", " says", " so\n"], CLEAR),
+        (['"', "get", '_time"', "\n"], CLEAR),  # a name the result does not answer
         (["<", "tool", "_response", ">\n"], ECHO),  # the result restated in its template's wrapper
         (["<tool", "_call", ">"], HOLD),
-        (["<", "b>"], CLEAR),
-        (["The weather"], CLEAR),
-        (['{"', "temperature"], CLEAR),
+        (["<", "b>", "Sunny\n"], CLEAR),
+        (["The weather", " is sunny.\n"], CLEAR),  # a first line is held until it ends: a lead-in ends with `:`
+        (["Here is the weather forecast for Paris:", "\n\n", '{"name"', ":"], ECHO),
+        (["Here's a brief response for the `<tool_response>`:", "\n\n", "<tool_response>"], ECHO),
+        (["The weather in Paris:", "\n", "- Sunny\n"], CLEAR),
+        (["x" * 170], CLEAR),  # too long a first line to lead in
+        (['{"', "temperature", '": 18}\n'], CLEAR),
         (["\n"], HOLD),
     ],
 )
