@@ -78,3 +78,26 @@ def test_a_messages_stream_pings_while_the_prefill_runs(monkeypatch: pytest.Monk
         waiting = kinds[kinds.index("event: message_start") : kinds.index("event: content_block_start")]
         assert waiting.count("event: ping") >= 5, kinds
         assert kinds[-1] == "event: message_stop"
+
+
+@pytest.mark.parametrize(("path", "body", "first"), [STREAMS[0], STREAMS[2]], ids=["chat", "responses"])
+def test_chat_and_responses_streams_send_sse_comments_while_the_prefill_runs(
+    monkeypatch: pytest.MonkeyPatch, path: str, body: dict[str, Any], first: bytes
+) -> None:
+    """An HTTP client's read timeout (the OpenAI Python SDK's is 600 s) ends a stream silent during a long prefill:
+    chat's and Responses' streams send an SSE comment (the spec's keep-alive, which clients skip) while they wait,
+    and only after their first event, so an error known before it stays an HTTP error."""
+    from hypnos_server.routes import inference
+
+    monkeypatch.setattr(inference, "KEEPALIVE_SECS", 0.05)
+    model = {"id": "slow-chat", "modality": "text_generation", "engine": "fake", "fake": {"first_token_ms": 1000}}
+    with TestClient(build_app(config(models=[model]))) as client:
+        wait_ready(client)
+        reply = client.post(path, json={"model": "slow-chat", **body})
+        assert reply.status_code == 200
+        blocks = reply.content.strip().split(b"\n\n")
+        comments = [index for index, block in enumerate(blocks) if block == b": keepalive"]
+        assert len(comments) >= 5 and first in blocks[0], blocks[:3]
+        assert comments[0] > 0 and comments[-1] < len(blocks) - 2  # between the first event and the answer
+        events = [block for block in blocks if not block.startswith(b":")]
+        assert events[-1] == b"data: [DONE]" and all(b"data: " in block for block in events)

@@ -16,6 +16,8 @@ from hypnos_server.routes.chat_request import ChatRequest
 from hypnos_server.routes.chat_stream import ChatAccumulator
 from hypnos_server.routes.inference import Caller, InferenceRun
 
+SSE_KEEPALIVE = b": keepalive\n\n"  # an SSE comment: clients skip it (the spec's keep-alive)
+
 
 class ChatRun:
     """One ChatRequest's way through its model: `open()`, then `whole()` or `respond(body)` (or `events()` for a
@@ -57,9 +59,9 @@ class ChatRun:
             await run.close()
 
     async def respond(self, body: Callable[[], AsyncIterator[bytes]], headers: dict[str, str] | None = None) -> Stream:
-        """A text/event-stream response of `body()` (produced to its end even if the client leaves); an error known
-        before its first chunk is still an HTTP error."""
-        chunks = self.run.stream(lambda _lease: body())
+        """A text/event-stream response of `body()` (produced to its end even if the client leaves, an SSE comment
+        whenever it is silent for KEEPALIVE_SECS); an error known before its first chunk is still an HTTP error."""
+        chunks = self.run.stream(lambda _lease: body(), keepalive=SSE_KEEPALIVE)
         first = await anext(chunks)
         return Stream(
             _prepend(first, chunks),

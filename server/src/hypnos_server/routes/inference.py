@@ -32,6 +32,9 @@ T = TypeVar("T")
 # How long a cancelled engine call may take to reach its next cancellation check before the lease is let go anyway.
 CANCEL_GRACE_SECS = 15.0
 STREAM_QUEUE_CHUNKS = 16
+# A streamed response silent this long (a long prefill on a CPU) sends its keep-alive: an HTTP client's read timeout
+# (the OpenAI Python SDK's is 600 s) and proxies see the stream alive
+KEEPALIVE_SECS = 15.0
 _END = object()
 
 
@@ -181,6 +184,7 @@ class InferenceRun:
         self.inference_ms = 0.0
         self._pump: asyncio.Task[None] | None = None
         self._queue: asyncio.Queue[Any] = asyncio.Queue(STREAM_QUEUE_CHUNKS)
+        self._keepalive: bytes | None = None
         self._gone = False
         self._delivered = False  # the body reached its end
 
@@ -337,10 +341,23 @@ class InferenceRun:
 
     # ---- streams -------------------------------------------------------------------------------------------------
 
-    def stream(self, produce: Callable[[Lease], AsyncIterator[bytes]]) -> AsyncIterator[bytes]:
-        """The body of a streamed response; `produce` runs in its own task, to its end even if the client leaves."""
+    def stream(
+        self, produce: Callable[[Lease], AsyncIterator[bytes]], keepalive: bytes | None = None
+    ) -> AsyncIterator[bytes]:
+        """The body of a streamed response; `produce` runs in its own task, to its end even if the client leaves;
+        `keepalive` goes out whenever KEEPALIVE_SECS pass without a chunk (an SSE comment during a long prefill)."""
+        self._keepalive = keepalive
         self._pump = asyncio.ensure_future(self._run_pump(produce(self.lease)))
         return self._body()
+
+    async def _next(self) -> Any:
+        """The next item of the queue, or the keep-alive when it is slow to come."""
+        if self._keepalive is None:
+            return await self._queue.get()
+        try:
+            return await asyncio.wait_for(self._queue.get(), KEEPALIVE_SECS)
+        except TimeoutError:
+            return self._keepalive
 
     async def _run_pump(self, chunks: AsyncIterator[bytes]) -> None:
         self._started = self._start_clock()
@@ -362,7 +379,7 @@ class InferenceRun:
         queue = self._queue
         try:
             while True:
-                item = await queue.get()
+                item = await self._next()
                 if type(item) is bytes and not queue.empty():  # chunks already waiting go out in one write
                     pending, item = [item], None
                     while not queue.empty():
