@@ -185,6 +185,7 @@ class InferenceRun:
         self._pump: asyncio.Task[None] | None = None
         self._queue: asyncio.Queue[Any] = asyncio.Queue(STREAM_QUEUE_CHUNKS)
         self._keepalive: bytes | None = None
+        self._out_at = 0.0  # the loop's time when the body last took an item (keep-alives count from it)
         self._gone = False
         self._delivered = False  # the body reached its end
 
@@ -345,19 +346,25 @@ class InferenceRun:
         self, produce: Callable[[Lease], AsyncIterator[bytes]], keepalive: bytes | None = None
     ) -> AsyncIterator[bytes]:
         """The body of a streamed response; `produce` runs in its own task, to its end even if the client leaves;
-        `keepalive` goes out whenever KEEPALIVE_SECS pass without a chunk (an SSE comment during a long prefill)."""
+        `keepalive` goes out whenever KEEPALIVE_SECS pass without a chunk after the first (an SSE comment during a
+        long prefill)."""
         self._keepalive = keepalive
         self._pump = asyncio.ensure_future(self._run_pump(produce(self.lease)))
         return self._body()
 
-    async def _next(self) -> Any:
-        """The next item of the queue, or the keep-alive when it is slow to come."""
-        if self._keepalive is None:
-            return await self._queue.get()
-        try:
-            return await asyncio.wait_for(self._queue.get(), KEEPALIVE_SECS)
-        except TimeoutError:
-            return self._keepalive
+    async def _keep_alive(self, comment: bytes) -> None:
+        """Queue `comment` whenever the body has taken nothing for KEEPALIVE_SECS (one timer per stream, not one
+        per chunk)."""
+        loop = asyncio.get_running_loop()
+        while not self._gone:
+            silent = loop.time() - self._out_at
+            if silent < KEEPALIVE_SECS:
+                await asyncio.sleep(KEEPALIVE_SECS - silent)
+            elif self._queue.empty():
+                self._queue.put_nowait(comment)
+                self._out_at = loop.time()
+            else:  # a chunk is waiting for the body
+                await asyncio.sleep(KEEPALIVE_SECS)
 
     async def _run_pump(self, chunks: AsyncIterator[bytes]) -> None:
         self._started = self._start_clock()
@@ -377,9 +384,14 @@ class InferenceRun:
 
     async def _body(self) -> AsyncIterator[bytes]:
         queue = self._queue
+        loop = asyncio.get_running_loop()
+        ticker: asyncio.Task[None] | None = None
         try:
             while True:
-                item = await self._next()
+                item = await queue.get()
+                self._out_at = loop.time()
+                if ticker is None and self._keepalive is not None:
+                    ticker = asyncio.ensure_future(self._keep_alive(self._keepalive))
                 if type(item) is bytes and not queue.empty():  # chunks already waiting go out in one write
                     pending, item = [item], None
                     while not queue.empty():
@@ -401,6 +413,9 @@ class InferenceRun:
             if self._pump is not None and not self._pump.done():
                 self._hang_up()
             raise
+        finally:
+            if ticker is not None:
+                ticker.cancel()
 
     def _hang_up(self) -> None:
         """The client left mid-stream: the engine stops at its next check; what it still makes is dropped."""
