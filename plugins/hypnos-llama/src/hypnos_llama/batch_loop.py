@@ -17,10 +17,10 @@ from hypnos.kit.device_oom import llama_status_out_of_memory
 from hypnos_llama.choice_output import ChoiceOutput, token_logprob
 from hypnos_llama.echo_guard import ECHO, HOLD, roll_back
 from hypnos_llama.prefill_pace import PrefillPace
-from hypnos_llama.prompt_states import PromptStates, choose_slot, shared_prefix
+from hypnos_llama.prompt_states import PromptStates, choose_slot
 from hypnos_llama.runtime import LlamaContext, LlamaModel
 from hypnos_llama.sampling import SlotSampler
-from hypnos_llama.slot_cache import clear_idle_caches, make_room, prefill_media, reuse_media_head
+from hypnos_llama.slot_cache import clear_idle_caches, keep_prefix, make_room
 from hypnos_llama.slots import ChatJob, Slot, finished_event, send_event
 from hypnos_llama.step_abort import ABORTED, AbortSwitch, put_back
 from hypnos_llama.step_slots import interactive, next_job, step_slots
@@ -205,21 +205,10 @@ class BatchLoop:
         slot.admitted = time.perf_counter()
         if self.states is not None:  # save what the slot would lose; restore a saved state that shares more
             self.states.prepare(self.context, slot, job)
-        if job.media is not None and slot.scope == job.scope and reuse_media_head(self.context, slot, job):
-            reuse = len(slot.cached)  # the slot already holds this prompt's media (an earlier turn, a saved state)
-        else:
-            reuse = 0 if job.media is not None else min(shared_prefix(slot, job), len(job.prompt) - 1)
-            if not self.context.seq_trim(slot.seq_id, reuse):
-                self.context.seq_trim(slot.seq_id, 0)
-                reuse = 0
-            slot.cached = job.prompt[:reuse]
-            slot.pending = job.prompt[reuse:]
-            slot.saved = min(slot.saved, reuse)
-            slot.pos_offset = 0
-            slot.media = job.media is not None
-            if job.media is not None and (failed := prefill_media(self.context, slot, job)) is not None:
-                send_event(job, failed)
-                return
+        reuse = keep_prefix(self.context, slot, job)
+        if isinstance(reuse, HypnosError):
+            send_event(job, reuse)
+            return
         slot.job = job
         slot.scope = job.scope
         slot.reused = reuse

@@ -1,4 +1,5 @@
-"""The slots' KV cells: making room for a new job, clearing idle caches, and keeping or evaluating a media head."""
+"""The slots' KV cells: making room for a new job, clearing idle caches, keeping the prefix a new job shares with
+what a slot holds, and keeping or evaluating a media head."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Callable
 
 from hypnos.errors import HypnosError, server_error
 
+from hypnos_llama.prompt_states import shared_prefix
 from hypnos_llama.runtime import LlamaContext
 from hypnos_llama.slots import ChatJob, Slot, common_prefix
 
@@ -54,6 +56,25 @@ def clear_idle_caches(
             slot.cached = []
             freed = True
     return freed
+
+
+def keep_prefix(context: LlamaContext, slot: Slot, job: ChatJob) -> int | HypnosError:
+    """Trim the slot's cells to what the job's prompt shares with them (its media head evaluated when the slot does
+    not hold it); the prompt tokens kept, or the error the job fails with when its media cannot be read."""
+    if job.media is not None and slot.scope == job.scope and reuse_media_head(context, slot, job):
+        return len(slot.cached)  # the slot already holds this prompt's media (an earlier turn, a saved state)
+    reuse = 0 if job.media is not None else min(shared_prefix(slot, job), len(job.prompt) - 1)
+    if not context.seq_trim(slot.seq_id, reuse):
+        context.seq_trim(slot.seq_id, 0)
+        reuse = 0
+    slot.cached = job.prompt[:reuse]
+    slot.pending = job.prompt[reuse:]
+    slot.saved = min(slot.saved, reuse)
+    slot.pos_offset = 0
+    slot.media = job.media is not None
+    if job.media is not None and (failed := prefill_media(context, slot, job)) is not None:
+        return failed
+    return reuse
 
 
 def reuse_media_head(context: LlamaContext, slot: Slot, job: ChatJob) -> bool:
