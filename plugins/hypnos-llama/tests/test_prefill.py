@@ -10,6 +10,8 @@ from pathlib import Path
 import msgspec
 from hypnos.engine import CancelToken, ChatAccepted, ChatFinished
 from hypnos_llama.prefill_pace import EFFICIENT_CHUNK, FIRST_CHUNK, MIN_CHUNK, PrefillPace
+from hypnos_llama.slots import Slot
+from hypnos_llama.step_slots import prefill_order
 from hypnos_llama.testing import chat_request, make_engine, tier1
 
 PROMPT = " ".join(["word"] * 300)
@@ -82,6 +84,50 @@ async def test_a_client_gone_mid_prefill_stops_the_chunk_under_way(tiny_gguf: Pa
         assert [event async for event in again][-1].completion_tokens == 3
     finally:
         await engine.unload()
+
+
+async def test_a_prompt_nearly_all_cached_prefills_before_a_long_one_admitted_earlier(tiny_gguf: Path) -> None:
+    """An agent's next turn (its conversation cached, a few new tokens) came while another client's long prompt
+    prefilled: it waited out that whole prefill (Continue's 1-token turn 84 s, Cline's 149 s, beside Kilo Code's
+    12k-token prompt). Its tokens now take the front of the next step's chunk."""
+    engine = make_engine(tiny_gguf, llama={"n_batch": 32})
+    await engine.load(tier1())
+    gate = threading.Event()
+    try:
+        batch = engine._batch
+        decode = batch.context.decode
+        answered_while_long_prefilled: list[bool] = []
+
+        def traced() -> int:
+            gate.wait(120)  # the long prompt's first chunk waits until the short request is in
+            active = sorted((s for s in batch.slots if s.job is not None), key=lambda s: len(s.job.prompt))
+            if len(active) == 2 and active[0].first_token is not None:
+                answered_while_long_prefilled.append(bool(active[1].pending))
+            return decode()
+
+        batch.context.decode = traced
+        long = engine.chat(msgspec.structs.replace(chat_request(PROMPT), max_tokens=2), CancelToken()).__aiter__()
+        assert isinstance(await asyncio.wait_for(anext(long), 60), ChatAccepted)
+        short = engine.chat(msgspec.structs.replace(chat_request("hi"), max_tokens=4), CancelToken()).__aiter__()
+        pending = asyncio.ensure_future(anext(short))
+        await asyncio.sleep(0.2)  # the short request waits in the inbox while the long prompt's first step is held
+        gate.set()
+        assert isinstance(await asyncio.wait_for(pending, 60), ChatAccepted)
+        finals = [[event async for event in stream][-1] for stream in (short, long)]
+        assert all(isinstance(final, ChatFinished) and final.finish_reason == "length" for final in finals)
+        assert answered_while_long_prefilled and answered_while_long_prefilled[0]
+    finally:
+        gate.set()
+        await engine.unload()
+
+
+def test_the_prompt_with_the_fewest_tokens_left_prefills_first_and_a_passed_over_one_gains() -> None:
+    long, short = Slot(seq_id=0, pending=[1] * 1000, admitted=1.0), Slot(seq_id=1, pending=[1] * 3, admitted=2.0)
+    assert prefill_order([long, short]) == [short, long]
+    newcomer = Slot(seq_id=2, pending=[1] * 400, admitted=3.0)
+    assert prefill_order([long, newcomer]) == [newcomer, long]
+    long.passed_over = 700  # others' prefill delays a long prompt by at most about its own length
+    assert prefill_order([long, newcomer]) == [long, newcomer]
 
 
 def test_alone_a_chunk_is_cut_to_the_step_time() -> None:

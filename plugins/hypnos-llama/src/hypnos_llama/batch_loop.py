@@ -203,6 +203,7 @@ class BatchLoop:
 
     def _start(self, slot: Slot, job: ChatJob) -> None:
         slot.admitted = time.perf_counter()
+        slot.passed_over = 0
         if self.states is not None:  # save what the slot would lose; restore a saved state that shares more
             self.states.prepare(self.context, slot, job)
         reuse = keep_prefix(self.context, slot, job)
@@ -260,8 +261,9 @@ class BatchLoop:
         chunk = min(budget, self.pace.budget(streaming, not interactive(prompts[0]))) if prompts else 0
         prefilled = 0
         for slot in prompts:
+            slot.passed_over += prefilled  # what this step gave the prompts put ahead of it
             if chunk - prefilled <= 0:
-                break
+                continue
             stepped.append(slot)
             prefilled += self._add_pending(slot, chunk - prefilled, outputs)
         threads = 0

@@ -87,6 +87,7 @@ class Slot:
     reused: int = 0
     concurrent: int = 0
     admitted: float = 0.0
+    passed_over: int = 0  # prompt tokens prefilled for prompts put ahead of this one's (step_slots.prefill_order)
     first_token: float | None = None
     last_used: float = 0.0
     pos_offset: int = 0  # position minus cell index after media (M-RoPE images take fewer positions than cells)

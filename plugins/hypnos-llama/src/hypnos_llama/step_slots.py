@@ -14,7 +14,7 @@ class StepSlots(NamedTuple):
 
     generating: list[Slot]  # a sampled token to decode
     answering: list[Slot]  # tokens inserted into an answer
-    prompts: list[Slot]  # prompts to prefill, oldest admitted first
+    prompts: list[Slot]  # prompts to prefill, in prefill_order
     streaming: bool  # answers stream beside this step's prefill (the interactive ones, when any runs)
     background: bool  # batch lines decode in it beside interactive streams
 
@@ -35,12 +35,21 @@ def next_job(waiting: deque[ChatJob]) -> ChatJob:
     return waiting[0]
 
 
+def prefill_order(prompts: list[Slot]) -> list[Slot]:
+    """The prompts in the order a step's chunk goes to them: the fewest tokens left to prefill first, less the
+    tokens already prefilled for prompts put ahead of each (then the oldest admitted). A prompt nearly all cached
+    (an agent's next turn) or short goes before a long one admitted just before it instead of waiting out its whole
+    prefill, and a long prompt passed over gains on newcomers by what they took, so others' prefill delays it by at
+    most about its own length."""
+    return sorted(prompts, key=lambda s: (len(s.pending) - s.passed_over, s.admitted))
+
+
 def step_slots(active: list[Slot], pace: PrefillPace) -> StepSlots:
     """The slots of the next step. Beside interactive answers a batch line (priority below 0) runs only in what
     they leave: not at all while an interactive prompt prefills, else as far as the pace's credit allows."""
     generating = [s for s in active if not s.pending and s.next_token is not None]
     answering = [s for s in active if s.pending and s.first_token is not None]
-    prompts = sorted((s for s in active if s.pending and s.first_token is None), key=lambda s: s.admitted)
+    prompts = prefill_order([s for s in active if s.pending and s.first_token is None])
     everything = StepSlots(generating, answering, prompts, bool(generating or answering), False)
     if all(interactive(s) for s in active) or not any(interactive(s) for s in active):
         return everything
