@@ -123,3 +123,44 @@ def test_a_restated_call_is_answered_again_from_the_prompt_without_the_tools_fir
     assert _answer(tiny_gguf, EchoGuard(None, OSLO), bare="hello there, a prompt without the tools") == "ok"
     guard = EchoGuard(None, OSLO, lambda: None)  # the prompt could not be rendered: sampled again as before
     assert guard.restart() is None and guard.bare_prompt is None
+
+
+def test_an_answer_given_again_after_a_restated_call_is_not_empty(
+    tiny_gguf: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Told to answer again (without its tools, then with the call's first token banned), the 0.5B ended its turn
+    at once in 1 of 12 draws of Google ADK's weather turn, and the client got an empty answer. The model's picks are
+    scripted here: the first attempt restates the call, an answer given again ends at once wherever its first
+    token may be the end of generation, else says ok. That end is banned there like the restated call's start."""
+    import numpy as np
+    from hypnos_llama import batch_loop, sampling
+
+    attempts: list[int] = []
+
+    class Scripted:
+        def __init__(self, model: Any, _params: Any, _prompt: Any) -> None:
+            self.model, self.attempt, self.written = model, len(attempts), 0
+            attempts.append(self.attempt)
+            self.eog = next(t for t in range(model.n_vocab) if model.is_eog(t))
+
+        def sample(self, context: Any, index: int) -> int:
+            row = self.model.lib.llama_get_logits_ith(context, index)
+            logits = np.ctypeslib.as_array(row, shape=(self.model.n_vocab,))
+            if self.attempt > 0 and self.written == 0 and logits[self.eog] > -np.inf:
+                return self.eog
+            text = '{"name":"get_weather","arguments":{"city":"Oslo"}}' if self.attempt == 0 else "ok"
+            if self.written == len(text):
+                return self.eog
+            self.written += 1
+            return next(t for t in range(self.model.n_vocab) if self.model.piece(t) == text[self.written - 1].encode())
+
+        def free(self) -> None:
+            pass
+
+    monkeypatch.setattr(batch_loop, "SlotSampler", Scripted)
+    monkeypatch.setattr(sampling, "SlotSampler", Scripted)
+    assert _answer(tiny_gguf, EchoGuard(None, OSLO)) == "ok"
+    assert attempts == [0, 1, 2]  # the call, the empty answer, then words
+    attempts.clear()
+    assert _answer(tiny_gguf, EchoGuard(None, OSLO), bare="hello there, a prompt without the tools") == "ok"
+    assert attempts == [0, 1, 2]  # the call, the empty answer from the prompt without the tools, then words

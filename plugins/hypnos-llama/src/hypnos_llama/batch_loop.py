@@ -20,7 +20,7 @@ from hypnos_llama.prefill_pace import PrefillPace
 from hypnos_llama.prompt_states import PromptStates, choose_slot
 from hypnos_llama.runtime import LlamaContext, LlamaModel
 from hypnos_llama.sampling import SlotSampler
-from hypnos_llama.slot_cache import clear_idle_caches, keep_prefix, make_room
+from hypnos_llama.slot_cache import clear_idle_caches, keep_prefix, make_room, rebuild_carrying_cells
 from hypnos_llama.slots import ChatJob, Slot, finished_event, send_event
 from hypnos_llama.step_abort import ABORTED, AbortSwitch, put_back
 from hypnos_llama.step_slots import interactive, next_job, step_slots
@@ -227,14 +227,8 @@ class BatchLoop:
         """Replace the context with one of at least `required` cells, the slots' cells carried over (a cached
         conversation is not prefilled again because a request asked for more room); returns the milliseconds."""
         started = time.perf_counter()
-        carried = [(slot, self.context.seq_state(slot.seq_id)) for slot in self.slots if slot.cached]
-        self.context = self._rebuild(required)
+        self.context = rebuild_carrying_cells(self.context, self.slots, lambda: self._rebuild(required))
         self.context.abort_when(self.abort.flag)
-        for slot, state in carried:
-            if not state or not self.context.set_seq_state(slot.seq_id, state):
-                logger.info("llama.cpp refused slot %d's cells in the rebuilt context", slot.seq_id)
-                self.context.seq_trim(slot.seq_id, 0)
-                slot.cached, slot.saved, slot.pos_offset, slot.media = [], 0, 0, False
         elapsed = (time.perf_counter() - started) * 1000
         logger.info("llama context rebuilt to %d cells in %.1f ms", self.context.shape.n_ctx, elapsed)
         return elapsed
@@ -348,6 +342,14 @@ class BatchLoop:
         if slot.first_token is None:
             slot.first_token = now
         if self.model.is_eog(token):
+            guard = job.echo_guard
+            if (
+                guard is not None
+                and guard.ends_empty(token, slot.completion)
+                and roll_back(self.context, self.model, slot)
+            ):
+                guard.retry()  # an answer given again after a restated call may not be empty either
+                return
             self._finish(slot, "stop")
             return
         slot.completion += 1

@@ -54,6 +54,7 @@ class EchoGuard:
         self.text = ""
         self.first: int | None = None
         self.held: list[ContentDelta] = []
+        self.retried = False  # the answer under way is one given again (after a restated call)
 
     def ban(self, model: Any, context: Any, index: int, completion: int) -> None:
         """At the answer's start (`completion` 0), make the retried attempts' first tokens unsampleable at batch row
@@ -93,14 +94,24 @@ class EchoGuard:
         render, self.bare_prompt = self.bare_prompt, None
         prompt = render() if render is not None else None
         if prompt is not None:
-            self.text, self.first, self.held, self.deciding = "", None, [], True
+            self.text, self.first, self.held, self.deciding, self.retried = "", None, [], True, True
         return prompt
+
+    def ends_empty(self, token: int, completion: int) -> bool:
+        """Whether an end of generation as the answer's first token is tried again like a restated call (True: it
+        is then banned there): so when the answer is one given again, since a restated call was no answer and an
+        empty one is none either (the 0.5B, told to answer again without its tools, ended its turn at once in 1 of
+        12 draws of Google ADK's weather turn, and the client got an empty answer)."""
+        if not (self.deciding and self.retried and completion == 0 and len(self.banned) < MAX_RETRIES):
+            return False
+        self.first = token
+        return True
 
     def retry(self) -> None:
         """Forget the attempt and ban its first token at the answer's start."""
         if self.first is not None:
             self.banned.append(self.first)
-        self.text, self.first, self.held = "", None, []
+        self.text, self.first, self.held, self.retried = "", None, [], True
 
     def _judge(self) -> str:
         verdict = self._judge_start(self.text)

@@ -58,6 +58,21 @@ def clear_idle_caches(
     return freed
 
 
+def rebuild_carrying_cells(
+    context: LlamaContext, slots: list[Slot], rebuild: Callable[[], LlamaContext]
+) -> LlamaContext:
+    """The context `rebuild` makes, holding the slots' cells of `context` (a slot whose cells llama.cpp refuses
+    there starts empty)."""
+    carried = [(slot, context.seq_state(slot.seq_id)) for slot in slots if slot.cached]
+    rebuilt = rebuild()
+    for slot, state in carried:
+        if not state or not rebuilt.set_seq_state(slot.seq_id, state):
+            logger.info("llama.cpp refused slot %d's cells in the rebuilt context", slot.seq_id)
+            rebuilt.seq_trim(slot.seq_id, 0)
+            slot.cached, slot.saved, slot.pos_offset, slot.media = [], 0, 0, False
+    return rebuilt
+
+
 def keep_prefix(context: LlamaContext, slot: Slot, job: ChatJob) -> int | HypnosError:
     """Trim the slot's cells to what the job's prompt shares with them (its media head evaluated when the slot does
     not hold it); the prompt tokens kept, or the error the job fails with when its media cannot be read."""
