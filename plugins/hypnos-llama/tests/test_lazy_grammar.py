@@ -120,6 +120,26 @@ def test_free_text_until_the_opener_then_only_a_declared_call(model: Any) -> Non
             model.lib.llama_sampler_free(sampler)
 
 
+def test_a_declared_name_in_another_letter_case_is_that_function_s_call(model: Any) -> None:
+    """The 0.5B wrote Claude Code's `Read` for opencode's (Kilo Code's) `read`, and the call was text: the grammar
+    takes the name in another letter case (the splitter gives the declared name back); two declared names that
+    differ only in case keep their own spelling."""
+    read = ToolDefinition(
+        function=FunctionDefinition(
+            name="read", parameters={"type": "object", "properties": {"filePath": {"type": "string"}}}
+        )
+    )
+    request = chat_request("Read hello.txt", tools=[read, WEATHER])
+    constraint = request_grammar(plan_chat(QWEN_TEMPLATE, request).tool_format.name, request, forced=False)
+    for name in ('Read"', 'read"', 'Get_weather"'):
+        assert _allowed_after(model, constraint, '<tool_call>\n{"name":"', name)
+    assert not _allowed_after(model, constraint, '<tool_call>\n{"name":"', 'READ_FILE"')
+    twins = ToolDefinition(function=FunctionDefinition(name="Read", parameters={"type": "object"}))
+    request = chat_request("Read hello.txt", tools=[read, twins])
+    constraint = request_grammar(plan_chat(QWEN_TEMPLATE, request).tool_format.name, request, forced=False)
+    assert not _allowed_after(model, constraint, '<tool_call>\n{"name":"', 'rEAD"')
+
+
 def test_a_bare_json_call_at_the_answer_start_triggers_the_grammar(model: Any) -> None:
     constraint = _auto_grammar()
     lazy = LazyGrammar(model, constraint.grammar, constraint.triggers)

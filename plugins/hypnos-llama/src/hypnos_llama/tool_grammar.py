@@ -19,7 +19,7 @@ from typing import Any
 from hypnos.chat import ChatInput
 from hypnos.errors import HypnosError
 
-from hypnos_llama.formats.tool_formats import FENCE_TAG, canonical
+from hypnos_llama.formats.tool_formats import FENCE_TAG, canonical, name_spellings
 from hypnos_llama.schema_gbnf import bounded_converter, check_bounds
 
 logger = logging.getLogger(__name__)
@@ -83,6 +83,7 @@ def _calls_rules(
     """Rules `call` (one call of a declared function) and `call-root` (what the family writes for its calls). The
     arguments of a tool in `loose` (or whose schema the converter cannot express) are any JSON object."""
     alternatives = []
+    declared = [tool.function.name for tool in request.tools]
     for index, tool in enumerate(request.tools):
         arguments = None
         if index in loose:
@@ -95,9 +96,10 @@ def _calls_rules(
                 logger.debug("the arguments of %s are held to a JSON object only: %s", tool.function.name, error)
         if arguments is None:
             arguments = converter.visit({"type": "object"}, f"tool{index}-arguments")
-        name = _literal(converter, json.dumps(tool.function.name))
+        spellings = name_spellings(tool.function.name, declared)
+        name = " | ".join(_literal(converter, json.dumps(spelling)) for spelling in spellings)
         key = _literal(converter, json.dumps(shape.key))
-        alternatives.append(f'{name} call-ws "," call-ws {key} call-ws ":" call-ws {arguments}')
+        alternatives.append(f'({name}) call-ws "," call-ws {key} call-ws ":" call-ws {arguments}')
     rules = {
         "call-ws": "[ \\t\\n]{0,8}",
         "call": f'"{{" call-ws "\\"name\\"" call-ws ":" call-ws ({" | ".join(alternatives)}) call-ws "}}"',

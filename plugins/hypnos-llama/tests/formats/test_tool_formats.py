@@ -207,6 +207,17 @@ def test_a_call_to_an_undeclared_function_never_comes_back_as_a_call() -> None:
     assert any(isinstance(event, ToolCallEvent) for event in declared.feed(output) + declared.finish())
 
 
+def test_a_declared_name_in_another_letter_case_comes_back_as_the_declared_name() -> None:
+    output = '```json\n{"name": "Read", "arguments": {"filePath": "hello.txt"}}\n```'
+    splitter = OutputSplitter(BY_NAME["hermes"], tool_names=frozenset({"read", "write"}))
+    calls = [event.call for event in splitter.feed(output) + splitter.finish() if isinstance(event, ToolCallEvent)]
+    assert [(call.function.name, json.loads(call.function.arguments)) for call in calls] == [
+        ("read", {"filePath": "hello.txt"})
+    ]
+    twins = OutputSplitter(BY_NAME["hermes"], tool_names=frozenset({"read", "READ"}))  # which one is meant: neither
+    assert not any(isinstance(event, ToolCallEvent) for event in twins.feed(output) + twins.finish())
+
+
 def test_an_echo_of_the_answered_call_is_text() -> None:
     """After a tool result the 0.5B model echoes the call it made: that call is text, another call is a call."""
     echoes = frozenset({("get_weather", '{"city":"Paris"}')})

@@ -18,6 +18,7 @@ from hypnos_llama.formats.tool_formats import (
     bare_calls,
     bare_start,
     canonical,
+    declared_name,
 )
 
 SplitEvent = ContentDelta | ReasoningDelta | ToolCallEvent
@@ -180,6 +181,10 @@ class OutputSplitter:
             calls, rest = bare_calls(inner)
         else:
             calls = self.tool_format.parse_region(region, inner)
+        if self.tool_names is not None:  # a name spelled in another letter case is the declared function's
+            calls = [
+                ParsedCall(declared_name(call.name, self.tool_names) or call.name, call.arguments) for call in calls
+            ]
         calls = [
             ParsedCall(call.name, cleaned_arguments(call.name, call.arguments, self.argument_rules)) for call in calls
         ]

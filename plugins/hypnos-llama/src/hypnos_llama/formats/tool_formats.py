@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,6 +120,24 @@ def bare_start(text: str) -> bool | None:
     if any(start.startswith(compact) for start in BARE_STARTS):
         return None
     return False
+
+
+def name_spellings(name: str, names: Iterable[str]) -> list[str]:
+    """The spellings of a declared function's name a call may use: the name, and when no other declared name differs
+    from it only in letter case, its all-lower-case form and its first letter's other case (small models write
+    Claude Code's `Read` for opencode's `read`: Kilo Code's run on the 0.5B starter)."""
+    if sum(1 for other in names if other.lower() == name.lower()) > 1:
+        return [name]
+    variants = (name.lower(), name[:1].upper() + name[1:], name[:1].lower() + name[1:])
+    return [name, *sorted({variant for variant in variants if variant != name})]
+
+
+def declared_name(name: str, names: Iterable[str]) -> str | None:
+    """The declared function a call's name means: the same name, else the one it spells (`name_spellings`)."""
+    names = list(names)
+    if name in names:
+        return name
+    return next((declared for declared in names if name in name_spellings(declared, names)), None)
 
 
 def bare_calls(text: str) -> tuple[list[ParsedCall], str]:
