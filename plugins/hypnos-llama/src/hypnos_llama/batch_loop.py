@@ -43,7 +43,7 @@ class BatchLoop:
         name: str,
         idle_timeout_s: float | None = None,
         last_token_alone: bool = False,
-        prefill_share: float = 0.2,
+        prefill_share: float = 0.12,
         prefill_step_secs: float = 1.0,
         governor: ThreadGovernor | None = None,
         batch_threads: int | None = None,
