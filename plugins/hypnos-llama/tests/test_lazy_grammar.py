@@ -140,6 +140,28 @@ def test_a_declared_name_in_another_letter_case_is_that_function_s_call(model: A
     assert not _allowed_after(model, constraint, '<tool_call>\n{"name":"', 'rEAD"')
 
 
+def test_a_declared_name_with_a_tail_is_that_function_s_call(model: Any) -> None:
+    """On Claude Code's first request the 0.5B wrote `{"name": "read-file", ...}` in a ```markdown fence for its
+    `Read`, and the call was text: the grammar takes a declared name followed by a separator and words, unless
+    another declared name begins with that name and a separator (the tail could be that one's)."""
+    read = ToolDefinition(
+        function=FunctionDefinition(
+            name="Read", parameters={"type": "object", "properties": {"file_path": {"type": "string"}}}
+        )
+    )
+    request = chat_request("Read hello.txt", tools=[read, WEATHER])
+    constraint = request_grammar(plan_chat(QWEN_TEMPLATE, request).tool_format.name, request, forced=False)
+    for name in ('read-file"', 'Read_file"', 'read_text_file"', 'get_weather_now"'):
+        assert _allowed_after(model, constraint, '```markdown\n{"name":"', name), name
+    for name in ('readfile"', 'read-"', 'read-file.txt"', 'file_read"'):
+        assert not _allowed_after(model, constraint, '```markdown\n{"name":"', name), name
+    get = ToolDefinition(function=FunctionDefinition(name="get", parameters={"type": "object"}))
+    request = chat_request("Get it", tools=[get, WEATHER])
+    constraint = request_grammar(plan_chat(QWEN_TEMPLATE, request).tool_format.name, request, forced=False)
+    assert not _allowed_after(model, constraint, '<tool_call>\n{"name":"', 'get_time"')
+    assert _allowed_after(model, constraint, '<tool_call>\n{"name":"', 'get"')
+
+
 def test_a_bare_json_call_at_the_answer_start_triggers_the_grammar(model: Any) -> None:
     constraint = _auto_grammar()
     lazy = LazyGrammar(model, constraint.grammar, constraint.triggers)

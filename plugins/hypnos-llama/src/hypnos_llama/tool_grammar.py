@@ -19,7 +19,7 @@ from typing import Any
 from hypnos.chat import ChatInput
 from hypnos.errors import HypnosError
 
-from hypnos_llama.formats.tool_formats import FENCE_TAG, canonical, name_spellings
+from hypnos_llama.formats.tool_formats import FENCE_TAG, NAME_TAIL, canonical, name_spellings, takes_tail
 from hypnos_llama.schema_gbnf import bounded_converter, check_bounds
 
 logger = logging.getLogger(__name__)
@@ -97,11 +97,14 @@ def _calls_rules(
         if arguments is None:
             arguments = converter.visit({"type": "object"}, f"tool{index}-arguments")
         spellings = name_spellings(tool.function.name, declared)
-        name = " | ".join(_literal(converter, json.dumps(spelling)) for spelling in spellings)
+        name = " | ".join(_literal(converter, json.dumps(spelling)[1:-1]) for spelling in spellings)
+        tail = " call-name-tail?" if takes_tail(tool.function.name, declared) else ""
+        name = f'"\\"" ({name}){tail} "\\""'
         key = _literal(converter, json.dumps(shape.key))
         alternatives.append(f'({name}) call-ws "," call-ws {key} call-ws ":" call-ws {arguments}')
     rules = {
         "call-ws": "[ \\t\\n]{0,8}",
+        "call-name-tail": NAME_TAIL,
         "call": f'"{{" call-ws "\\"name\\"" call-ws ":" call-ws ({" | ".join(alternatives)}) call-ws "}}"',
         "call-list": '"[" call-ws call (call-ws "," call-ws call)* call-ws "]"',
     }

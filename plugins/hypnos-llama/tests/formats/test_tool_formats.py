@@ -218,6 +218,18 @@ def test_a_declared_name_in_another_letter_case_comes_back_as_the_declared_name(
     assert not any(isinstance(event, ToolCallEvent) for event in twins.feed(output) + twins.finish())
 
 
+def test_a_declared_name_with_a_tail_comes_back_as_the_declared_name() -> None:
+    output = '```markdown\n{"name": "read-file", "arguments": {"file_path": "hello.txt"}}\n```'
+    splitter = OutputSplitter(BY_NAME["hermes"], tool_names=frozenset({"Read", "Write"}))
+    calls = [event.call for event in splitter.feed(output) + splitter.finish() if isinstance(event, ToolCallEvent)]
+    assert [(call.function.name, json.loads(call.function.arguments)) for call in calls] == [
+        ("Read", {"file_path": "hello.txt"})
+    ]
+    # `read_file` is declared too: `read-file` could mean either, and is neither
+    both = OutputSplitter(BY_NAME["hermes"], tool_names=frozenset({"Read", "read_file"}))
+    assert not any(isinstance(event, ToolCallEvent) for event in both.feed(output) + both.finish())
+
+
 def test_an_echo_of_the_answered_call_is_text() -> None:
     """After a tool result the 0.5B model echoes the call it made: that call is text, another call is a call."""
     echoes = frozenset({("get_weather", '{"city":"Paris"}')})

@@ -132,12 +132,34 @@ def name_spellings(name: str, names: Iterable[str]) -> list[str]:
     return [name, *sorted({variant for variant in variants if variant != name})]
 
 
+# What a small model adds to a declared name it means: a separator and a word or a few (the 0.5B starter writes
+# `read-file` and `read_file` for Claude Code's `Read`). The same text is a Python regex and a GBNF rule.
+NAME_TAIL = "[_-][A-Za-z0-9]{1,24}([_-][A-Za-z0-9]{1,24}){0,3}"
+_NAME_TAIL = re.compile(NAME_TAIL)
+
+
+def takes_tail(name: str, names: Iterable[str]) -> bool:
+    """Whether a call may write a declared `name` with a tail (NAME_TAIL) and mean that function: when no other
+    declared name begins with it and a separator (letter case aside), so the tail cannot be another's name."""
+    low = name.lower()
+    return not any(other.lower() != low and other.lower()[: len(low) + 1] in (low + "_", low + "-") for other in names)
+
+
 def declared_name(name: str, names: Iterable[str]) -> str | None:
-    """The declared function a call's name means: the same name, else the one it spells (`name_spellings`)."""
+    """The declared function a call's name means: the same name, else the one it spells (`name_spellings`), else
+    the one it writes with a tail (`takes_tail`)."""
     names = list(names)
     if name in names:
         return name
-    return next((declared for declared in names if name in name_spellings(declared, names)), None)
+    spelled = next((declared for declared in names if name in name_spellings(declared, names)), None)
+    if spelled is not None:
+        return spelled
+    for declared in names:
+        if takes_tail(declared, names):
+            for spelling in name_spellings(declared, names):
+                if name.startswith(spelling) and _NAME_TAIL.fullmatch(name, len(spelling)):
+                    return declared
+    return None
 
 
 def bare_calls(text: str) -> tuple[list[ParsedCall], str]:
