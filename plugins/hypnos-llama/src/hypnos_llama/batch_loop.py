@@ -20,7 +20,7 @@ from hypnos_llama.prefill_pace import PrefillPace
 from hypnos_llama.prompt_states import PromptStates, choose_slot
 from hypnos_llama.runtime import LlamaContext, LlamaModel
 from hypnos_llama.sampling import SlotSampler
-from hypnos_llama.slot_cache import clear_idle_caches, keep_prefix, make_room, rebuild_carrying_cells
+from hypnos_llama.slot_cache import borrow_prefix, clear_idle_caches, keep_prefix, make_room, rebuild_carrying_cells
 from hypnos_llama.slots import ChatJob, Slot, finished_event, send_event
 from hypnos_llama.step_abort import ABORTED, AbortSwitch, put_back
 from hypnos_llama.step_slots import interactive, next_job, step_slots
@@ -210,6 +210,7 @@ class BatchLoop:
         if isinstance(reuse, HypnosError):
             send_event(job, reuse)
             return
+        reuse = borrow_prefix(self.context, self.slots, slot, job, reuse)
         slot.job = job
         slot.scope = job.scope
         slot.reused = reuse

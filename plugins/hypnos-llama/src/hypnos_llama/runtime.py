@@ -193,6 +193,11 @@ class LlamaContext:
         """Drop a sequence's cells from position `keep` on (keep=0 clears it)."""
         return bool(self.lib.llama_memory_seq_rm(self.memory, seq_id, keep, -1))
 
+    def seq_share(self, source: int, target: int, start: int, end: int) -> None:
+        """Let sequence `target` use `source`'s cells at positions start..end-1 (in a unified pool a cell serves every
+        sequence it names: nothing is computed or copied)."""
+        self.lib.llama_memory_seq_cp(self.memory, source, target, start, end)
+
     def seq_state(self, seq_id: int) -> bytes:
         """llama.cpp's serialized state of one sequence (its KV cells), for the prompt cache."""
         size = self.lib.llama_state_seq_get_size(self.pointer, seq_id)

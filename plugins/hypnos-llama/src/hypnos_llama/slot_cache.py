@@ -1,5 +1,5 @@
 """The slots' KV cells: making room for a new job, clearing idle caches, keeping the prefix a new job shares with
-what a slot holds, and keeping or evaluating a media head."""
+what a slot holds (or another slot: borrowed), and keeping or evaluating a media head."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from hypnos_llama.runtime import LlamaContext
 from hypnos_llama.slots import ChatJob, Slot, common_prefix
 
 logger = logging.getLogger(__name__)
+MIN_BORROWED = 32  # a shorter prefix another slot holds is prefilled again rather than shared
 
 
 def make_room(
@@ -90,6 +91,26 @@ def keep_prefix(context: LlamaContext, slot: Slot, job: ChatJob) -> int | Hypnos
     if job.media is not None and (failed := prefill_media(context, slot, job)) is not None:
         return failed
     return reuse
+
+
+def borrow_prefix(context: LlamaContext, slots: list[Slot], slot: Slot, job: ChatJob, kept: int) -> int:
+    """In a unified pool, give a text prompt's slot the cells of the longest prefix of it another slot holds beyond
+    the `kept` tokens of its own (another conversation's system prompt and tools; the echo guard's answer again
+    without the tool list, which takes a free slot): shared, not prefilled. The prompt tokens the slot now holds."""
+    if not context.unified or job.media is not None or slot.media or slot.pos_offset:
+        return kept
+    donors = [other for other in slots if other is not slot and not other.media and not other.pos_offset]
+    donor = max(donors, key=lambda other: shared_prefix(other, job), default=None)
+    end = min(shared_prefix(donor, job), len(job.prompt) - 1) if donor is not None else 0
+    if donor is None or end < kept + MIN_BORROWED:
+        return kept
+    context.seq_share(donor.seq_id, slot.seq_id, kept, end)
+    if context.seq_pos_max(slot.seq_id) != end - 1:  # llama.cpp did not share them: prefilled as before
+        context.seq_trim(slot.seq_id, kept)
+        return kept
+    slot.cached = job.prompt[:end]
+    slot.pending = job.prompt[end:]
+    return end
 
 
 def reuse_media_head(context: LlamaContext, slot: Slot, job: ChatJob) -> bool:
