@@ -169,6 +169,10 @@ class LlamaContext:
         if not self.pointer:
             raise RuntimeError("llama.cpp could not create a context")
         self.unified = bool(options.kv_unified)
+        # one cell may serve several sequences (a prefix borrowed, slot_cache.borrow_prefix): not where a recurrent
+        # state (Mamba, hybrids) stands for the whole sequence
+        recurrent = lib.llama_model_is_recurrent(model.pointer) or lib.llama_model_is_hybrid(model.pointer)
+        self.shares_cells = self.unified and not recurrent
         self.shape = ContextShape(lib.llama_n_ctx(self.pointer), shape.n_seq, shape.n_batch, params.n_ubatch)
         self.memory = lib.llama_get_memory(self.pointer)
         self.batch = lib.llama_batch_init(shape.n_batch, 0, 1)

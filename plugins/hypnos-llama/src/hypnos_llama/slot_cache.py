@@ -97,7 +97,7 @@ def borrow_prefix(context: LlamaContext, slots: list[Slot], slot: Slot, job: Cha
     """In a unified pool, give a text prompt's slot the cells of the longest prefix of it another slot holds beyond
     the `kept` tokens of its own (another conversation's system prompt and tools; the echo guard's answer again
     without the tool list, which takes a free slot): shared, not prefilled. The prompt tokens the slot now holds."""
-    if not context.unified or job.media is not None or slot.media or slot.pos_offset:
+    if not context.shares_cells or job.media is not None or slot.media or slot.pos_offset:
         return kept
     donors = [other for other in slots if other is not slot and not other.media and not other.pos_offset]
     donor = max(donors, key=lambda other: shared_prefix(other, job), default=None)
