@@ -1,5 +1,7 @@
 """The Vercel AI SDK (`ai` generateText with tools and stopWhen: stepCountIs) completes a two-step tool loop on the
-starter lineup, through openai(model) (Responses) and openai.chat(model): the tool runs and the answer uses it."""
+starter lineup, through openai(model) (Responses), openai.chat(model) and the Open Responses provider
+(@ai-sdk/open-responses, which speaks only what the Open Responses spec defines): the tool runs and the answer uses
+it."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ WEATHER = "Oslo: 17 degrees Celsius, light rain."
 QUESTION = "What is the weather in Oslo right now? Answer in one sentence."
 
 
-@pytest.mark.parametrize("api", ["responses", "chat"])
+@pytest.mark.parametrize("api", ["responses", "chat", "open-responses"])
 def test_generate_text_calls_its_tool_and_answers_from_it(
     served: Served, request_log: RequestLog, node_env: dict[str, str], api: str
 ) -> None:

@@ -1,9 +1,12 @@
 // One Vercel AI SDK tool loop: generateText with a weather tool and stopWhen: stepCountIs(steps), through
-// openai(model) (Responses) or openai.chat(model) (chat completions), as an app built on the SDK runs it.
-// stdin: {"baseURL", "apiKey", "model", "api": "responses" | "chat", "prompt", "steps", "answer"}
+// openai(model) (Responses), openai.chat(model) (chat completions) or the Open Responses provider
+// (@ai-sdk/open-responses, made for local servers: the spec's request and events only), as an app built on the SDK
+// runs it.
+// stdin: {"baseURL", "apiKey", "model", "api": "responses" | "chat" | "open-responses", "prompt", "steps", "answer"}
 // stdout: {"text", "calls": [the tool's arguments, each time it ran], "steps": [{"text", "toolCalls", "finishReason"}]}
 // or {"error": {"name", "message", "statusCode", "responseBody"}} when the SDK threw.
 import { createOpenAI } from "@ai-sdk/openai";
+import { createOpenResponses } from "@ai-sdk/open-responses";
 import { generateText, stepCountIs, tool } from "ai";
 import { z } from "zod";
 
@@ -15,6 +18,11 @@ async function stdin() {
 
 const { baseURL, apiKey, model, api, prompt, steps, answer } = JSON.parse(await stdin());
 const openai = createOpenAI({ baseURL, apiKey });
+const models = {
+  responses: () => openai(model),
+  chat: () => openai.chat(model),
+  "open-responses": () => createOpenResponses({ name: "hypnos", url: `${baseURL}/responses`, apiKey })(model),
+};
 const calls = [];
 const weather = tool({
   description: "The current weather in a city",
@@ -26,7 +34,7 @@ const weather = tool({
 });
 try {
   const result = await generateText({
-    model: api === "chat" ? openai.chat(model) : openai(model),
+    model: models[api](),
     tools: { get_weather: weather },
     stopWhen: stepCountIs(steps),
     prompt,
