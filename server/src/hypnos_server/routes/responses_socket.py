@@ -20,6 +20,8 @@ from litestar.types import HTTPDisconnectEvent
 
 from hypnos_server.asgi.cors import OriginPolicy
 from hypnos_server.asgi.keys import ApiKey
+from hypnos_server.observability import observability_of
+from hypnos_server.observability.payloads import BodyTee, body_tee
 from hypnos_server.routes.chat_run import ChatRun
 from hypnos_server.routes.inference import Caller
 from hypnos_server.routes.responses import Conversation, LiveResponse, events_body
@@ -51,6 +53,7 @@ class ResponsesSocket:
         self.owner = key.label if key is not None else ""
         self.kept: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
         self.gone = asyncio.Event()
+        self.tee: BodyTee | None = None  # the response under way's message and events, while the log is at trace
 
     async def serve(self) -> None:
         """Read `response.create` messages and answer each in turn until the client closes."""
@@ -91,6 +94,10 @@ class ResponsesSocket:
             id=new_request_id(), method="GET", path=PATH, route=PATH, started_at=time.time(), key=self.owner or None
         )
         record.model, record.stream = body.model, True
+        observability = observability_of(self.state)
+        self.tee = body_tee(observability.log if observability is not None else None)
+        if self.tee is not None:
+            self.tee.took(data.encode() if isinstance(data, str) else data)
         context = RequestContext(record=record, key=self.key)
         status = 200
         try:
@@ -99,7 +106,7 @@ class ResponsesSocket:
         except HypnosError as error:
             status, record.error, record.error_type = error.status, error.message, error.type
             if not self.gone.is_set():
-                await self.socket.send_text(error_event(error))
+                await self._send(error_event(error))
         except WebSocketDisconnect:  # the client closed the socket while its response went out: no server fault
             self.gone.set()
             status, record.error = 499, record.error or "the client went away"
@@ -108,9 +115,18 @@ class ResponsesSocket:
             status = 500
             failure = HypnosError(500, "server_error", "The response failed; report it with its request id")
             if not self.gone.is_set():
-                await self.socket.send_text(error_event(failure))
+                await self._send(error_event(failure))
         finally:
+            if self.tee is not None:
+                self.tee.store(record)
+            self.tee = None
             await finish_detached(self.state, context, status)
+
+    async def _send(self, text: str) -> None:
+        """One event of the response under way to the client (and to the request log at trace)."""
+        if self.tee is not None:
+            self.tee.gave(text.encode() + b"\n")
+        await self.socket.send_text(text)
 
     def _caller(self, context: RequestContext) -> Caller:
         """Whom one response serves: its own context, and a hang-up that is the socket closing."""
@@ -176,7 +192,7 @@ class ResponsesSocket:
         try:
             async for chunk in run.stream(lambda _lease: events_body(chat_run, live, conversation)):
                 for line in chunk.splitlines():
-                    await self.socket.send_text(line.decode())
+                    await self._send(line.decode())
         finally:
             state.live_responses.pop(meta.id, None)
         self._keep(meta.id, [*conversation.history, *conversation.items, *conversation_items(live.events.output)])
@@ -186,10 +202,10 @@ class ResponsesSocket:
         model work; a later response may continue it."""
         events = ResponseEvents(False, meta.tools, frame=line_frame)
         nothing = usage_of(ChatFinished(finish_reason="stop", prompt_tokens=0, completion_tokens=0))
-        await self.socket.send_text(events.event("response.created", response=meta.response("in_progress")).decode())
+        await self._send(events.event("response.created", response=meta.response("in_progress")).decode())
         done = meta.response("completed", [], nothing)
         await conversation.save(meta, done)
-        await self.socket.send_text(events.event("response.completed", response=done).decode())
+        await self._send(events.event("response.completed", response=done).decode())
         self._keep(meta.id, [*conversation.history, *conversation.items])
 
     def _keep(self, response_id: str, items: list[dict[str, Any]]) -> None:
