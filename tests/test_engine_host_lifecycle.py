@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -148,7 +149,7 @@ def test_no_engine_host_outlives_the_server(tmp_path: Path, how: signal.Signals)
         assert gone, (engine_hosts(marker=marker), [pid for pid in hosts if alive(pid)])
     if how == signal.SIGTERM:
         # the stop ended the request stuck in its host within the grace: its client got the error chunk and the
-        # end of the stream, and the web server's worker stopped on its own (granian did not have to kill it)
+        # end of the stream, and the app's shutdown ran to its end (every model unloaded) before the grace was over
         reader.join(10)
         events = [line for line in stuck_lines if line]
         errors = [line for line in events if '"finish_reason":"error"' in line]
@@ -158,7 +159,12 @@ def test_no_engine_host_outlives_the_server(tmp_path: Path, how: signal.Signals)
         answer = loading["answer"]
         assert answer.status_code == 503 and "shutting down" in answer.json()["error"]["message"]
         log = (tmp_path / "hypnos.log").read_text()
-        assert "Stopped worker-1" in log and "refused to gracefully stop" not in log
+        assert re.search(r"stopped: every model unloaded, the stores saved with \d+\.\d s of the grace left", log), log
+        # granian's own "Killing worker-1 after it refused to gracefully stop" is no measure of it: granian 2.8's
+        # watcher thread blocks in waitpid on the worker too and reaps it as it exits; the stopping thread, woken
+        # by the same exit, then finds no child (ECHILD) before the watcher has set the exit code, and reports a
+        # refusal (about 1 run in 7 at load 5-6 on 2 cores; in the two traced, after the line above, the worker
+        # process already gone)
 
 
 def test_a_crash_loop_stops_at_max_crashes_until_an_admin_enables_the_model(tmp_path: Path) -> None:

@@ -152,6 +152,8 @@ def _lifespan(state: HypnosState):
             state.limiter.save()
             if restore_signals is not None:
                 restore_signals()
+            left = f" with {stop.remaining():.1f} s of the grace left" if stop.begun else ""
+            logger.info("stopped: every model unloaded, the stores saved%s", left)
 
     return lifespan
 
