@@ -128,23 +128,27 @@ def test_a_client_that_closes_mid_response_is_a_499_not_a_server_failure(base: s
 
 def test_at_trace_the_request_log_keeps_each_responses_message_and_events(base: str) -> None:
     """A response over the socket is a record of its own in GET /v1/logs, and at trace it carries the client's
-    `response.create` message and the events sent back, as an HTTP request carries its bodies (Codex CLI's turns over
-    the socket were records without either)."""
+    `response.create` message and the events sent back, one per line, as an HTTP request carries its bodies (Codex
+    CLI's turns over the socket were records without either)."""
     root = {"Authorization": "Bearer key-root"}
     assert httpx.post(f"{base}/v1/logs/level", json={"level": "trace"}, headers=root, timeout=30).status_code == 200
     url = base.replace("http://", "ws://") + "/v1/responses"
     with connect(url, additional_headers={"Authorization": "Bearer key-a"}) as socket:
-        socket.send(json.dumps({"type": "response.create", "model": "fake-chat", "input": "sesame", "store": False}))
-        while json.loads(socket.recv(timeout=30))["type"] != "response.completed":
-            pass
+        for generate in (False, True):  # Codex's prewarm, then a response
+            create = {"type": "response.create", "model": "fake-chat", "input": "sesame", "generate": generate}
+            socket.send(json.dumps(create))
+            while json.loads(socket.recv(timeout=30))["type"] != "response.completed":
+                pass
     for _ in range(100):
         records = httpx.get(f"{base}/v1/logs", params={"model": "fake-chat"}, headers=root, timeout=30).json()
-        if records["records"]:
+        if len(records["records"]) == 2:
             break
         time.sleep(0.1)
-    [record] = records["records"]
-    assert (record["method"], record["route"], record["status"]) == ("GET", "/v1/responses", 200)
-    assert json.loads(record["request_payload"])["input"] == "sesame"
-    events = [json.loads(line) for line in record["response_payload"].splitlines()]
-    assert events[0]["type"] == "response.created" and events[-1]["type"] == "response.completed"
-    assert "response.output_text.delta" in [event["type"] for event in events]
+    kinds = []
+    for record in records["records"]:
+        assert (record["method"], record["route"], record["status"]) == ("GET", "/v1/responses", 200)
+        assert json.loads(record["request_payload"])["input"] == "sesame"
+        events = [json.loads(line)["type"] for line in record["response_payload"].split("\n")[:-1]]
+        assert events[0] == "response.created" and events[-1] == "response.completed"
+        kinds.append("response.output_text.delta" in events)
+    assert sorted(kinds) == [False, True]  # the prewarm wrote nothing, the response its text

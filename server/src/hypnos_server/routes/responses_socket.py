@@ -125,7 +125,7 @@ class ResponsesSocket:
     async def _send(self, text: str) -> None:
         """One event of the response under way to the client (and to the request log at trace)."""
         if self.tee is not None:
-            self.tee.gave(text.encode() + b"\n")
+            self.tee.gave(text.rstrip("\n").encode() + b"\n")
         await self.socket.send_text(text)
 
     def _caller(self, context: RequestContext) -> Caller:
