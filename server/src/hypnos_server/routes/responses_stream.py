@@ -55,7 +55,13 @@ class ResponseEvents:
     def add(self, event: ChatEvent) -> list[bytes]:
         """The events of one engine event (opening and closing items as the kind of output changes)."""
         if isinstance(event, ReasoningDelta) and event.index == 0 and event.text:
-            return [*self._ensure("reasoning"), self._delta("response.reasoning_text.delta", event.text)]
+            opened = self._ensure("reasoning")
+            if self.summary:  # the thoughts are the summary asked for, streamed as one (Codex CLI shows these)
+                return [
+                    *opened,
+                    self._delta("response.reasoning_summary_text.delta", event.text, where="summary_index"),
+                ]
+            return [*opened, self._delta("response.reasoning_text.delta", event.text)]
         if isinstance(event, ContentDelta) and event.index == 0 and event.text:
             logprobs = event.logprobs or []
             opened = self._ensure("message")
@@ -94,6 +100,10 @@ class ResponseEvents:
             ident = item_id("rs")
             item = {"type": "reasoning", "id": ident, "summary": [], "content": []}
             out.append(self.event("response.output_item.added", output_index=index, item=item))
+            if self.summary:
+                where = {"item_id": ident, "output_index": index, "summary_index": 0}
+                part: dict[str, Any] = {"type": "summary_text", "text": ""}
+                out.append(self.event("response.reasoning_summary_part.added", **where, part=part))
         else:
             ident = item_id("msg")
             item = {"type": "message", "id": ident, "status": "in_progress", "role": "assistant", "content": []}
@@ -105,12 +115,12 @@ class ResponseEvents:
         self._open = {"kind": kind, "id": ident, "index": index, "text": [], "logprobs": []}
         return out
 
-    def _delta(self, kind: str, text: str, **extra: Any) -> bytes:
+    def _delta(self, kind: str, text: str, where: str = "content_index", **extra: Any) -> bytes:
         current = self._open
         assert current is not None
         current["text"].append(text)
-        where = {"item_id": current["id"], "output_index": current["index"], "content_index": 0}
-        return self.event(kind, **where, delta=text, **extra)
+        place = {"item_id": current["id"], "output_index": current["index"], where: 0}
+        return self.event(kind, **place, delta=text, **extra)
 
     def close(self, status: str = "completed") -> list[bytes]:
         """Close the item being written (the message with `status`); nothing when none is open."""
@@ -121,7 +131,14 @@ class ResponseEvents:
         where = {"item_id": ident, "output_index": index, "content_index": 0}
         if current["kind"] == "reasoning":
             item = reasoning_item(ident, text, self.summary)
-            out = [self.event("response.reasoning_text.done", **where, text=text)]
+            if self.summary:
+                summary = {"item_id": ident, "output_index": index, "summary_index": 0}
+                out = [
+                    self.event("response.reasoning_summary_text.done", **summary, text=text),
+                    self.event("response.reasoning_summary_part.done", **summary, part=item["summary"][0]),
+                ]
+            else:
+                out = [self.event("response.reasoning_text.done", **where, text=text)]
         else:
             item = message_item(ident, text, status, current["logprobs"])
             out = [
