@@ -132,9 +132,10 @@ def name_spellings(name: str, names: Iterable[str]) -> list[str]:
     return [name, *sorted({variant for variant in variants if variant != name})]
 
 
-# What a small model adds to a declared name it means: a separator and a word or a few (the 0.5B starter writes
-# `read-file` and `read_file` for Claude Code's `Read`). The same text is a Python regex and a GBNF rule.
-NAME_TAIL = "[_-][A-Za-z0-9]{1,24}([_-][A-Za-z0-9]{1,24}){0,3}"
+# What a small model adds to a declared name it means: a separator and a word or a few, a word perhaps a file name
+# (the 0.5B starter writes `read-file`, `read_file` and `read-hello.txt` for Claude Code's `Read`). The same text is a
+# Python regex and a GBNF rule.
+NAME_TAIL = "[_-][A-Za-z0-9][A-Za-z0-9.]{0,23}([_-][A-Za-z0-9][A-Za-z0-9.]{0,23}){0,3}"
 _NAME_TAIL = re.compile(NAME_TAIL)
 
 
