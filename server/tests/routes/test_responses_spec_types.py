@@ -1,7 +1,8 @@
 """Responses checked with the Open Responses specification's own published types (`openresponses-types`, pydantic
 models generated from the spec's OpenAPI), in strict JSON mode: every response object (whole, stored, incomplete,
-failed, each streamed event's), every streamed event over SSE and the WebSocket (text and function calls), the
-WebSocket's error event and the compact route's resource. The spec's compliance suite (openresponses.org) validates
+failed, each streamed event's, with each request field that the response echoes set), every streamed event over SSE
+and the WebSocket (text, thoughts and function calls), the WebSocket's error event and the compact route's
+resource. The spec's compliance suite (openresponses.org) validates
 with the same schemas; test_responses_conformance.py checks the required fields from a copy of the spec."""
 
 from __future__ import annotations
@@ -27,6 +28,52 @@ WEATHER = {
     "parameters": {"type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]},
 }
 TERMINAL = ("response.completed", "response.incomplete", "response.failed")
+# request fields the response echoes or that shape its output, each sent on its own (the json_schema text format is
+# left to test_responses_conformance.py: openresponses-types 2.4.0 types its `schema` as null, the spec object | null)
+SENT: list[dict[str, Any]] = [
+    {"instructions": "Be brief."},
+    {"text": {"format": {"type": "json_object"}, "verbosity": "low"}},
+    {"tools": [WEATHER], "tool_choice": {"type": "function", "name": "get_weather"}},
+    {
+        "tools": [WEATHER],
+        "tool_choice": {
+            "type": "allowed_tools",
+            "mode": "auto",
+            "tools": [{"type": "function", "name": "get_weather"}],
+        },
+    },
+    {"tools": [WEATHER], "tool_choice": "required", "parallel_tool_calls": False, "max_tool_calls": 2},
+    {
+        "truncation": "auto",
+        "metadata": {"k": "v"},
+        "top_logprobs": 2,
+        "store": False,
+        "safety_identifier": "s",
+        "prompt_cache_key": "p",
+    },
+    {"temperature": 0.2, "top_p": 0.5, "presence_penalty": 0.1, "frequency_penalty": 0.2, "service_tier": "auto"},
+    {"reasoning": {"effort": "high", "summary": "detailed"}, "include": ["reasoning.encrypted_content"]},
+    {
+        "tools": [
+            WEATHER,
+            {"type": "web_search"},
+            {"type": "namespace", "name": "ns", "description": "d", "tools": [{"type": "function", "name": "f"}]},
+        ]
+    },
+    {
+        "input": [
+            {"type": "message", "role": "developer", "content": "dev"},
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+        ]
+    },
+    {
+        "input": [
+            {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "sunny"},
+        ],
+        "tools": [WEATHER],
+    },
+]
 
 
 def spec_events() -> dict[str, type[BaseModel]]:
@@ -154,3 +201,14 @@ def test_thoughts_stream_as_the_summary_asked_for_and_else_as_reasoning_text(cli
         "'response.reasoning_text.delta' is no event of the spec",
         "'response.reasoning_text.done' is no event of the spec",
     }
+
+
+@pytest.mark.parametrize("sent", SENT, ids=lambda sent: ",".join(sent))
+def test_what_a_request_sets_is_echoed_in_the_spec_types(client: TestClient[HypnosApp], sent: dict[str, Any]) -> None:
+    for model in ("fake-chat", "caller", "thinker"):
+        body = {"model": model, "input": "weather in Oslo?", **sent}
+        whole = client.post("/v1/responses", json=body)
+        assert whole.status_code == 200, whole.text
+        assert violations(spec.ResponseResource, whole.json()) == [], model
+        events = sse(client.post("/v1/responses", json={**body, "stream": True}).text)
+        assert [line for line in event_violations(events) if "reasoning_text" not in line] == [], model
