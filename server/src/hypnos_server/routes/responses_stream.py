@@ -55,13 +55,9 @@ class ResponseEvents:
     def add(self, event: ChatEvent) -> list[bytes]:
         """The events of one engine event (opening and closing items as the kind of output changes)."""
         if isinstance(event, ReasoningDelta) and event.index == 0 and event.text:
-            opened = self._ensure("reasoning")
-            if self.summary:  # the thoughts are the summary asked for, streamed as one (Codex CLI shows these)
-                return [
-                    *opened,
-                    self._delta("response.reasoning_summary_text.delta", event.text, where="summary_index"),
-                ]
-            return [*opened, self._delta("response.reasoning_text.delta", event.text)]
+            # the thoughts are the summary when one is asked for, streamed as one (Codex CLI shows these)
+            kind = "response.reasoning_summary_text.delta" if self.summary else "response.reasoning_text.delta"
+            return [*self._ensure("reasoning"), self._delta(kind, event.text)]
         if isinstance(event, ContentDelta) and event.index == 0 and event.text:
             logprobs = event.logprobs or []
             opened = self._ensure("message")
@@ -96,46 +92,42 @@ class ResponseEvents:
             return []
         out = self.close()
         index = len(self.output)
+        ident = item_id("rs" if kind == "reasoning" else "msg")
+        # where the item's text goes: its summary's first part when the thoughts are the summary, else its content's
+        part_index = "summary_index" if kind == "reasoning" and self.summary else "content_index"
+        place = {"item_id": ident, "output_index": index, part_index: 0}
         if kind == "reasoning":
-            ident = item_id("rs")
             item = {"type": "reasoning", "id": ident, "summary": [], "content": []}
             out.append(self.event("response.output_item.added", output_index=index, item=item))
             if self.summary:
-                where = {"item_id": ident, "output_index": index, "summary_index": 0}
                 part: dict[str, Any] = {"type": "summary_text", "text": ""}
-                out.append(self.event("response.reasoning_summary_part.added", **where, part=part))
+                out.append(self.event("response.reasoning_summary_part.added", **place, part=part))
         else:
-            ident = item_id("msg")
             item = {"type": "message", "id": ident, "status": "in_progress", "role": "assistant", "content": []}
             out.append(self.event("response.output_item.added", output_index=index, item=item))
             part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
-            out.append(
-                self.event("response.content_part.added", item_id=ident, output_index=index, content_index=0, part=part)
-            )
-        self._open = {"kind": kind, "id": ident, "index": index, "text": [], "logprobs": []}
+            out.append(self.event("response.content_part.added", **place, part=part))
+        self._open = {"kind": kind, "id": ident, "index": index, "place": place, "text": [], "logprobs": []}
         return out
 
-    def _delta(self, kind: str, text: str, where: str = "content_index", **extra: Any) -> bytes:
+    def _delta(self, kind: str, text: str, **extra: Any) -> bytes:
         current = self._open
         assert current is not None
         current["text"].append(text)
-        place = {"item_id": current["id"], "output_index": current["index"], where: 0}
-        return self.event(kind, **place, delta=text, **extra)
+        return self.event(kind, **current["place"], delta=text, **extra)
 
     def close(self, status: str = "completed") -> list[bytes]:
         """Close the item being written (the message with `status`); nothing when none is open."""
         current, self._open = self._open, None
         if current is None:
             return []
-        text, index, ident = "".join(current["text"]), current["index"], current["id"]
-        where = {"item_id": ident, "output_index": index, "content_index": 0}
+        text, index, ident, where = "".join(current["text"]), current["index"], current["id"], current["place"]
         if current["kind"] == "reasoning":
             item = reasoning_item(ident, text, self.summary)
             if self.summary:
-                summary = {"item_id": ident, "output_index": index, "summary_index": 0}
                 out = [
-                    self.event("response.reasoning_summary_text.done", **summary, text=text),
-                    self.event("response.reasoning_summary_part.done", **summary, part=item["summary"][0]),
+                    self.event("response.reasoning_summary_text.done", **where, text=text),
+                    self.event("response.reasoning_summary_part.done", **where, part=item["summary"][0]),
                 ]
             else:
                 out = [self.event("response.reasoning_text.done", **where, text=text)]
