@@ -126,6 +126,26 @@ CASES = [
     # JSON that is not a call, or a call not at the answer's start, stays text.
     ("hermes", '{"city": "Paris"}', '{"city": "Paris"}', []),
     ("hermes", '{"name": "Tom", "age": 3', '{"name": "Tom", "age": 3', []),
+    # An object with a "name" and keys no call has is data (an answer under a response_format schema whose name
+    # happens to be a tool's), in a call region too; a call's own `type` and `id` are no such keys.
+    (
+        "hermes",
+        '{"name": "get_weather", "country": "France"}',
+        '{"name": "get_weather", "country": "France"}',
+        [],
+    ),
+    (
+        "hermes",
+        '[{"name": "a", "arguments": {}}, {"name": "b", "x": 1}]',
+        '[{"name": "a", "arguments": {}}, {"name": "b", "x": 1}]',
+        [],
+    ),
+    (
+        "hermes",
+        '<tool_call>\n{"type": "function", "id": "call_1", "name": "a", "arguments": {"q": 1}}\n</tool_call>',
+        "",
+        [("a", {"q": 1})],
+    ),
     ("hermes", 'Call {"name": "a", "arguments": {}}', 'Call {"name": "a", "arguments": {}}', []),
     ("nemotron", '{"name": "a", "arguments": {}}', "", [("a", {})]),
 ]

@@ -45,12 +45,19 @@ def _json_arguments(value: Any) -> str | None:
     return json.dumps(value, ensure_ascii=False)
 
 
+# Keys a call object may hold besides its arguments: an object with any other key is data that has a "name" field
+# (an answer under a response_format schema such as {"name": ..., "country": ...}), not a call
+CALL_KEYS = frozenset({"name", "type", "id"})
+
+
 def _calls_from_json(payload: Any, arguments_keys: tuple[str, ...] = ("arguments", "parameters")) -> list[ParsedCall]:
     """Calls from decoded JSON: one {"name", "arguments"} object or a list of them."""
     items = payload if isinstance(payload, list) else [payload]
     calls = []
     for item in items:
         if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            return []
+        if not item.keys() <= CALL_KEYS.union(arguments_keys):
             return []
         raw: Any = next((item[key] for key in arguments_keys if key in item), {})
         arguments = _json_arguments(raw)
