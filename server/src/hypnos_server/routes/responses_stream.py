@@ -43,7 +43,7 @@ class ResponseEvents:
         self.frame = frame
         self.sequence = 0
         self.output: list[dict[str, Any]] = []
-        self._open: dict[str, Any] | None = None  # the item being written: its kind, id and text so far
+        self._open: dict[str, Any] | None = None  # the item being written: its kind, place and text so far
         self.text: list[str] = []
 
     def event(self, kind: str, **fields: Any) -> bytes:
@@ -107,7 +107,7 @@ class ResponseEvents:
             out.append(self.event("response.output_item.added", output_index=index, item=item))
             part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
             out.append(self.event("response.content_part.added", **place, part=part))
-        self._open = {"kind": kind, "id": ident, "index": index, "place": place, "text": [], "logprobs": []}
+        self._open = {"kind": kind, "place": place, "text": [], "logprobs": []}
         return out
 
     def _delta(self, kind: str, text: str, **extra: Any) -> bytes:
@@ -121,7 +121,8 @@ class ResponseEvents:
         current, self._open = self._open, None
         if current is None:
             return []
-        text, index, ident, where = "".join(current["text"]), current["index"], current["id"], current["place"]
+        text, where = "".join(current["text"]), current["place"]
+        index, ident = where["output_index"], where["item_id"]
         if current["kind"] == "reasoning":
             item = reasoning_item(ident, text, self.summary)
             if self.summary:
