@@ -44,7 +44,13 @@ from hypnos.engine_methods import (  # the method table is part of this contract
     engine_method,
     method_table,
 )
-from hypnos.engine_stores import CachedPrompt, KvPark, ParkedSlot, PromptCache  # the stores an engine may use
+from hypnos.engine_stores import (  # the stores an engine may use
+    CachedPrompt,
+    KvPark,
+    ParkedSlot,
+    PromptCache,
+    SavedState,
+)
 from hypnos.errors import HypnosError
 from hypnos.option_tables import decode_table
 from hypnos.types import (
@@ -93,6 +99,7 @@ __all__ = [  # the contract: what a plugin imports from here (the inputs, result
     "ReasoningDelta",
     "RerankInput",
     "RerankResult",
+    "SavedState",
     "SpeechInput",
     "TokenLogprob",
     "ToolCallEvent",

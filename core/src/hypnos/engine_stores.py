@@ -36,12 +36,16 @@ class KvPark(Protocol):
         ...
 
 
+# A saved prompt state's bytes: a bytearray where the engine wrote it in place (no copy of a state is made)
+SavedState = bytes | bytearray
+
+
 @dataclass(frozen=True)
 class CachedPrompt:
     """A saved prompt state found by prefix: the tokens its KV holds, the engine's sequence state, and its tier."""
 
     tokens: list[int]
-    state: bytes
+    state: SavedState
     tier: str = "ram"  # where it was found: "ram" or "disk"
 
 
@@ -51,7 +55,13 @@ class PromptCache(Protocol):
     model file, the context layout and the isolation scope."""
 
     def save(
-        self, model_id: str, namespace: str, tokens: list[int], state: bytes, files: list[str], parked: bool = False
+        self,
+        model_id: str,
+        namespace: str,
+        tokens: list[int],
+        state: SavedState,
+        files: list[str],
+        parked: bool = False,
     ) -> bool:
         """Keep a sequence state for `tokens` (`files`: the model files it depends on; a changed file drops it);
         `parked`: KV parking's, kept under its cap while parking is on and the model is out of tier 1."""

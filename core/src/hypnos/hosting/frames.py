@@ -2,13 +2,13 @@
 
 A frame is a 4-byte big-endian length and a msgpack `Frame`. The payload (a call's arguments, a result, a stream
 item) is pickled; past `SHARED_BYTES` it travels through a shared-memory file (tmpfs) named in the frame instead of
-through the socket, so a large image, audio file or parked KV state is written once and mapped by the reader.
+through the socket, so a large image, audio file or parked KV state is written once and read once by the reader.
 """
 
 from __future__ import annotations
 
 import asyncio
-import mmap
+import dataclasses
 import os
 import pickle
 import struct
@@ -23,6 +23,7 @@ from hypnos.engine import DeviceOutOfMemory
 from hypnos.errors import HypnosError
 
 SHARED_BYTES = 1024 * 1024  # payloads from this size go through shared memory
+SCANNED_ITEMS = 64  # a longer sequence (a prompt's tokens) is not looked into for large bytes
 MAX_FRAME_BYTES = 64 * 1024 * 1024  # an envelope (payloads this size are shared, never framed)
 _LENGTH = struct.Struct(">I")
 
@@ -91,14 +92,46 @@ _decoder = msgspec.msgpack.Decoder(Frame)
 
 
 def pack(kind: Kind, call_id: int = 0, name: str = "", payload: Any = None, *, share_in: Path | None = None) -> bytes:
-    """The bytes of one frame; a payload of SHARED_BYTES or more goes to a file in `share_in` when given."""
-    data = b"" if payload is None else pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
+    """The bytes of one frame; a payload of SHARED_BYTES or more goes to a file in `share_in` when given (pickled
+    straight into it when it holds a large buffer: a prompt state is not copied once more in memory)."""
     shared = ""
-    if share_in is not None and len(data) >= SHARED_BYTES:
-        shared = _write_shared(share_in, data)
-        data = b""
+    if share_in is not None and _holds_large_buffer(payload):
+        data, shared = b"", _dump_shared(share_in, payload)
+    else:
+        data = b"" if payload is None else pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
+        if share_in is not None and len(data) >= SHARED_BYTES:
+            shared = _write_shared(share_in, data)
+            data = b""
     body = _encoder.encode(Frame(int(kind), call_id, name, data, shared))
     return _LENGTH.pack(len(body)) + body
+
+
+def _holds_large_buffer(payload: Any, depth: int = 3) -> bool:
+    """True when the payload is bytes of SHARED_BYTES or more, or holds such bytes a few levels down (in a short
+    tuple or list, or a dataclass: a prompt state in its call, a found state, parked slots)."""
+    if isinstance(payload, (bytes, bytearray)):
+        return len(payload) >= SHARED_BYTES
+    if depth == 0:
+        return False
+    if dataclasses.is_dataclass(payload) and not isinstance(payload, type):
+        items: Any = [getattr(payload, field.name) for field in dataclasses.fields(payload)]
+    elif isinstance(payload, (tuple, list)) and len(payload) <= SCANNED_ITEMS:
+        items = payload
+    else:
+        return False
+    return any(_holds_large_buffer(item, depth - 1) for item in items)
+
+
+def _dump_shared(folder: Path, payload: Any) -> str:
+    """Pickle a payload into a new file in `folder` (large buffers are written from where they lie); its path."""
+    descriptor, path = tempfile.mkstemp(prefix="payload-", dir=folder)
+    try:
+        with open(descriptor, "wb") as handle:
+            pickle.dump(payload, handle, protocol=pickle.HIGHEST_PROTOCOL)
+    except BaseException:
+        os.unlink(path)
+        raise
+    return path
 
 
 def _write_shared(folder: Path, data: bytes) -> str:
@@ -117,8 +150,8 @@ def payload_of(frame: Frame) -> Any:
     if frame.shared:
         path = frame.shared
         try:
-            with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-                return pickle.loads(mapped)
+            with open(path, "rb") as handle:  # read, not mapped: mapped pages would count twice in the reader's RSS
+                return pickle.load(handle)
         finally:
             os.unlink(path)
     return pickle.loads(frame.data) if frame.data else None

@@ -25,7 +25,7 @@ from typing import Any
 
 from hypnos.config import LimitsConfig, ModelConfig
 from hypnos.cpu_cores import pin_process
-from hypnos.engine import CachedPrompt, CancelToken, Engine, EngineContext, ParkedSlot, method_table
+from hypnos.engine import CachedPrompt, CancelToken, Engine, EngineContext, ParkedSlot, SavedState, method_table
 from hypnos.engine_methods import LIFECYCLE_METHODS
 from hypnos.errors import HypnosError, clip, server_error
 from hypnos.hosting.frames import Failure, Kind, decode_frame, failure_of, pack, payload_of, read_frame
@@ -115,7 +115,13 @@ class RemotePromptCache:
         self._channel = channel
 
     def save(
-        self, model_id: str, namespace: str, tokens: list[int], state: bytes, files: list[str], parked: bool = False
+        self,
+        model_id: str,
+        namespace: str,
+        tokens: list[int],
+        state: SavedState,
+        files: list[str],
+        parked: bool = False,
     ) -> bool:
         """Save a prompt state at the server."""
         return bool(self._channel.ask("pc_save", (model_id, namespace, tokens, state, files, parked)))

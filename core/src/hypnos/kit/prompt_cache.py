@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hypnos.engine import PromptCache
+from hypnos.engine import PromptCache, SavedState
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class PendingSave:
 
     namespace: str
     tokens: list[int]
-    state: bytes
+    state: SavedState
     parked: bool
 
     def extends(self, other: PendingSave) -> bool:
@@ -95,7 +95,7 @@ class PromptSaver:
         self._thread.start()
 
     def save(
-        self, namespace: str, tokens: list[int], state: bytes, *, keep_all: bool = False, parked: bool = False
+        self, namespace: str, tokens: list[int], state: SavedState, *, keep_all: bool = False, parked: bool = False
     ) -> None:
         """Queue one state (from any thread); `keep_all`: no other waiting one is dropped for it (a model leaving
         tier 1 saves all its slots; `parked`: as KV parking's)."""

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hypnos.config import PromptCacheConfig
-from hypnos.engine import CachedPrompt
+from hypnos.engine import CachedPrompt, SavedState
 from hypnos.kit.prompt_cache import BLOCK_TOKENS, block_hashes, common_prefix, files_unchanged
 from hypnos.scheduler.prompt_files import (
     SUFFIX,
@@ -63,7 +63,7 @@ class Entry:
     hashes: list[str]
     files: list[str]
     size: int
-    state: bytes | None = None
+    state: SavedState | None = None
     path: Path | None = None
     disk_bytes: int = 0
     writing: bool = False  # its disk write is queued or running (a RAM copy dropped meanwhile is not lost)
@@ -90,7 +90,7 @@ class PromptCacheStore:
         self._index: dict[tuple[str, str], set[tuple[str, str]]] = {}  # (namespace, block hash) -> entries
         self.hits = dict.fromkeys(TIERS, 0)
         self.misses = 0
-        self._writes: queue.Queue[tuple[Entry, bytes] | None] = queue.Queue()
+        self._writes: queue.Queue[tuple[Entry, SavedState] | None] = queue.Queue()
         self._writer: threading.Thread | None = None
         if folder is not None:
             self._index_disk(folder)
@@ -106,7 +106,13 @@ class PromptCacheStore:
     # ---- the engines' side -------------------------------------------------------------------------------------
 
     def save(
-        self, model_id: str, namespace: str, tokens: list[int], state: bytes, files: list[str], parked: bool = False
+        self,
+        model_id: str,
+        namespace: str,
+        tokens: list[int],
+        state: SavedState,
+        files: list[str],
+        parked: bool = False,
     ) -> bool:
         """Keep a state for `tokens` (at least one full block) in RAM and write it to disk; False when off or it
         cannot fit. An entry whose tokens this one extends is replaced by it. `parked`: KV parking's (kept under
@@ -349,7 +355,7 @@ class PromptCacheStore:
 
     # ---- the disk tier ---------------------------------------------------------------------------------------
 
-    def _queue_write(self, entry: Entry, state: bytes) -> None:
+    def _queue_write(self, entry: Entry, state: SavedState) -> None:
         if self._writer is None:
             self._writer = threading.Thread(target=self._write_loop, name="prompt-cache-writer", daemon=True)
             self._writer.start()
@@ -371,7 +377,7 @@ class PromptCacheStore:
                             self._remove(item[0])  # spilled while its write failed
                 self._writes.task_done()
 
-    def _write(self, entry: Entry, state: bytes) -> None:
+    def _write(self, entry: Entry, state: SavedState) -> None:
         with self.lock:
             if self._entries.get(entry.key) is not entry:
                 return  # replaced or dropped while queued

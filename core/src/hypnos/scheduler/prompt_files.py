@@ -47,7 +47,7 @@ def model_folder(root: Path, model_id: str) -> Path:
     return root / f"{safe}-{hashlib.blake2b(model_id.encode(), digest_size=4).hexdigest()}"
 
 
-def write_entry(path: Path, header: FileHeader, state: bytes) -> int:
+def write_entry(path: Path, header: FileHeader, state: bytes | bytearray) -> int:
     """Write a cache file atomically (temp file in the same folder, fsync, rename); its size in bytes."""
     path.parent.mkdir(parents=True, exist_ok=True)
     head = json.dumps(header.__dict__, separators=(",", ":")).encode()

@@ -100,10 +100,9 @@ class PromptStates:
                 return False
         elif not self.enabled or len(slot.cached) < self.min_tokens or slot.saved >= len(slot.cached):
             return False
-        state = context.seq_state(slot.seq_id)
-        if not state:
+        blob = context.seq_state(slot.seq_id, head=OFFSET.pack(slot.pos_offset))
+        if len(blob) <= OFFSET.size:
             return False
-        blob = OFFSET.pack(slot.pos_offset) + state
         self.saver.save(self.namespace(context, slot.scope), list(slot.cached), blob, keep_all=keep_all, parked=parked)
         slot.saved = len(slot.cached)
         return True

@@ -202,19 +202,31 @@ class LlamaContext:
         sequence it names: nothing is computed or copied)."""
         self.lib.llama_memory_seq_cp(self.memory, source, target, start, end)
 
-    def seq_state(self, seq_id: int) -> bytes:
-        """llama.cpp's serialized state of one sequence (its KV cells), for the prompt cache."""
+    def seq_state(self, seq_id: int, head: bytes = b"") -> bytearray:
+        """`head`, then llama.cpp's serialized state of one sequence (its KV cells), for the prompt cache: llama.cpp
+        writes the state straight into the one buffer returned (a long prompt's state is hundreds of MB, and every
+        copy of it is host memory under the engine host's limit). Only `head` when the sequence holds nothing."""
         size = self.lib.llama_state_seq_get_size(self.pointer, seq_id)
-        buffer = (ctypes.c_uint8 * size)()
-        written = self.lib.llama_state_seq_get_data(self.pointer, buffer, size, seq_id)
-        return ctypes.string_at(buffer, written)
+        blob = bytearray(len(head) + size)
+        blob[: len(head)] = head
+        target = (ctypes.c_uint8 * size).from_buffer(blob, len(head))
+        written = self.lib.llama_state_seq_get_data(self.pointer, target, size, seq_id)
+        del target  # the buffer's export ends: it may shrink
+        del blob[len(head) + written :]
+        return blob
 
-    def set_seq_state(self, seq_id: int, state: bytes, skip: int = 0) -> bool:
-        """Load a sequence's state saved by seq_state (after `skip` bytes of `state`) into `seq_id`; False when
-        llama.cpp refuses it."""
+    def set_seq_state(self, seq_id: int, state: bytes | bytearray, skip: int = 0) -> bool:
+        """Load a sequence's state saved by seq_state (after `skip` bytes of `state`) into `seq_id`, read in place
+        (no copy of it is made); False when llama.cpp refuses it."""
         size = len(state) - skip
-        buffer = (ctypes.c_uint8 * size).from_buffer_copy(state, skip)
-        return self.lib.llama_state_seq_set_data(self.pointer, buffer, size, seq_id) > 0
+        if size <= 0:
+            return False
+        if isinstance(state, bytearray):
+            source: Any = (ctypes.c_uint8 * size).from_buffer(state, skip)
+        else:
+            start = ctypes.cast(ctypes.c_char_p(state), ctypes.c_void_p).value or 0
+            source = ctypes.cast(start + skip, ctypes.POINTER(ctypes.c_uint8))
+        return self.lib.llama_state_seq_set_data(self.pointer, source, size, seq_id) > 0
 
     def seq_pos_max(self, seq_id: int) -> int:
         """The last position a sequence holds in the memory (-1: none)."""
