@@ -234,6 +234,7 @@ BENCHES: dict[str, Bench] = {
     "llama_ab_bench": Bench("plugins/hypnos-llama[test]", starter=True),
     "kv_park_bench": Bench("plugins/hypnos-llama[test]", starter=True),
     "prompt_cache_bench": Bench("plugins/hypnos-llama[test]", starter=True),
+    "state_memory_bench": Bench("plugins/hypnos-llama[test]", starter=True),
     "context_growth_bench": Bench("plugins/hypnos-llama[test]", starter=True),
     "api_bench": Bench("plugins/hypnos-llama[test]", starter=True),
     "prefill_bench": Bench("plugins/hypnos-llama[test]", starter=True),
