@@ -205,8 +205,8 @@ class ProcessConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # how long a new host may take to start (import the plugin, build the engine) before it counts as failed
     start_timeout_secs: float = 120.0
     # the host's memory wall: a request that takes it past this fails with 400 host_memory_limit (the host may be
-    # restarted; never counted as the model's crash). None: what the host held at start, plus the model's booking,
-    # plus memory_headroom_bytes; 0: no wall
+    # restarted; never counted as the model's crash). None: what the host held at start, plus the model's booking
+    # (one whole context's KV more with the prompt cache or KV parking on), plus memory_headroom_bytes; 0: no wall
     memory_limit_bytes: Annotated[int, msgspec.Meta(ge=0)] | None = None
     memory_headroom_bytes: Annotated[int, msgspec.Meta(ge=0)] = 2 * GiB
 

@@ -11,6 +11,7 @@ from hypnos.config import ProcessConfig
 from hypnos.engine import MemoryEstimate
 from hypnos.errors import HypnosError
 from hypnos.hosting.memory_wall import DATA_SLACK, memory_limit
+from hypnos.hosting.proxy import HostedEngine
 
 MiB = 1024 * 1024
 LIMIT = 256 * MiB
@@ -58,3 +59,31 @@ def test_the_default_wall_is_the_booking_plus_headroom_and_zero_turns_it_off() -
     assert memory_limit(process, estimate, 50 * MiB) == 50 * MiB + 124 * MiB + process.memory_headroom_bytes
     assert memory_limit(ProcessConfig(memory_limit_bytes=LIMIT), estimate, 50 * MiB) == LIMIT
     assert memory_limit(ProcessConfig(memory_limit_bytes=0), estimate, 50 * MiB) is None
+
+
+def test_a_host_that_moves_prompt_states_books_one_whole_context_kv_more() -> None:
+    estimate = MemoryEstimate(weight_bytes=100 * MiB, kv_bytes_per_token=1024, max_context_len=8192,
+                              default_context_len=4096)  # fmt: skip
+    process = ProcessConfig()
+    plain = memory_limit(process, estimate, 50 * MiB)
+    moving = memory_limit(process, estimate, 50 * MiB, moves_states=True)
+    assert plain is not None and moving is not None
+    assert moving - plain == 8 * MiB  # the whole context's KV (8192 tokens of 1 KiB), where a state lies on its way
+    assert memory_limit(ProcessConfig(memory_limit_bytes=LIMIT), estimate, 0, moves_states=True) == LIMIT
+
+
+async def test_the_server_books_a_state_in_flight_only_for_a_host_with_the_prompt_cache_on() -> None:
+    context = 8192
+    plain = hosted_model("plain", kv_bytes_per_token=64 * 1024, max_context_len=context)
+    plain["prompt_cache"] = {"enabled": False}
+    scheduler = hosted_scheduler([hosted_model("cached", kv_bytes_per_token=64 * 1024, max_context_len=context), plain])
+    try:
+        walls = {}
+        for model_id in ("cached", "plain"):
+            await asyncio.wait_for(chat_text(scheduler, model_id), 30)
+            engine = scheduler.get(model_id).engine
+            assert isinstance(engine, HostedEngine) and engine.host is not None and engine.host.memory_limit
+            walls[model_id] = engine.host.memory_limit - engine.base_rss
+        assert walls["cached"] - walls["plain"] == 64 * 1024 * context
+    finally:
+        await scheduler.shutdown()

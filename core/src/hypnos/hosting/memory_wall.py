@@ -29,8 +29,14 @@ DATA_SLACK = 2048 * MiB
 BASE_GUESS_BYTES = 1024 * MiB  # what a host holds before its model loads, for the hard wall set at its start
 
 
-def memory_limit(process: ProcessConfig, estimate: MemoryEstimate | None, base_bytes: int) -> int | None:
-    """The host's limit in bytes: configured, else base + booking + headroom; None when the wall is off (0)."""
+def memory_limit(
+    process: ProcessConfig, estimate: MemoryEstimate | None, base_bytes: int, *, moves_states: bool = False
+) -> int | None:
+    """The host's limit in bytes: configured, else base + booking + headroom; None when the wall is off (0).
+
+    moves_states: the host saves and restores prompt states (the prompt cache, KV parking), so the booking holds one
+    whole context's KV more, the most a host has in flight at once (a state is one sequence's cells, held once on its
+    way; a save and a restore beside it hold different cells of the same context)."""
     if process.memory_limit_bytes is not None:
         return process.memory_limit_bytes or None
     booking = 0
@@ -38,6 +44,8 @@ def memory_limit(process: ProcessConfig, estimate: MemoryEstimate | None, base_b
         context = estimate.max_context_len or estimate.default_context_len
         kv = estimate.kv_bytes_per_token * context
         booking = estimate.weight_bytes + estimate.workspace_bytes + estimate.projector_bytes + kv
+        if moves_states:
+            booking += kv
     return base_bytes + booking + process.memory_headroom_bytes
 
 

@@ -183,7 +183,7 @@ class HostedEngine(Engine):
             await asyncio.sleep(wait)
         env = host_environment(self.model, self.kind)
         estimate = self._estimate_or_none()
-        wall = memory_limit(self.model.process, estimate, BASE_GUESS_BYTES)
+        wall = memory_limit(self.model.process, estimate, BASE_GUESS_BYTES, moves_states=self._moves_states())
         if wall is not None and self.context.accelerator == "Cpu":  # a GPU runtime's host mappings: the watch alone
             env[MEMORY_LIMIT_ENV] = str(wall + DATA_SLACK)
         host = HostProcess(
@@ -208,10 +208,16 @@ class HostedEngine(Engine):
             raise
         self.last_exit = None
         self.base_rss = rss_bytes(host.pid) if host.pid is not None else 0
-        host.memory_limit = memory_limit(self.model.process, estimate, self.base_rss)
+        host.memory_limit = memory_limit(self.model.process, estimate, self.base_rss, moves_states=self._moves_states())
         if self.cores:
             await host.call("follow_cores", (self.cores, self.alone))
         return host
+
+    def _moves_states(self) -> bool:
+        """Whether the host saves and restores prompt states: the model's prompt cache, or KV parking, is on as it
+        starts (parking turned on later is booked from the host's next start)."""
+        cached = self.context.prompt_cache is not None and self.model.prompt_cache.enabled
+        return cached or (self.context.kv_park is not None and self.context.kv_park.enabled)
 
     def _estimate_or_none(self) -> MemoryEstimate | None:
         try:
