@@ -145,7 +145,7 @@ def distributed(session: nox.Session) -> None:
 
 
 # The Python agent SDKs `nox -s agents` drives (the npm clients are pinned in tests/agents/package.json).
-AGENTS_PINS = ["openai-agents==0.24.0", OPENAI_PIN, "anthropic==2.17.0"]
+AGENTS_PINS = ["openai-agents==0.25.0", OPENAI_PIN, "anthropic==2.17.0"]
 
 
 @nox.session(python=PYTHON)
