@@ -177,3 +177,26 @@ def test_a_keys_daily_tokens_count_responses_and_messages(app_dir: Path) -> None
         message = {"model": "fake-chat", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]}
         refused = client.post("/v1/messages", json=message, headers={"x-api-key": "k"})
         assert refused.status_code == 429 and refused.json()["error"]["type"] == "rate_limit_error"
+
+
+LONG = {"id": "long-chat", "modality": "text_generation", "engine": "fake", "fake": {"tokens": 700}}
+
+
+def test_a_response_without_max_output_tokens_runs_past_the_chat_default(app_dir: Path) -> None:
+    """Codex CLI sends no max_output_tokens and fails its turn on an incomplete response: unset is the server's cap
+    (limits.max_tokens_cap), as OpenAI's unset is the model's limit, while chat keeps its 512."""
+    with TestClient(build_app(config(models=[*config()["models"], LONG]))) as test_client:
+        wait_ready(test_client)
+        api = sdk(test_client)
+        whole = api.responses.create(model="long-chat", input="go on")
+        assert whole.status == "completed" and whole.max_output_tokens is None
+        assert whole.usage is not None and whole.usage.output_tokens == 700  # the whole answer, past chat's 512
+        asked = api.responses.create(model="long-chat", input="go on", max_output_tokens=600)
+        assert asked.status == "incomplete" and asked.incomplete_details is not None
+        assert asked.incomplete_details.reason == "max_output_tokens" and asked.usage.output_tokens == 600
+        chat = api.chat.completions.create(model="long-chat", messages=[{"role": "user", "content": "go on"}])
+        assert chat.usage is not None and chat.usage.completion_tokens == 512
+        assert chat.choices[0].finish_reason == "length"
+        with pytest.raises(openai.BadRequestError) as refused:
+            api.responses.create(model="long-chat", input="go on", max_output_tokens=0)
+        assert "max_output_tokens" in str(refused.value)

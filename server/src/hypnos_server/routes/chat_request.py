@@ -157,9 +157,11 @@ class Conversation:
         return self.messages
 
 
-def max_tokens_of(requested: int | None, limits: LimitsConfig, name: str = "max_tokens") -> int:
-    """The output bound: the default when unset, clamped to limits.max_tokens_cap; 400 below 1."""
-    max_tokens = DEFAULT_MAX_TOKENS if requested is None else requested
+def max_tokens_of(
+    requested: int | None, limits: LimitsConfig, name: str = "max_tokens", default: int = DEFAULT_MAX_TOKENS
+) -> int:
+    """The output bound: `default` when unset, clamped to limits.max_tokens_cap; 400 below 1."""
+    max_tokens = default if requested is None else requested
     if max_tokens < 1:
         raise invalid_request(f"Invalid value for `{name}`: expected an integer >= 1")
     return min(max_tokens, limits.max_tokens_cap)

@@ -247,7 +247,9 @@ def responses_request(
     tool_choice, forced, functions = _tool_choice(body.tool_choice, functions, body.max_tool_calls)
     chat = ChatInput(
         messages=messages,
-        max_tokens=max_tokens_of(body.max_output_tokens, limits),
+        # unset: as long as the server allows (OpenAI's Responses: the model's limit), not chat's 512; Codex CLI sends
+        # none and fails its turn on an incomplete response
+        max_tokens=max_tokens_of(body.max_output_tokens, limits, "max_output_tokens", default=limits.max_tokens_cap),
         sampling=sampling_of(
             temperature=body.temperature,
             top_p=body.top_p,
