@@ -110,3 +110,29 @@ async def test_a_state_saved_in_a_grown_context_is_found_after_a_restart(tiny_gg
 
     _, after, restarted = await after_a_restart(tiny_gguf, tmp_path, first, 1024, num_ctx=3000)
     assert after.cached_tokens >= 256 and restarted.hits["disk"] == 1
+
+
+async def test_a_request_holds_no_saved_state_once_it_starts(tiny_gguf: Path, tmp_path: Path) -> None:
+    """A found state is restored and let go: a request that runs on holds no copy of it (its host's memory)."""
+    store = PromptCacheStore(tmp_path / "cache", lambda model_id: SETTINGS)
+    engine = cached_engine(tiny_gguf, store)
+    started: list[Any] = []
+    try:
+        answers, finished = await three_turns(engine)
+        assert store.hits["ram"] == 1 and finished.cached_tokens >= 256
+        states = engine._batch.states
+        prepare = states.prepare
+
+        def watched(context: Any, slot: Any, job: Any) -> None:
+            prepare(context, slot, job)
+            started.append(job)
+
+        states.prepare = watched
+        await collect(engine, chat_request(OTHER, temperature=0), max_tokens=4)
+        hits = store.hits["ram"]
+        turn = chat_request(HISTORY, answers[0], "and the river?", temperature=0)
+        _, restored, _ = await collect(engine, turn, max_tokens=4)
+        assert store.hits["ram"] == hits + 1 and restored.cached_tokens >= 256  # the state was found and restored
+        assert started and all(job.restore is None for job in started)
+    finally:
+        await engine.unload()

@@ -35,8 +35,9 @@ def memory_limit(
     """The host's limit in bytes: configured, else base + booking + headroom; None when the wall is off (0).
 
     moves_states: the host saves and restores prompt states (the prompt cache, KV parking), so the booking holds one
-    whole context's KV more, the most a host has in flight at once (a state is one sequence's cells, held once on its
-    way; a save and a restore beside it hold different cells of the same context)."""
+    whole context's KV more: room for the states on their way (each one sequence's cells, held once; a save and a
+    restore beside it hold different cells of the same context). Requests queued in the host with a found state hold
+    theirs until they start, so several long ones at once can still take more: the headroom is for that."""
     if process.memory_limit_bytes is not None:
         return process.memory_limit_bytes or None
     booking = 0

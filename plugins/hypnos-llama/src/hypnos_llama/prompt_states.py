@@ -119,6 +119,7 @@ class PromptStates:
         if kept < len(slot.cached):
             self.save(context, slot)
         found: CachedPrompt | None = job.restore
+        job.restore = None  # the job holds no state once it starts (a long request's found state is freed at once)
         if found is None:
             return
         shared = min(common_prefix(found.tokens, job.prompt), len(job.prompt) - 1)
